@@ -1,0 +1,193 @@
+//! Hierarchical fair share over the sliding window, ranked as Slurm's Fair
+//! Tree ranks (depth-first, level by level).
+//!
+//! ```text
+//! ratio(node) = used(node) / allocated(node)      over the window, GPU-hours
+//! ```
+//! `ratio < 1`: the node used less than it was promised; `> 1`: more. This is
+//! the inverse of Fair Tree's level factor `LF = S / U`, so siblings sort by
+//! ratio *ascending* where Fair Tree sorts LF descending.
+//!
+//! Walk: at each account, its children and its own part (the allocation it
+//! kept and the usage of jobs charged to it directly) are sorted by
+//! 1. funding class: funded (allocated > 0) < unfunded and idle < unfunded
+//!    with usage (a node with zero allocation but usage ranks last; ordered
+//!    by usage among themselves),
+//! 2. ratio ascending (under-used first),
+//! 3. name ascending (deterministic tie-break; an own part carries its
+//!    account's name),
+//!
+//! then visited in that order, depth-first. The order in which own parts are
+//! visited is the account ranking: rank 0 is the most under-served account.
+//! `factor = (n − rank) / n` ∈ (0, 1], 1 for rank 0, as sprio shows it.
+//!
+//! Users rank inside their account by their own usage, ascending (equal shares
+//! among an account's users), then by name.
+
+use crate::ledger::{UsageKey, WindowUsage};
+use crate::tree::{Allocation, NodeId, OrgTree};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// Where an account stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    pub account: String,
+    /// 0 = most under-served account of the cluster.
+    pub rank: u32,
+    /// `(n − rank) / n`.
+    pub factor: f64,
+    /// Own part: GPU-hours used by jobs charged to this account in the window.
+    pub used_gpu_hours: f64,
+    /// Own part: GPU-hours per window this account kept.
+    pub allocated_gpu_hours: f64,
+    /// Whole subtree.
+    pub subtree_used_gpu_hours: f64,
+    pub subtree_allocated_gpu_hours: f64,
+    /// Sort key of the own part (see module docs).
+    pub key: RankKey,
+}
+
+/// The sort key of one item among siblings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankKey {
+    pub class: FundingClass,
+    /// `used / allocated` when funded; GPU-hours used when unfunded.
+    pub ratio: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FundingClass {
+    Funded = 0,
+    UnfundedIdle = 1,
+    UnfundedUsing = 2,
+}
+
+impl RankKey {
+    pub fn new(allocated_gpu_hours: f64, used_gpu_hours: f64) -> RankKey {
+        if allocated_gpu_hours > 0.0 {
+            RankKey { class: FundingClass::Funded, ratio: used_gpu_hours / allocated_gpu_hours }
+        } else if used_gpu_hours > 0.0 {
+            RankKey { class: FundingClass::UnfundedUsing, ratio: used_gpu_hours }
+        } else {
+            RankKey { class: FundingClass::UnfundedIdle, ratio: 0.0 }
+        }
+    }
+    fn cmp(&self, other: &RankKey) -> Ordering {
+        self.class.cmp(&other.class).then(self.ratio.total_cmp(&other.ratio))
+    }
+    /// Funded ratio, or infinity for unfunded accounts (for reports).
+    pub fn display_ratio(&self) -> f64 {
+        match self.class {
+            FundingClass::Funded => self.ratio,
+            _ => f64::INFINITY,
+        }
+    }
+}
+
+/// The ranking of every account of a tree at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FairShare {
+    standings: BTreeMap<String, Standing>,
+    order: Vec<String>,
+    user_usage: BTreeMap<UsageKey, f64>,
+}
+
+enum Item {
+    Own(NodeId),
+    Child(NodeId),
+}
+
+impl FairShare {
+    pub fn compute(tree: &OrgTree, alloc: &Allocation, usage: &WindowUsage) -> FairShare {
+        let n = tree.len();
+        // Own usage per node, and subtree sums bottom-up.
+        let own_used: Vec<f64> =
+            (0..n).map(|id| usage.account_gpu_hours(&tree.node(id).name)).collect();
+        let mut sub_used = own_used.clone();
+        let walk = tree.walk();
+        for &(id, _) in walk.iter().rev() {
+            if let Some(p) = tree.node(id).parent {
+                sub_used[p] += sub_used[id];
+            }
+        }
+        let own_key = |id: NodeId| RankKey::new(alloc.own_gpu_hours[id], own_used[id]);
+        let sub_key = |id: NodeId| RankKey::new(alloc.gpu_hours[id], sub_used[id]);
+
+        let mut order = Vec::with_capacity(n);
+        // Depth-first with an explicit stack of items still to visit.
+        let mut stack = vec![Item::Child(tree.root())];
+        while let Some(item) = stack.pop() {
+            match item {
+                Item::Own(id) => order.push(id),
+                Item::Child(id) => {
+                    let mut items: Vec<(RankKey, &str, Item)> = Vec::new();
+                    items.push((own_key(id), tree.node(id).name.as_str(), Item::Own(id)));
+                    for &c in &tree.node(id).children {
+                        items.push((sub_key(c), tree.node(c).name.as_str(), Item::Child(c)));
+                    }
+                    // 1–2: class, ratio; 3: name; own part before a child of
+                    // the same name (cannot happen: names are unique).
+                    items.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
+                    for (_, _, it) in items.into_iter().rev() {
+                        stack.push(it);
+                    }
+                }
+            }
+        }
+        let total = order.len() as f64;
+        let mut standings = BTreeMap::new();
+        let mut names = Vec::with_capacity(n);
+        for (rank, &id) in order.iter().enumerate() {
+            let name = tree.node(id).name.clone();
+            standings.insert(
+                name.clone(),
+                Standing {
+                    account: name.clone(),
+                    rank: rank as u32,
+                    factor: (total - rank as f64) / total,
+                    used_gpu_hours: own_used[id],
+                    allocated_gpu_hours: alloc.own_gpu_hours[id],
+                    subtree_used_gpu_hours: sub_used[id],
+                    subtree_allocated_gpu_hours: alloc.gpu_hours[id],
+                    key: own_key(id),
+                },
+            );
+            names.push(name);
+        }
+        FairShare { standings, order: names, user_usage: usage.by_user.clone() }
+    }
+
+    /// `None` for an account that is not in the tree.
+    pub fn standing(&self, account: &str) -> Option<&Standing> {
+        self.standings.get(account)
+    }
+
+    /// Accounts from rank 0 (most under-served) down.
+    pub fn ranked(&self) -> impl Iterator<Item = &Standing> + '_ {
+        self.order.iter().filter_map(|a| self.standings.get(a))
+    }
+
+    /// Number of ranked accounts (including root).
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Rank per (account, user): the account's rank, then the user's place
+    /// inside it (0 = least usage). `None` if the account is not in the tree.
+    pub fn user_rank(&self, account: &str, user: &str) -> Option<(u32, u32)> {
+        let s = self.standing(account)?;
+        let mine = self.user_usage.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0);
+        let ahead = self
+            .user_usage
+            .iter()
+            .filter(|(k, v)| {
+                k.account == account && (v.total_cmp(&mine).then(k.user.as_str().cmp(user)) == Ordering::Less)
+            })
+            .count();
+        Some((s.rank, ahead as u32))
+    }
+}

@@ -1,0 +1,106 @@
+//! The allocator's view of a job: owned values only, built by the plugin from
+//! a `job_record_t`, by the simulator from a trace row, by tests from a
+//! builder. No pointer, no Slurm type.
+
+use crate::contract::Contract;
+use crate::fairshare::FairShare;
+use crate::ledger::{Ledger, UsageKey};
+use crate::tree::OrgTree;
+
+/// Anything that knows which accounts are in the tree.
+pub trait KnownAccounts {
+    fn knows(&self, account: &str) -> bool;
+}
+impl KnownAccounts for OrgTree {
+    fn knows(&self, account: &str) -> bool {
+        self.contains(account)
+    }
+}
+impl KnownAccounts for FairShare {
+    fn knows(&self, account: &str) -> bool {
+        self.standing(account).is_some()
+    }
+}
+
+/// Everything the rules look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: u64,
+    /// Slurm account = node of the org tree.
+    pub account: String,
+    pub user: String,
+    /// The contract after the cluster's rules were applied
+    /// ([`crate::ContractRules::resolve`]).
+    pub contract: Contract,
+    pub gpus: u32,
+    /// Unix seconds.
+    pub submit_s: u64,
+    /// Unix seconds; `None` while pending.
+    pub start_s: Option<u64>,
+    /// Order inside the team, higher first. The plugin passes `-nice`; a
+    /// trace passes its `priority` column.
+    pub within_team: i32,
+}
+
+impl Job {
+    /// A pending job with no contract, 1 GPU, submitted at 0: start of a builder chain.
+    pub fn new(id: u64, account: &str, user: &str) -> Job {
+        Job {
+            id,
+            account: account.to_string(),
+            user: user.to_string(),
+            contract: Contract::UNALLOCATED,
+            gpus: 1,
+            submit_s: 0,
+            start_s: None,
+            within_team: 0,
+        }
+    }
+    pub fn contract(mut self, min_runtime_s: u64, resumable: bool) -> Job {
+        self.contract = Contract::new(min_runtime_s, resumable);
+        self
+    }
+    pub fn gpus(mut self, gpus: u32) -> Job {
+        self.gpus = gpus;
+        self
+    }
+    pub fn submitted(mut self, at: u64) -> Job {
+        self.submit_s = at;
+        self
+    }
+    pub fn started(mut self, at: u64) -> Job {
+        self.start_s = Some(at);
+        self
+    }
+    pub fn within_team(mut self, p: i32) -> Job {
+        self.within_team = p;
+        self
+    }
+
+    /// Allocated ⇔ a contract > 0 **and** an account in the tree. Only
+    /// allocated jobs are charged, fair-shared and protected. One definition
+    /// for plugin, simulator and reports.
+    pub fn is_allocated(&self, accounts: &impl KnownAccounts) -> bool {
+        self.contract.is_allocated() && accounts.knows(&self.account)
+    }
+
+    /// Charge the job's GPUs over `[from, to)` to the ledger if, and only if,
+    /// it is allocated. Returns whether anything was charged. The plugin's
+    /// recalculation thread and the simulator both charge through here.
+    pub fn charge(&self, accounts: &impl KnownAccounts, ledger: &mut Ledger, from: u64, to: u64) -> bool {
+        if !self.is_allocated(accounts) || to <= from {
+            return false;
+        }
+        ledger.charge(&UsageKey::new(&self.account, &self.user), self.gpus, from, to);
+        true
+    }
+
+    /// Seconds of protected runtime left at `now` (0 when pending, past the
+    /// contract or unallocated).
+    pub fn contract_left_s(&self, now: u64) -> u64 {
+        match self.start_s {
+            Some(start) => (start + self.contract.min_runtime_s).saturating_sub(now),
+            None => 0,
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The ledger: allocated GPU-seconds per (account, user) over a hard sliding
+//! window.
+//!
+//! Time is cut into buckets of `bucket_s` (default 1 h). Bucket `b` covers
+//! `[b × bucket_s, (b + 1) × bucket_s)`. The window at time `now` is the
+//! bucket holding `now` and the `window_s / bucket_s − 1` buckets before it:
+//!
+//! ```text
+//! cur        = ⌊now / bucket_s⌋
+//! in window  ⇔ cur − n + 1 ≤ b ≤ cur,   n = window_s / bucket_s
+//! ```
+//! A bucket falls out whole, exactly when `now` crosses a bucket edge; nothing
+//! decays smoothly (unlike Slurm's half-life decay). Only allocated work is
+//! charged: callers never charge unallocated jobs (see [`crate::job`]).
+
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// Who used the GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UsageKey {
+    pub account: String,
+    pub user: String,
+}
+
+impl UsageKey {
+    pub fn new(account: &str, user: &str) -> Self {
+        UsageKey { account: account.to_string(), user: user.to_string() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LedgerError {
+    #[error("bucket {bucket_s}s must be > 0 and divide the window {window_s}s")]
+    BadGeometry { bucket_s: u64, window_s: u64 },
+}
+
+/// GPU-seconds charged per bucket per (account, user).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ledger {
+    bucket_s: u64,
+    window_s: u64,
+    buckets: BTreeMap<u64, BTreeMap<UsageKey, f64>>,
+}
+
+/// Usage summed over one window.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WindowUsage {
+    /// GPU-seconds per (account, user).
+    pub by_user: BTreeMap<UsageKey, f64>,
+    /// GPU-seconds per account (its own jobs only, not its children's).
+    pub by_account: BTreeMap<String, f64>,
+}
+
+impl WindowUsage {
+    pub fn account_gpu_hours(&self, account: &str) -> f64 {
+        self.by_account.get(account).copied().unwrap_or(0.0) / 3600.0
+    }
+    pub fn user_gpu_hours(&self, account: &str, user: &str) -> f64 {
+        self.by_user.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0) / 3600.0
+    }
+}
+
+impl Ledger {
+    pub fn new(bucket_s: u64, window_s: u64) -> Result<Ledger, LedgerError> {
+        if bucket_s == 0 || window_s == 0 || window_s % bucket_s != 0 {
+            return Err(LedgerError::BadGeometry { bucket_s, window_s });
+        }
+        Ok(Ledger { bucket_s, window_s, buckets: BTreeMap::new() })
+    }
+
+    pub fn bucket_s(&self) -> u64 {
+        self.bucket_s
+    }
+    pub fn window_s(&self) -> u64 {
+        self.window_s
+    }
+
+    fn window_buckets(&self) -> u64 {
+        self.window_s / self.bucket_s
+    }
+
+    /// First bucket index still inside the window at `now`.
+    pub fn first_bucket(&self, now: u64) -> u64 {
+        (now / self.bucket_s).saturating_sub(self.window_buckets() - 1)
+    }
+
+    /// Charge `gpus` GPUs used over `[from, to)` (unix seconds), split across
+    /// the buckets the interval overlaps. Empty intervals charge nothing.
+    pub fn charge(&mut self, key: &UsageKey, gpus: u32, from: u64, to: u64) {
+        if to <= from || gpus == 0 {
+            return;
+        }
+        let mut t = from;
+        while t < to {
+            let b = t / self.bucket_s;
+            let edge = (b + 1) * self.bucket_s;
+            let end = edge.min(to);
+            self.add(b, key, f64::from(gpus) * (end - t) as f64);
+            t = end;
+        }
+    }
+
+    /// Add GPU-seconds to one bucket directly (used when loading saved state).
+    pub fn add(&mut self, bucket: u64, key: &UsageKey, gpu_seconds: f64) {
+        if !(gpu_seconds.is_finite() && gpu_seconds > 0.0) {
+            return;
+        }
+        *self.buckets.entry(bucket).or_default().entry(key.clone()).or_insert(0.0) += gpu_seconds;
+    }
+
+    /// Drop buckets that have left the window at `now`.
+    pub fn prune(&mut self, now: u64) {
+        let first = self.first_bucket(now);
+        self.buckets = self.buckets.split_off(&first);
+    }
+
+    /// Sum of the buckets inside the window at `now`.
+    pub fn usage(&self, now: u64) -> WindowUsage {
+        let first = self.first_bucket(now);
+        let last = now / self.bucket_s;
+        let mut u = WindowUsage::default();
+        for (_, bucket) in self.buckets.range(first..=last) {
+            for (key, gs) in bucket {
+                *u.by_user.entry(key.clone()).or_insert(0.0) += gs;
+                *u.by_account.entry(key.account.clone()).or_insert(0.0) += gs;
+            }
+        }
+        u
+    }
+
+    /// Every stored entry: (bucket index, key, GPU-seconds), in order.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, &UsageKey, f64)> + '_ {
+        self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(k, v)| (*b, k, *v)))
+    }
+
+    /// GPU-seconds per account in one bucket (for hourly reports).
+    pub fn bucket(&self, bucket: u64) -> impl Iterator<Item = (&UsageKey, f64)> + '_ {
+        self.buckets.get(&bucket).into_iter().flat_map(|m| m.iter().map(|(k, v)| (k, *v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: u64 = 3600;
+    const D: u64 = 86_400;
+
+    fn ledger() -> Ledger {
+        Ledger::new(H, 7 * D).unwrap()
+    }
+
+    #[test]
+    fn charge_splits_at_bucket_edges() {
+        let mut l = ledger();
+        let k = UsageKey::new("nlp", "alice");
+        // 2 GPUs from 00:30 to 02:15.
+        l.charge(&k, 2, H / 2, 2 * H + H / 4);
+        let e: Vec<_> = l.entries().map(|(b, _, v)| (b, v)).collect();
+        assert_eq!(e, vec![(0, 2.0 * 1800.0), (1, 2.0 * 3600.0), (2, 2.0 * 900.0)]);
+        assert_eq!(l.usage(3 * H).account_gpu_hours("nlp"), 3.5);
+    }
+
+    #[test]
+    fn window_rolls_over_exactly_at_bucket_edges() {
+        let mut l = ledger();
+        let k = UsageKey::new("nlp", "alice");
+        l.charge(&k, 1, 0, H); // bucket 0
+        l.charge(&k, 1, H, 2 * H); // bucket 1
+        let n = 7 * 24;
+        // The last second at which bucket 0 is still inside.
+        assert_eq!(l.usage(n * H - 1).account_gpu_hours("nlp"), 2.0);
+        // Exactly at the edge it is gone, bucket 1 stays.
+        assert_eq!(l.usage(n * H).account_gpu_hours("nlp"), 1.0);
+        assert_eq!(l.usage((n + 1) * H - 1).account_gpu_hours("nlp"), 1.0);
+        assert_eq!(l.usage((n + 1) * H).account_gpu_hours("nlp"), 0.0);
+    }
+
+    #[test]
+    fn idle_for_eight_days_is_back_to_zero() {
+        let mut l = ledger();
+        let k = UsageKey::new("cv", "bob");
+        l.charge(&k, 8, 0, 3 * D);
+        assert!(l.usage(3 * D).account_gpu_hours("cv") > 0.0);
+        let later = 3 * D + 8 * D;
+        assert_eq!(l.usage(later).account_gpu_hours("cv"), 0.0);
+        l.prune(later);
+        assert_eq!(l.entries().count(), 0);
+    }
+
+    #[test]
+    fn prune_keeps_what_is_in_window() {
+        let mut l = Ledger::new(H, 2 * H).unwrap();
+        let k = UsageKey::new("a", "u");
+        l.charge(&k, 1, 0, 3 * H);
+        l.prune(3 * H - 1); // window = buckets 1..=2
+        assert_eq!(l.entries().map(|(b, _, _)| b).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn users_and_accounts_are_summed() {
+        let mut l = ledger();
+        l.charge(&UsageKey::new("a", "u1"), 1, 0, H);
+        l.charge(&UsageKey::new("a", "u2"), 2, 0, H);
+        l.charge(&UsageKey::new("b", "u1"), 4, 0, H);
+        let u = l.usage(H);
+        assert_eq!(u.account_gpu_hours("a"), 3.0);
+        assert_eq!(u.user_gpu_hours("a", "u2"), 2.0);
+        assert_eq!(u.account_gpu_hours("b"), 4.0);
+        assert_eq!(u.account_gpu_hours("zzz"), 0.0);
+    }
+
+    #[test]
+    fn geometry_is_checked() {
+        assert!(Ledger::new(0, 10).is_err());
+        assert!(Ledger::new(7, 10).is_err());
+        assert!(Ledger::new(H, 7 * D).is_ok());
+    }
+
+    #[test]
+    fn nothing_for_empty_or_reversed_intervals() {
+        let mut l = ledger();
+        let k = UsageKey::new("a", "u");
+        l.charge(&k, 4, 100, 100);
+        l.charge(&k, 4, 200, 100);
+        l.charge(&k, 0, 0, 100);
+        assert_eq!(l.entries().count(), 0);
+    }
+}

@@ -1,0 +1,40 @@
+//! Tally's pure core: the rules every other part of Tally calls.
+//!
+//! - [`tree`]: the org tree ([`OrgTree`]) and budgets, turned into an
+//!   [`Allocation`] of GPU-hours per window for a cluster [`Capacity`].
+//! - [`ledger`]: the [`Ledger`] of allocated GPU-seconds per (account, user)
+//!   in hourly buckets over a hard sliding window.
+//! - [`fairshare`]: the [`FairShare`] ranking of accounts by
+//!   `used / allocated`, depth-first like Slurm's Fair Tree.
+//! - [`contract`]: the comment parser (`contract=2h,resumable`) and the
+//!   cluster's [`ContractRules`].
+//! - [`priority`]: [`job_priority`], the one job-order function (bit layout
+//!   documented there).
+//! - [`preempt`]: [`may_preempt`] and [`order_victims`], the one preemption rule.
+//! - [`fairness`]: owed versus delivered GPU-hours.
+//!
+//! The crate does no IO, has no unsafe code and knows no Slurm type: the
+//! plugins, the simulator and the reports hand it owned [`Job`] values.
+//! Design: `docs/design.md`.
+
+#![forbid(unsafe_code)]
+
+pub mod contract;
+pub mod duration;
+pub mod fairness;
+pub mod fairshare;
+pub mod job;
+pub mod ledger;
+pub mod preempt;
+pub mod priority;
+pub mod tree;
+
+pub use contract::{parse_comment, Contract, ContractError, ContractRules, MissingContract};
+pub use duration::{format_duration, parse_duration, DurationError};
+pub use fairness::{summarize, Delivery, FairnessSummary};
+pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
+pub use job::{Job, KnownAccounts};
+pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
+pub use preempt::{may_preempt, order_victims, Decision, Refusal, VictimClass};
+pub use priority::{job_priority, Priority, PriorityRules};
+pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

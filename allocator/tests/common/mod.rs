@@ -1,0 +1,53 @@
+//! Builder fixtures: a small world of accounts, usage and a clock.
+#![allow(dead_code)]
+
+use tally_allocator::*;
+
+pub const H: u64 = 3600;
+pub const D: u64 = 86_400;
+pub const WEEK: u64 = 7 * D;
+/// An arbitrary "now" far from 0 so windows are full.
+pub const NOW: u64 = 100 * D;
+
+#[derive(Debug, Clone)]
+pub struct World {
+    pub specs: Vec<AccountSpec>,
+    pub gpus: u32,
+    pub ledger: Ledger,
+    pub now: u64,
+}
+
+impl World {
+    pub fn new(gpus: u32) -> World {
+        World { specs: vec![], gpus, ledger: Ledger::new(H, WEEK).unwrap(), now: NOW }
+    }
+    /// An account with a share of its parent (percent).
+    pub fn share(mut self, name: &str, parent: Option<&str>, pct: f64) -> World {
+        self.specs.push(AccountSpec::new(name, parent, Some(Budget::Share(pct))));
+        self
+    }
+    /// An account with no budget.
+    pub fn unfunded(mut self, name: &str, parent: Option<&str>) -> World {
+        self.specs.push(AccountSpec::new(name, parent, None));
+        self
+    }
+    /// `gpu_hours` of usage by `account`/`user` in the hour before now.
+    pub fn used(mut self, account: &str, user: &str, gpu_hours: f64) -> World {
+        let b = self.now / H - 1;
+        self.ledger.add(b, &UsageKey::new(account, user), gpu_hours * 3600.0);
+        self
+    }
+    pub fn tree(&self) -> OrgTree {
+        OrgTree::new(&self.specs).expect("valid tree")
+    }
+    pub fn fs(&self) -> FairShare {
+        let tree = self.tree();
+        let alloc = Allocation::new(&tree, Capacity { gpus: self.gpus, window_s: WEEK }).expect("fits");
+        FairShare::compute(&tree, &alloc, &self.ledger.usage(self.now))
+    }
+}
+
+/// Accounts from most to least under-served.
+pub fn ranking(fs: &FairShare) -> Vec<String> {
+    fs.ranked().map(|s| s.account.clone()).collect()
+}

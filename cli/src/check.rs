@@ -1,0 +1,60 @@
+//! `tally config check`: validate and print the effective allocation tree.
+
+use std::path::PathBuf;
+use tally_allocator::{format_duration, Budget, MissingContract};
+
+pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
+    let (config, gpus) = crate::load(file, gpus)?;
+    let alloc = config.allocation(gpus).map_err(|e| e.to_string())?;
+    let tree = &config.tree;
+    let missing = match config.contracts.missing {
+        MissingContract::Unallocated => "unallocated".to_string(),
+        MissingContract::Reject => "rejected".to_string(),
+        MissingContract::Default(c) => format!("default {}", c.canonical()),
+    };
+    println!(
+        "{}: OK ({} accounts, {} teams)",
+        config.source,
+        tree.len() - 1,
+        tree.leaves().count()
+    );
+    println!(
+        "window {} in {} buckets; contracts 0..{}, missing contract: {}",
+        format_duration(config.window_s),
+        format_duration(config.bucket_s),
+        format_duration(config.contracts.max_s),
+        missing
+    );
+    println!(
+        "cluster: {} GPUs x {:.0} h = {:.1} GPU-hours per window\n",
+        gpus,
+        alloc.capacity.window_hours(),
+        alloc.capacity.gpu_hours()
+    );
+    let width = tree.walk().iter().map(|&(id, d)| 2 * d + tree.node(id).name.len()).max().unwrap_or(10).max(7);
+    println!(
+        "{:<width$}  {:>12}  {:>8}  {:>12}  {:>8}  {:>12}",
+        "ACCOUNT", "BUDGET", "CLUSTER", "GPU-HOURS", "GPUS", "KEPT GPU-H"
+    );
+    for (id, depth) in tree.walk() {
+        let node = tree.node(id);
+        let budget = match node.budget {
+            _ if id == tree.root() => "cluster".to_string(),
+            Some(Budget::Share(p)) => format!("{p}%"),
+            Some(Budget::GpuHours(h)) => format!("{h} GPU-h"),
+            None => "none".to_string(),
+        };
+        let name = format!("{}{}", "  ".repeat(depth), node.name);
+        let kept = if node.children.is_empty() { String::new() } else { format!("{:.1}", alloc.own_gpu_hours[id]) };
+        println!(
+            "{:<width$}  {:>12}  {:>7.2}%  {:>12.1}  {:>8.2}  {:>12}",
+            name,
+            budget,
+            100.0 * alloc.fraction(id),
+            alloc.gpu_hours[id],
+            alloc.rate_gpus(id),
+            kept
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! `tally`: the command-line face of Tally.
+//!
+//! Every subcommand works on the same allocator functions the plugins use.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod check;
+mod demo;
+
+#[derive(Parser, Debug)]
+#[command(name = "tally", version, about = "Fair-share GPU scheduling for Slurm: budgets, contracts, reports")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Work with tally.toml.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Walk through the rules on a config: a week of usage, the fair-share
+    /// ranking, the job order and a preemption decision (no Slurm needed).
+    Demo {
+        /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Cluster size in GPUs (default: [cluster] gpus of the file).
+        #[arg(long)]
+        gpus: Option<u32>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Validate a config and print the effective allocation tree
+    /// (GPU-hours per account per window for a cluster size).
+    Check {
+        /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+        file: Option<PathBuf>,
+        /// Cluster size in GPUs (default: [cluster] gpus of the file).
+        #[arg(long)]
+        gpus: Option<u32>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Config { command: ConfigCommand::Check { file, gpus } } => check::run(file, gpus),
+        Command::Demo { config, gpus } => demo::run(config, gpus),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("{msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Load a config (default path when `None`) and pick the cluster size.
+pub(crate) fn load(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(tally_config::Config, u32), String> {
+    let path = file.unwrap_or_else(tally_config::default_path);
+    let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    let gpus = match gpus.or(config.cluster.gpus) {
+        Some(0) => return Err("--gpus must be at least 1".to_string()),
+        Some(g) => g,
+        None => {
+            return Err(format!(
+                "{}: no cluster size: give --gpus N or set [cluster] gpus in the file",
+                path.display()
+            ))
+        }
+    };
+    Ok((config, gpus))
+}

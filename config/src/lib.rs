@@ -1,0 +1,326 @@
+//! `tally.toml`: Tally's configuration.
+//!
+//! Parsing happens in two steps, as in ripgrep's flags: [`raw`] types that
+//! mirror the file (serde, `deny_unknown_fields`), then [`Config::from_raw`]
+//! validates them into the allocator's types ([`OrgTree`], [`ContractRules`],
+//! [`PriorityRules`], ledger geometry). Every problem names the file, the
+//! line, the key path and what was expected:
+//!
+//! ```text
+//! examples/broken.toml:12: accounts.nlp.share: share 140 is not a percentage in (0, 100]
+//! ```
+//!
+//! This is the only crate that derives serde. Default path:
+//! `/etc/slurm/tally.toml`, overridden by `$TALLY_CONFIG`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use tally_allocator::{
+    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, Ledger, MissingContract, OrgTree,
+    PriorityRules, TreeError,
+};
+
+pub mod raw;
+
+/// Where slurmctld and the CLI look unless told otherwise.
+pub const DEFAULT_PATH: &str = "/etc/slurm/tally.toml";
+
+/// `$TALLY_CONFIG` or [`DEFAULT_PATH`].
+pub fn default_path() -> PathBuf {
+    std::env::var_os("TALLY_CONFIG").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
+}
+
+/// One thing wrong with a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Dotted key path, e.g. `accounts.nlp.share`.
+    pub key: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+/// Everything wrong with one config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            match p.line {
+                Some(line) => write!(f, "{}:{}: ", self.file, line)?,
+                None => write!(f, "{}: ", self.file)?,
+            }
+            if p.key.is_empty() {
+                write!(f, "{}", p.message)?;
+            } else {
+                write!(f, "{}: {}", p.key, p.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    fn one(file: &str, key: &str, line: Option<usize>, message: impl Into<String>) -> ConfigError {
+        ConfigError { file: file.to_string(), problems: vec![Problem { key: key.to_string(), line, message: message.into() }] }
+    }
+}
+
+/// Cluster shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    pub name: Option<String>,
+    /// GPUs in the cluster, if the file says; the plugin otherwise counts the
+    /// GPUs of the nodes Slurm knows.
+    pub gpus: Option<u32>,
+    pub gpus_per_node: u32,
+}
+
+/// What the job_submit plugin enforces beyond the contract syntax.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmitPolicy {
+    /// An allocated contract needs an account in the tree.
+    pub require_funded_account: bool,
+    /// GPU counts must be powers of two.
+    pub power_of_two_gpus: bool,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from (for messages).
+    pub source: String,
+    pub cluster: Cluster,
+    pub window_s: u64,
+    pub bucket_s: u64,
+    pub contracts: ContractRules,
+    pub submit: SubmitPolicy,
+    pub priority: PriorityRules,
+    /// How often the plugin's thread charges usage and re-ranks.
+    pub calc_period_s: u64,
+    pub tree: OrgTree,
+    /// user → account, for clusters without slurmdbd.
+    pub users: BTreeMap<String, String>,
+    /// Detailed logging in slurmctld's log.
+    pub debug: bool,
+    /// Line of each `[accounts.X]` (for messages found later, e.g. budgets
+    /// that do not fit a cluster size).
+    account_lines: BTreeMap<String, usize>,
+}
+
+impl Config {
+    /// Read and validate a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::one(&file, "", None, format!("cannot read: {e}")))?;
+        Config::parse(&text, &file)
+    }
+
+    /// Validate TOML text; `file` names it in messages.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let raw = raw::parse(text).map_err(|(key, line, message)| ConfigError::one(file, &key, line, message))?;
+        Config::from_raw(raw, text, file)
+    }
+
+    /// Validation of the raw file. Collects every problem it can before
+    /// failing (the tree is checked only once its parts are valid).
+    pub fn from_raw(raw: raw::RawConfig, text: &str, file: &str) -> Result<Config, ConfigError> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let mut problems = Vec::new();
+        let mut bad = |key: &str, line: Option<usize>, message: String| {
+            problems.push(Problem { key: key.to_string(), line, message })
+        };
+
+        let cluster = raw.cluster.unwrap_or_default();
+        if cluster.gpus == Some(0) {
+            bad("cluster.gpus", None, "must be at least 1 (or left out to count the nodes' GPUs)".into());
+        }
+        let gpus_per_node = cluster.gpus_per_node.unwrap_or(8);
+        if gpus_per_node == 0 {
+            bad("cluster.gpus_per_node", None, "must be at least 1".into());
+        }
+
+        let ledger = raw.ledger.unwrap_or_default();
+        let window_s = ledger.window.map_or(7 * 86_400, |d| d.0);
+        let bucket_s = ledger.bucket.map_or(3600, |d| d.0);
+        if bucket_s == 0 {
+            bad("ledger.bucket", None, "must be longer than 0 (e.g. \"1h\")".into());
+        } else if window_s < bucket_s || window_s % bucket_s != 0 {
+            bad(
+                "ledger.window",
+                None,
+                format!(
+                    "{} is not a whole number of buckets of {} (e.g. window = \"7d\", bucket = \"1h\")",
+                    tally_allocator::format_duration(window_s),
+                    tally_allocator::format_duration(bucket_s)
+                ),
+            );
+        }
+
+        let c = raw.contracts.unwrap_or_default();
+        let max_s = c.max.map_or(tally_allocator::contract::DEFAULT_MAX_CONTRACT_S, |d| d.0);
+        if max_s == 0 {
+            bad("contracts.max", None, "must be longer than 0 (default \"8h\")".into());
+        }
+        let unallocated_below_s = c.unallocated_below.map_or(0, |d| d.0);
+        let missing = match c.missing.as_deref().map(str::trim) {
+            None | Some("unallocated") => MissingContract::Unallocated,
+            Some("reject") => MissingContract::Reject,
+            Some(other) => match tally_allocator::parse_duration(other) {
+                Ok(0) => MissingContract::Unallocated,
+                Ok(s) if s <= max_s => MissingContract::Default(Contract::new(s, false)),
+                Ok(s) => {
+                    bad(
+                        "contracts.missing",
+                        None,
+                        format!(
+                            "default contract {} exceeds contracts.max {}",
+                            tally_allocator::format_duration(s),
+                            tally_allocator::format_duration(max_s)
+                        ),
+                    );
+                    MissingContract::Unallocated
+                }
+                Err(e) => {
+                    bad(
+                        "contracts.missing",
+                        None,
+                        format!("expected \"unallocated\", \"reject\" or a default contract such as \"1h\": {e}"),
+                    );
+                    MissingContract::Unallocated
+                }
+            },
+        };
+        let contracts = ContractRules { max_s, unallocated_below_s, missing };
+        let submit = SubmitPolicy {
+            require_funded_account: c.require_funded_account.unwrap_or(true),
+            power_of_two_gpus: c.power_of_two_gpus.unwrap_or(false),
+        };
+
+        let p = raw.priority.unwrap_or_default();
+        let calc_period_s = p.calc_period.map_or(60, |d| d.0);
+        if calc_period_s == 0 {
+            bad("priority.calc_period", None, "must be longer than 0 (default \"1m\")".into());
+        }
+        let age_unit_s = p.age_unit.map_or(60, |d| d.0);
+        if age_unit_s == 0 {
+            bad("priority.age_unit", None, "must be longer than 0 (default \"1m\")".into());
+        }
+
+        // Accounts.
+        let mut specs = Vec::new();
+        let mut account_lines = BTreeMap::new();
+        for (name, acct) in &raw.accounts {
+            let line = line_of(acct.span().start);
+            account_lines.insert(name.clone(), line);
+            let a = acct.get_ref();
+            let key = format!("accounts.{name}");
+            let budget = match (a.share, a.gpu_hours) {
+                (Some(_), Some(_)) => {
+                    bad(&key, Some(line), "give `share` (percent of the parent) or `gpu_hours` (per window), not both".into());
+                    None
+                }
+                (Some(s), None) => Some(Budget::Share(s)),
+                (None, Some(h)) => Some(Budget::GpuHours(h)),
+                (None, None) => None,
+            };
+            specs.push(AccountSpec { name: name.clone(), parent: a.parent.clone(), budget });
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError { file: file.to_string(), problems });
+        }
+        let tree = OrgTree::new(&specs).map_err(|e| tree_problem(file, &e, &account_lines))?;
+
+        let mut problems = Vec::new();
+        for (user, account) in &raw.users {
+            if !tree.contains(account) {
+                problems.push(Problem {
+                    key: format!("users.{user}"),
+                    line: None,
+                    message: format!("account `{account}` is not declared under [accounts]"),
+                });
+            }
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError { file: file.to_string(), problems });
+        }
+
+        let config = Config {
+            source: file.to_string(),
+            cluster: Cluster { name: cluster.name, gpus: cluster.gpus, gpus_per_node },
+            window_s,
+            bucket_s,
+            contracts,
+            submit,
+            priority: PriorityRules { age_unit_s },
+            calc_period_s,
+            tree,
+            users: raw.users,
+            debug: raw.log.and_then(|l| l.debug).unwrap_or(false),
+            account_lines,
+        };
+        if let Some(gpus) = config.cluster.gpus {
+            config.allocation(gpus)?;
+        }
+        Ok(config)
+    }
+
+    /// An empty ledger with this file's window and bucket.
+    pub fn new_ledger(&self) -> Ledger {
+        Ledger::new(self.bucket_s, self.window_s).expect("geometry validated in from_raw")
+    }
+
+    pub fn capacity(&self, gpus: u32) -> Capacity {
+        Capacity { gpus, window_s: self.window_s }
+    }
+
+    /// The effective allocation for a cluster of `gpus` GPUs; fails when
+    /// GPU-hour budgets do not fit that size.
+    pub fn allocation(&self, gpus: u32) -> Result<Allocation, ConfigError> {
+        Allocation::new(&self.tree, self.capacity(gpus)).map_err(|e| tree_problem(&self.source, &e, &self.account_lines))
+    }
+
+    /// The account a job is charged to: the job's Slurm account when it has
+    /// one (slurmdbd), otherwise the `[users]` map.
+    pub fn account_for<'a>(&'a self, slurm_account: Option<&'a str>, user: &str) -> Option<&'a str> {
+        match slurm_account {
+            Some(a) if !a.is_empty() => Some(a),
+            _ => self.users.get(user).map(String::as_str),
+        }
+    }
+}
+
+fn tree_problem(file: &str, e: &TreeError, lines: &BTreeMap<String, usize>) -> ConfigError {
+    let at = |name: &str| lines.get(name).copied();
+    let (key, line) = match e {
+        TreeError::Duplicate(a) | TreeError::BadName(a) => (format!("accounts.{a}"), at(a)),
+        TreeError::RootDeclared => ("accounts.root".to_string(), at("root")),
+        TreeError::UnknownParent { account, .. } => (format!("accounts.{account}.parent"), at(account)),
+        TreeError::Cycle(path) => (format!("accounts.{}.parent", path[0]), at(&path[0])),
+        TreeError::BadShare { account, .. } => (format!("accounts.{account}.share"), at(account)),
+        TreeError::BadGpuHours { account, .. } => (format!("accounts.{account}.gpu_hours"), at(account)),
+        TreeError::SharesOverParent { parent, .. } | TreeError::GpuHoursOverParent { parent, .. } => {
+            if parent == tally_allocator::ROOT {
+                ("accounts".to_string(), None)
+            } else {
+                (format!("accounts.{parent}"), at(parent))
+            }
+        }
+    };
+    ConfigError::one(file, &key, line, e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

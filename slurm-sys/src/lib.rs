@@ -1,0 +1,291 @@
+//! Raw bindings to the slurmctld-internal types and functions that Tally's
+//! Slurm plugins (priority, preempt, job_submit) use, for **Slurm 22.05.8**
+//! (Debian 12, `22.05.8-4+deb12u3`, x86-64).
+//!
+//! **Bindings only, no logic.** Everything here is `bindgen` output
+//! ([`bindings.rs`](../src/slurm_sys/bindings.rs.html), checked in) plus
+//! compile-time layout asserts. Safe wrappers, the panic guard and the logging
+//! glue belong to the plugin crate above this one.
+//!
+//! # What is here
+//!
+//! * Records with their full C layout: [`job_record_t`] (`struct job_record`),
+//!   [`job_details`], [`job_queue_rec_t`] (from `src/slurmctld/job_scheduler.h`),
+//!   [`job_desc_msg_t`], [`priority_factors_object_t`],
+//!   [`priority_factors_request_msg_t`], [`slurmdb_assoc_rec_t`],
+//!   [`slurm_conf_t`] (`state_save_location`, `priority_calc_period`, ...).
+//!   Types reached only through pointers (`part_record_t`, `slurmctld_resv_t`,
+//!   `slurmdb_assoc_usage_t`, `slurmdb_qos_rec_t`, ...) are opaque: to read one,
+//!   take it off the `FORWARD` list in `gen/src/main.rs` and regenerate.
+//! * C enums as plain integer constants (safe to receive from C):
+//!   [`lock_level_t`] ([`NO_LOCK`], [`READ_LOCK`], [`WRITE_LOCK`]) for
+//!   [`slurmctld_lock_t`]; [`slurm_preempt_data_type_t`]
+//!   ([`PREEMPT_DATA_ENABLED`] = 0, [`PREEMPT_DATA_MODE`] = 1,
+//!   [`PREEMPT_DATA_PRIO`] = 2, [`PREEMPT_DATA_GRACE_TIME`] = 3) for
+//!   `preempt_p_get_data`; [`job_states`] ([`JOB_PENDING`], [`JOB_RUNNING`],
+//!   [`JOB_SUSPENDED`], ...; compare with `job_state & JOB_STATE_BASE`); a few
+//!   [`slurm_err_t`] codes (`ESLURM_*`).
+//! * `#define`s: [`SLURM_VERSION_NUMBER`], [`SLURM_SUCCESS`], [`SLURM_ERROR`],
+//!   [`NO_VAL`], [`NO_VAL16`], [`NO_VAL64`], [`INFINITE`], [`INFINITE16`],
+//!   [`INFINITE64`], [`NICE_OFFSET`], [`JOB_STATE_BASE`], [`JOB_STATE_FLAGS`],
+//!   `PREEMPT_MODE_{OFF,SUSPEND,REQUEUE,CANCEL,GANG}` (as `u16`, the type
+//!   `preempt_p_get_data(PREEMPT_DATA_MODE)` writes).
+//! * Functions and globals, below.
+//!
+//! Nothing is linked (no `-lslurm`): a plugin's references resolve when
+//! slurmctld (or a client tool) `dlopen`s it.
+//!
+//! | symbol | defined in | usable from |
+//! |---|---|---|
+//! | `list_create`, `list_append`, `list_count`, `list_iterator_create`, `list_next`, `list_iterator_destroy`, `list_destroy`, `list_flush` | libslurmfull.so (also as `slurm_list_*`) | everywhere |
+//! | `slurm_xcalloc`, `slurm_xfree`, `xfree_ptr`, `xstrdup` | libslurmfull.so | everywhere |
+//! | `slurm_info`, `slurm_error`, `slurm_verbose`, `slurm_debug` | libslurmfull.so | everywhere |
+//! | `slurm_destroy_priority_factors_object`, `slurm_conf` | libslurmfull.so | everywhere |
+//! | **`lock_slurmctld`, `unlock_slurmctld`, `job_list`, `last_job_update`** | **the slurmctld binary only** | **only via `dlsym`, see below** |
+//!
+//! # slurmctld-only symbols: never reference them directly
+//!
+//! [`lock_slurmctld`], [`unlock_slurmctld`], [`job_list`] and
+//! [`last_job_update`] are declared here (generated from the headers) but exist
+//! only in the slurmctld executable, not in libslurmfull.so. rustc links
+//! cdylibs with `-z now`, and client tools load the same plugin (sshare
+//! dlopens the priority plugin): a plugin that names one of these symbols
+//! directly fails to load there. A plugin must look them up at run time with
+//! `dlsym(RTLD_DEFAULT, name)`, using the names and pointer types in
+//! [`slurmctld_only`], and start threads that use them only inside slurmctld
+//! (when the lookups succeed). Do not call the `extern` declarations of these
+//! four; they are kept for their signatures.
+//!
+//! # Memory and logging rules (from the 22.05.8 source)
+//!
+//! * Memory that Slurm frees must come from Slurm's allocator. `xmalloc(n)` is
+//!   a C macro for `slurm_xcalloc(1, n, true /* clear */, false /* try */,
+//!   __FILE__, __LINE__, __func__)`; `xfree(p)` is `slurm_xfree(&p)` (it takes
+//!   a pointer to the pointer and NULLs it). The `List` returned by
+//!   `priority_p_get_priority_factors_list` should be created with
+//!   `list_create(Some(slurm_destroy_priority_factors_object))`, which
+//!   `xfree`s each object and its `priority_tres`, `tres_names` and
+//!   `tres_weights` arrays: allocate all of them with `slurm_xcalloc` (or
+//!   leave them NULL). A job_submit `err_msg` must be an `xstrdup` copy.
+//! * Log through Slurm with a constant format and the text as an argument:
+//!   `slurm_info(c"%s".as_ptr(), msg)`; user text is never a format. In C,
+//!   `slurm_error` is an alias of `int error(...)` (returns `SLURM_ERROR`); the
+//!   binding follows `slurm/spank.h`, which declares it `void` (same ABI).
+//!
+//! # Layout asserts
+//!
+//! The sizes and offsets below were measured with gcc `offsetof` on the same
+//! headers (and match the project's notes); they are checked at compile time
+//! against the generated structs, so a regeneration that changes one of them
+//! fails to build. No struct used here has a preprocessor conditional inside
+//! it, so the empty stub `config.h` used for generation does not change any
+//! layout.
+//!
+//! # Regenerating
+//!
+//! `scripts/gen-bindings.sh` (root, Debian 12): installs `libclang-dev`,
+//! `dpkg-dev` and `libslurm-dev` if missing, fetches the Debian source of
+//! slurm-wlm into `/var/tmp/slurm-src` (adding a `deb-src` entry if needed),
+//! runs the generator crate `slurm-sys/gen` (bindgen; kept out of the
+//! workspace so normal builds never compile bindgen or need libclang), rewrites
+//! `src/bindings.rs` (same input, same output) and runs
+//! `cargo test -p slurm-sys`. The allowlist is in `gen/src/main.rs`.
+//! `build.rs` fails the build when `/usr/include/slurm/slurm_version.h` (or
+//! `$SLURM_INCLUDE_DIR/slurm/slurm_version.h`) is not the version the bindings
+//! were generated for.
+
+#![no_std]
+
+mod bindings {
+    #![allow(
+        non_camel_case_types,
+        non_snake_case,
+        non_upper_case_globals,
+        dead_code,
+        missing_debug_implementations,
+        unused_imports,
+        clippy::all,
+        clippy::pedantic,
+        clippy::nursery
+    )]
+    // Not a `mod` file, so rustfmt leaves the generated code alone.
+    include!("bindings.rs");
+}
+
+pub use bindings::*;
+
+/// `SLURM_VERSION_NUMBER` read by `build.rs` from the installed
+/// `slurm/slurm_version.h` (e.g. `"0x160508"`), or `None` when the header was
+/// not found at build time. When present it equals [`SLURM_VERSION_NUMBER`]
+/// (the build fails otherwise).
+pub const SLURM_VERSION_NUMBER_HEADER: Option<&str> = option_env!("SLURM_VERSION_NUMBER_HEADER");
+
+/// Names and types for looking up the slurmctld-only symbols at run time.
+///
+/// These symbols are in the slurmctld executable only (not in
+/// libslurmfull.so), so a plugin must not reference them directly (see the
+/// [crate docs](crate#slurmctld-only-symbols-never-reference-them-directly)).
+/// Look each one up with `dlsym(RTLD_DEFAULT, NAME.as_ptr())`; a NULL result
+/// means the plugin is loaded by a client tool, not slurmctld.
+pub mod slurmctld_only {
+    use core::ffi::CStr;
+
+    use crate::{slurmctld_lock_t, time_t, List};
+
+    /// `extern List job_list;` — cast the `dlsym` result to `*mut List`.
+    pub const JOB_LIST: &CStr = c"job_list";
+    /// `extern time_t last_job_update;` — cast the `dlsym` result to
+    /// `*mut time_t`; set it to `time(NULL)` after changing job records.
+    pub const LAST_JOB_UPDATE: &CStr = c"last_job_update";
+    /// `void lock_slurmctld(slurmctld_lock_t)` — see [`LockSlurmctldFn`].
+    pub const LOCK_SLURMCTLD: &CStr = c"lock_slurmctld";
+    /// `void unlock_slurmctld(slurmctld_lock_t)` — see [`LockSlurmctldFn`].
+    pub const UNLOCK_SLURMCTLD: &CStr = c"unlock_slurmctld";
+
+    /// Type of `lock_slurmctld` and `unlock_slurmctld`. The 20-byte
+    /// [`slurmctld_lock_t`] is passed by value.
+    pub type LockSlurmctldFn = unsafe extern "C" fn(lock_levels: slurmctld_lock_t);
+    /// Type of the object `job_list` names.
+    pub type JobList = List;
+    /// Type of the object `last_job_update` names.
+    pub type LastJobUpdate = time_t;
+}
+
+// ---------------------------------------------------------------------------
+// Compile-time layout asserts (Slurm 22.05.8, x86-64; values from gcc offsetof).
+// ---------------------------------------------------------------------------
+
+macro_rules! assert_size {
+    ($t:ty, $size:expr) => {
+        const _: () = assert!(
+            core::mem::size_of::<$t>() == $size,
+            concat!("size_of::<", stringify!($t), ">() != ", stringify!($size))
+        );
+    };
+}
+
+macro_rules! assert_offset {
+    ($t:ty, $field:ident, $offset:expr) => {
+        const _: () = assert!(
+            core::mem::offset_of!($t, $field) == $offset,
+            concat!(
+                "offset_of!(",
+                stringify!($t),
+                ", ",
+                stringify!($field),
+                ") != ",
+                stringify!($offset)
+            )
+        );
+    };
+}
+
+assert_size!(job_record_t, 1048);
+assert_offset!(job_record_t, account, 8);
+assert_offset!(job_record_t, assoc_ptr, 72);
+assert_offset!(job_record_t, comment, 144);
+assert_offset!(job_record_t, details, 208);
+assert_offset!(job_record_t, direct_set_prio, 216);
+assert_offset!(job_record_t, gres_list_req, 264);
+assert_offset!(job_record_t, job_id, 360);
+assert_offset!(job_record_t, job_state, 408);
+assert_offset!(job_record_t, partition, 584);
+assert_offset!(job_record_t, priority, 656);
+assert_offset!(job_record_t, prio_factors, 672);
+assert_offset!(job_record_t, start_time, 816);
+assert_offset!(job_record_t, time_limit, 872);
+assert_offset!(job_record_t, tres_per_node, 920);
+assert_offset!(job_record_t, tres_req_cnt, 944);
+assert_offset!(job_record_t, user_id, 992);
+
+assert_size!(job_details, 504);
+assert_offset!(job_details, begin_time, 40);
+assert_offset!(job_details, nice, 280);
+assert_offset!(job_details, submit_time, 440);
+
+assert_size!(job_queue_rec_t, 48);
+assert_offset!(job_queue_rec_t, job_ptr, 8);
+assert_offset!(job_queue_rec_t, priority, 24);
+
+assert_size!(job_desc_msg_t, 880);
+assert_offset!(job_desc_msg_t, comment, 120);
+assert_offset!(job_desc_msg_t, time_limit, 620);
+assert_offset!(job_desc_msg_t, user_id, 680);
+
+assert_size!(priority_factors_object_t, 136);
+assert_offset!(priority_factors_object_t, job_id, 8);
+assert_offset!(priority_factors_object_t, direct_prio, 80);
+assert_size!(priority_factors_request_msg_t, 24);
+
+assert_size!(slurmdb_assoc_rec_t, 312);
+assert_offset!(slurmdb_assoc_rec_t, acct, 8);
+assert_offset!(slurmdb_assoc_rec_t, usage, 288);
+assert_offset!(slurmdb_assoc_rec_t, user, 296);
+
+assert_size!(slurm_conf_t, 1544);
+assert_offset!(slurm_conf_t, cluster_name, 232);
+assert_offset!(slurm_conf_t, priority_decay_hl, 840);
+assert_offset!(slurm_conf_t, priority_calc_period, 844);
+assert_offset!(slurm_conf_t, state_save_location, 1368);
+
+assert_size!(slurmctld_lock_t, 20);
+assert_size!(lock_level_t, 4);
+assert_size!(slurm_preempt_data_type_t, 4);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentinel_values_match_slurm_h() {
+        assert_eq!(NO_VAL, 0xffff_fffe);
+        assert_eq!(NO_VAL16, 0xfffe);
+        assert_eq!(NO_VAL64, 0xffff_ffff_ffff_fffe);
+        assert_eq!(INFINITE, 0xffff_ffff);
+        assert_eq!(INFINITE16, 0xffff);
+        assert_eq!(INFINITE64, u64::MAX);
+        assert_eq!(NICE_OFFSET, 0x8000_0000);
+    }
+
+    #[test]
+    fn version_is_22_05_8() {
+        assert_eq!(SLURM_VERSION_NUMBER, 0x16_05_08);
+        if let Some(header) = SLURM_VERSION_NUMBER_HEADER {
+            assert_eq!(header, "0x160508");
+        }
+    }
+
+    #[test]
+    fn job_state_and_return_codes() {
+        assert_eq!(JOB_STATE_BASE, 0xff);
+        assert_eq!((JOB_PENDING, JOB_RUNNING, JOB_SUSPENDED), (0, 1, 2));
+        assert_eq!(SLURM_SUCCESS, 0);
+        assert_eq!(SLURM_ERROR, -1);
+        assert_eq!(ESLURM_INVALID_TIME_LIMIT, 2051);
+        assert_eq!(ESLURM_ACCOUNTING_POLICY, 2050);
+    }
+
+    #[test]
+    fn preempt_and_lock_enums() {
+        assert_eq!(
+            (
+                PREEMPT_MODE_OFF,
+                PREEMPT_MODE_SUSPEND,
+                PREEMPT_MODE_REQUEUE,
+                PREEMPT_MODE_CANCEL
+            ),
+            (0x0, 0x1, 0x2, 0x8)
+        );
+        assert_eq!(PREEMPT_MODE_GANG, 0x8000);
+        assert_eq!(
+            (
+                PREEMPT_DATA_ENABLED,
+                PREEMPT_DATA_MODE,
+                PREEMPT_DATA_PRIO,
+                PREEMPT_DATA_GRACE_TIME
+            ),
+            (0, 1, 2, 3)
+        );
+        assert_eq!((NO_LOCK, READ_LOCK, WRITE_LOCK), (0, 1, 2));
+    }
+}
