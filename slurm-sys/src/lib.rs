@@ -3,9 +3,9 @@
 //! (Debian 12, `22.05.8-4+deb12u3`, x86-64).
 //!
 //! **Bindings only, no logic.** Everything here is `bindgen` output
-//! ([`bindings.rs`](../src/slurm_sys/bindings.rs.html), checked in) plus
-//! compile-time layout asserts. Safe wrappers, the panic guard and the logging
-//! glue belong to the plugin crate above this one.
+//! (`src/bindings.rs`, checked in) plus compile-time layout asserts and the
+//! names of the slurmctld-only symbols. Safe wrappers, the panic guard and the
+//! logging glue belong to the plugin crate above this one.
 //!
 //! # What is here
 //!
@@ -75,7 +75,10 @@
 //! # Layout asserts
 //!
 //! The sizes and offsets below were measured with gcc `offsetof` on the same
-//! headers (and match the project's notes); they are checked at compile time
+//! headers (and match the project's notes); those marked "seen in Debian's
+//! binaries" were also read off the disassembly of Debian's own 22.05.8
+//! plugins (`priority_basic.so`, `priority_multifactor.so`,
+//! `job_submit_require_timelimit.so`). They are checked at compile time
 //! against the generated structs, so a regeneration that changes one of them
 //! fails to build. No struct used here has a preprocessor conditional inside
 //! it, so the empty stub `config.h` used for generation does not change any
@@ -152,7 +155,8 @@ pub mod slurmctld_only {
 }
 
 // ---------------------------------------------------------------------------
-// Compile-time layout asserts (Slurm 22.05.8, x86-64; values from gcc offsetof).
+// Compile-time layout asserts (Slurm 22.05.8, x86-64; values from gcc offsetof;
+// "bin" = also seen in the disassembly of Debian's 22.05.8 plugins).
 // ---------------------------------------------------------------------------
 
 macro_rules! assert_size {
@@ -184,24 +188,24 @@ assert_size!(job_record_t, 1048);
 assert_offset!(job_record_t, account, 8);
 assert_offset!(job_record_t, assoc_ptr, 72);
 assert_offset!(job_record_t, comment, 144);
-assert_offset!(job_record_t, details, 208);
-assert_offset!(job_record_t, direct_set_prio, 216);
+assert_offset!(job_record_t, details, 208); // bin
+assert_offset!(job_record_t, direct_set_prio, 216); // bin
 assert_offset!(job_record_t, gres_list_req, 264);
 assert_offset!(job_record_t, job_id, 360);
-assert_offset!(job_record_t, job_state, 408);
+assert_offset!(job_record_t, job_state, 408); // bin
 assert_offset!(job_record_t, partition, 584);
-assert_offset!(job_record_t, priority, 656);
+assert_offset!(job_record_t, priority, 656); // bin
 assert_offset!(job_record_t, prio_factors, 672);
 assert_offset!(job_record_t, start_time, 816);
 assert_offset!(job_record_t, time_limit, 872);
 assert_offset!(job_record_t, tres_per_node, 920);
 assert_offset!(job_record_t, tres_req_cnt, 944);
-assert_offset!(job_record_t, user_id, 992);
+assert_offset!(job_record_t, user_id, 992); // bin
 
 assert_size!(job_details, 504);
-assert_offset!(job_details, begin_time, 40);
-assert_offset!(job_details, nice, 280);
-assert_offset!(job_details, submit_time, 440);
+assert_offset!(job_details, begin_time, 40); // bin
+assert_offset!(job_details, nice, 280); // bin
+assert_offset!(job_details, submit_time, 440); // bin
 
 assert_size!(job_queue_rec_t, 48);
 assert_offset!(job_queue_rec_t, job_ptr, 8);
@@ -209,7 +213,7 @@ assert_offset!(job_queue_rec_t, priority, 24);
 
 assert_size!(job_desc_msg_t, 880);
 assert_offset!(job_desc_msg_t, comment, 120);
-assert_offset!(job_desc_msg_t, time_limit, 620);
+assert_offset!(job_desc_msg_t, time_limit, 620); // bin
 assert_offset!(job_desc_msg_t, user_id, 680);
 
 assert_size!(priority_factors_object_t, 136);
@@ -226,6 +230,7 @@ assert_size!(slurm_conf_t, 1544);
 assert_offset!(slurm_conf_t, cluster_name, 232);
 assert_offset!(slurm_conf_t, priority_decay_hl, 840);
 assert_offset!(slurm_conf_t, priority_calc_period, 844);
+assert_offset!(slurm_conf_t, private_data, 912); // bin
 assert_offset!(slurm_conf_t, state_save_location, 1368);
 
 assert_size!(slurmctld_lock_t, 20);

@@ -1,0 +1,24 @@
+/*
+ * Input of slurm-sys's bindgen run (see slurm-sys/gen/src/main.rs).
+ *
+ * Compiled with -I<slurm source> -I<stub dir>. The stub dir holds an empty
+ * config.h (no ./configure is run) and a copy of libslurm-dev's
+ * slurm/slurm_version.h (the source tree only has slurm_version.h.in).
+ */
+#include "src/slurmctld/slurmctld.h"    /* job_record_t, job_details, job_list, last_job_update */
+#include "src/slurmctld/locks.h"        /* slurmctld_lock_t, lock_slurmctld */
+#include "src/slurmctld/job_scheduler.h"/* job_queue_rec_t */
+#include "src/slurmctld/preempt.h"      /* slurm_preempt_data_type_t */
+#include "src/common/list.h"            /* List, list_* */
+#include "src/common/xmalloc.h"         /* slurm_xcalloc, slurm_xfree, xfree_ptr */
+#include "src/common/xstring.h"         /* xstrdup */
+#include "src/common/read_config.h"     /* slurm_conf */
+#include "src/common/slurm_protocol_defs.h" /* priority_factors_request_msg_t */
+#include "slurm/slurm_errno.h"          /* SLURM_SUCCESS, ESLURM_* */
+/*
+ * slurm_info/slurm_error/slurm_verbose/slurm_debug: the logging functions
+ * Slurm documents as exported to plugins. src/common/log.h declares only
+ * slurm_info and slurm_verbose (error() and debug() are macros/other names
+ * there); slurm/spank.h declares all of them.
+ */
+#include "slurm/spank.h"
