@@ -7,7 +7,7 @@ CARGO ?= cargo
 TALLY := target/release/tally
 CONFIG ?= examples/tally.toml
 
-.PHONY: demo test test-unit build bindings fmt lint clean
+.PHONY: demo test test-unit slurm-packages build bindings fmt lint clean
 
 ## The main job: validate the example config, show its allocation tree and
 ## walk through the rules.
@@ -17,9 +17,14 @@ demo: build
 	$(TALLY) demo --config $(CONFIG)
 
 ## Every test.
-test: test-unit
+test: slurm-packages test-unit
 
-## Pure and fake-host tests (no Slurm needed).
+## Slurm 22.05.8 from Debian 12 (pinned), MariaDB, munge: the fake-host test
+## loads the real libslurmfull.so; the end-to-end tests run the daemons.
+slurm-packages:
+	bash testbed/install.sh
+
+## Pure tests, and the plugin in a fake slurmctld (needs libslurmfull.so).
 test-unit:
 	$(CARGO) test --workspace --locked
 

@@ -12,6 +12,7 @@
 //!   documented there).
 //! - [`preempt`]: [`may_preempt`] and [`order_victims`], the one preemption rule.
 //! - [`fairness`]: owed versus delivered GPU-hours.
+//! - [`state`]: the ledger's saved text form ([`Snapshot`]).
 //!
 //! The crate does no IO, has no unsafe code and knows no Slurm type: the
 //! plugins, the simulator and the reports hand it owned [`Job`] values.
@@ -27,6 +28,7 @@ pub mod job;
 pub mod ledger;
 pub mod preempt;
 pub mod priority;
+pub mod state;
 pub mod tree;
 
 pub use contract::{parse_comment, Contract, ContractError, ContractRules, MissingContract};
@@ -37,4 +39,5 @@ pub use job::{Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
 pub use preempt::{may_preempt, order_victims, Decision, Refusal, VictimClass};
 pub use priority::{job_priority, Priority, PriorityRules};
+pub use state::{Snapshot, StateError};
 pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

@@ -1,0 +1,461 @@
+//! `priority/tally`: Slurm's priority plugin interface over Tally's allocator.
+//!
+//! slurm.conf: `PriorityType=priority/tally`; config in
+//! `/etc/slurm/tally.toml` (or `$TALLY_CONFIG` in slurmctld's environment).
+//!
+//! The ABI (22.05.8, `src/common/plugin.c`, `src/interfaces/priority.c`):
+//! identity symbols `plugin_name`, `plugin_type` (NUL-terminated char arrays)
+//! and `plugin_version` (`SLURM_VERSION_NUMBER`); `init`/`fini`; and all six
+//! `priority_p_*` functions, each behind [`guard`].
+//!
+//! Threading: slurmctld calls `priority_p_set` and `priority_p_job_end` with
+//! its job write lock held; they touch only in-memory state (the last
+//! [`Ranking`], the engine) and never do IO. The recalculation thread,
+//! started in `init` only inside slurmctld and joined in `fini`, takes
+//! slurmctld's job write lock, charges the ledger, re-ranks, sets pending
+//! priorities and `last_job_update`, releases the lock, and only then writes
+//! the state file. Lock order everywhere: slurmctld's lock, then the engine's
+//! mutex.
+//!
+//! sprio columns (their sum is the job's priority, see docs/design.md):
+//! SITE = 2³¹−1 for allocated jobs (0 otherwise), JOBSIZE = the missing 1,
+//! FAIRSHARE = (2047 − rank)·2²⁰, QOS = 512·2¹⁰ (base of the inside-team
+//! field), NICE = −within_team·2¹⁰, AGE = age steps.
+
+use slurm_sys::{
+    job_record_t, priority_factors_object_t, priority_factors_request_msg_t, slurmdb_assoc_rec_t, List,
+    NICE_OFFSET, SLURM_VERSION_NUMBER,
+};
+use std::ffi::c_int;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tally_config::Config;
+use tally_slurm::engine::{priority_of, Engine, Ranking};
+use tally_slurm::guard::{guard, install_panic_hook, lock};
+use tally_slurm::host::{Access, Host};
+use tally_slurm::slurm_log::{self, SlurmLogger};
+use tally_slurm::statefile::{self, Loaded};
+use tally_slurm::view::{job_pointers, read_job, RunState};
+
+// ---- identity ------------------------------------------------------------
+
+#[no_mangle]
+pub static plugin_name: [u8; 26] = *b"Tally fair-share priority\0";
+#[no_mangle]
+pub static plugin_type: [u8; 15] = *b"priority/tally\0";
+#[no_mangle]
+pub static plugin_version: u32 = SLURM_VERSION_NUMBER;
+
+const SUCCESS: c_int = 0;
+/// `PRIVATE_DATA_JOBS` (slurm.h): hide other users' jobs.
+const PRIVATE_DATA_JOBS: u16 = 0x0001;
+
+static LOGGER: SlurmLogger = SlurmLogger { prefix: "priority/tally" };
+
+// ---- state -----------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct Signals {
+    stop: bool,
+    reload: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    engine: Mutex<Engine>,
+    /// What `priority_p_set` reads: swapped by the thread, never waited on.
+    ranking: Mutex<Arc<Ranking>>,
+    config_path: PathBuf,
+    state_path: Option<PathBuf>,
+    signals: Mutex<Signals>,
+    wake: Condvar,
+}
+
+#[derive(Debug)]
+struct Running {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+static PLUGIN: Mutex<Option<Running>> = Mutex::new(None);
+/// The ranking used where no thread runs (client tools, before init).
+static RANKING: Mutex<Option<Arc<Ranking>>> = Mutex::new(None);
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn current_ranking() -> Option<Arc<Ranking>> {
+    lock(&RANKING).clone()
+}
+
+fn load_config(path: &PathBuf) -> Config {
+    match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            for line in e.to_string().lines() {
+                log::error!("{line}");
+            }
+            log::error!(
+                "{}: not usable; running with built-in defaults (every job unallocated, queue by age) until it is fixed and `scontrol reconfigure` is run",
+                path.display()
+            );
+            Config::parse("", "<built-in defaults>").expect("the empty config is valid")
+        }
+    }
+}
+
+fn state_path() -> Option<PathBuf> {
+    // SAFETY: slurm_conf is libslurmfull's global config, loaded before
+    // plugins are initialised; the string is read once and copied.
+    let dir = unsafe { tally_slurm::view::c_string(slurm_sys::slurm_conf.state_save_location) };
+    dir.map(|d| statefile::path_in(std::path::Path::new(&d)))
+}
+
+// ---- init / fini -------------------------------------------------------------
+
+#[no_mangle]
+pub extern "C" fn init() -> c_int {
+    guard("init", || SUCCESS, || {
+        install_panic_hook();
+        let config_path = tally_config::default_path();
+        // The logger first, at info, so config errors are visible.
+        slurm_log::init(&LOGGER, false);
+        let config = load_config(&config_path);
+        slurm_log::set_debug(config.debug);
+        let t = now();
+        let Some(host) = Host::lookup() else {
+            // A client tool (sshare, …) loaded us: no thread, no state.
+            *lock(&RANKING) = Some(Engine::new(config, None, t).ranking());
+            return SUCCESS;
+        };
+        let state_path = state_path();
+        let snapshot = match &state_path {
+            None => {
+                log::error!("StateSaveLocation is not set: usage will not survive a restart");
+                None
+            }
+            Some(p) => match statefile::load(p, config.bucket_s, config.window_s, t) {
+                Loaded::Ok(s) => {
+                    log::info!("loaded ledger {} (saved at {}, {} running jobs marked)", p.display(), s.saved_at, s.charged_until.len());
+                    Some(s)
+                }
+                Loaded::Missing => {
+                    log::info!("no ledger at {} yet: starting empty", p.display());
+                    None
+                }
+                Loaded::SetAside { problem, moved_to } => {
+                    log::error!(
+                        "ledger {} is unusable ({problem}); moved to {}; starting empty",
+                        p.display(),
+                        moved_to.map_or("nowhere (rename failed)".to_string(), |m| m.display().to_string())
+                    );
+                    None
+                }
+            },
+        };
+        log::info!(
+            "{}: {} accounts, window {}, recalculation every {}",
+            config.source,
+            config.tree.len() - 1,
+            tally_allocator::format_duration(config.window_s),
+            tally_allocator::format_duration(config.calc_period_s)
+        );
+        let engine = Engine::new(config, snapshot, t);
+        let ranking = engine.ranking();
+        *lock(&RANKING) = Some(ranking.clone());
+        let shared = Arc::new(Shared {
+            engine: Mutex::new(engine),
+            ranking: Mutex::new(ranking),
+            config_path,
+            state_path,
+            signals: Mutex::new(Signals::default()),
+            wake: Condvar::new(),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("tally-recalc".into())
+            .spawn(move || recalc_thread(host, s2))
+            .map_err(|e| log::error!("cannot start the recalculation thread: {e}"))
+            .ok();
+        *lock(&PLUGIN) = Some(Running { shared, thread });
+        SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn fini() -> c_int {
+    guard("fini", || SUCCESS, || {
+        let running = lock(&PLUGIN).take();
+        if let Some(mut r) = running {
+            lock(&r.shared.signals).stop = true;
+            r.shared.wake.notify_all();
+            if let Some(t) = r.thread.take() {
+                let _ = t.join();
+            }
+        }
+        SUCCESS
+    })
+}
+
+// ---- the recalculation thread ---------------------------------------------------
+
+fn recalc_thread(host: Host, shared: Arc<Shared>) {
+    loop {
+        guard("recalculation", || (), || tick(&host, &shared));
+        let period = Duration::from_secs(lock(&shared.engine).config().calc_period_s.max(1));
+        let deadline = Instant::now() + period;
+        let mut sig = lock(&shared.signals);
+        while !sig.stop && !sig.reload {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            sig = shared.wake.wait_timeout(sig, left).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+        }
+        if sig.stop {
+            drop(sig);
+            save(&shared);
+            return;
+        }
+        let reload = std::mem::take(&mut sig.reload);
+        drop(sig);
+        if reload {
+            guard("reconfigure", || (), || reload_config(&shared));
+        }
+    }
+}
+
+fn tick(host: &Host, shared: &Shared) {
+    let t = now();
+    host.with_jobs(Access::WriteJobs, |list| {
+        // SAFETY: job_list under the job write lock (with_jobs).
+        let jobs: Vec<(*mut job_record_t, _)> =
+            unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
+        let views: Vec<_> = jobs.iter().map(|(_, v)| v.clone()).collect();
+        let mut engine = lock(&shared.engine);
+        let report = engine.tick(t, &views);
+        for &(i, prio) in &report.priorities {
+            let job = jobs[i].0;
+            // SAFETY: pointer from job_list, still under the write lock.
+            unsafe { (*job).priority = prio };
+        }
+        if !report.priorities.is_empty() {
+            host.touch(t as i64);
+        }
+        let ranking = engine.ranking();
+        *lock(&shared.ranking) = ranking.clone();
+        *lock(&RANKING) = Some(ranking);
+        log::debug!(
+            "tick: {} jobs, {:.0} GPU-s charged, {} priorities changed",
+            report.jobs_seen,
+            report.charged_gpu_s,
+            report.priorities.len()
+        );
+    });
+    save(shared);
+}
+
+/// Write the ledger (outside slurmctld's lock).
+fn save(shared: &Shared) {
+    let Some(path) = &shared.state_path else { return };
+    let text = lock(&shared.engine).state_text(now());
+    if let Err(e) = statefile::save_atomic(path, &text) {
+        log::error!("cannot save the ledger to {}: {e}", path.display());
+    }
+}
+
+fn reload_config(shared: &Shared) {
+    match Config::load(&shared.config_path) {
+        Ok(c) => {
+            slurm_log::set_debug(c.debug);
+            log::info!("reloaded {}", shared.config_path.display());
+            let mut engine = lock(&shared.engine);
+            engine.set_config(c, now());
+            *lock(&shared.ranking) = engine.ranking();
+            *lock(&RANKING) = Some(engine.ranking());
+        }
+        Err(e) => {
+            for line in e.to_string().lines() {
+                log::error!("{line}");
+            }
+            log::error!("{}: not reloaded; the last good config stays in force", shared.config_path.display());
+        }
+    }
+}
+
+// ---- priority_p_* --------------------------------------------------------------
+
+/// Called at submit, update, requeue, recovery and reconfigure, with the job
+/// write lock held. Reads the last ranking; no IO.
+#[no_mangle]
+pub extern "C" fn priority_p_set(last_prio: u32, job_ptr: *mut job_record_t) -> u32 {
+    let _ = last_prio;
+    let fallback = || {
+        // SAFETY: job_ptr is NULL or a live job (caller holds the job lock).
+        unsafe { job_ptr.as_ref() }.map_or(1, |j| j.priority.max(1))
+    };
+    guard("priority_p_set", fallback, || {
+        // SAFETY: as above.
+        let Some(v) = (unsafe { read_job(job_ptr) }) else { return 1 };
+        if v.direct_set_prio {
+            return v.priority;
+        }
+        let Some(r) = current_ranking() else { return 1 };
+        let p = priority_of(&r, &v, now());
+        if r.config.debug {
+            log::debug!("job {} ({:?}/{}) priority {} (allocated={}, rank={:?})", v.job_id, v.account, v.user, p.value, p.allocated, p.rank);
+        }
+        p.value
+    })
+}
+
+/// `scontrol reconfigure`: the thread reloads tally.toml (IO off this path).
+#[no_mangle]
+pub extern "C" fn priority_p_reconfig(assoc_clear: bool) {
+    let _ = assoc_clear;
+    guard("priority_p_reconfig", || (), || {
+        if let Some(r) = lock(&PLUGIN).as_ref() {
+            lock(&r.shared.signals).reload = true;
+            r.shared.wake.notify_all();
+        }
+    })
+}
+
+/// Slurm's association usage is not Tally's ledger: nothing to do.
+#[no_mangle]
+pub extern "C" fn priority_p_set_assoc_usage(assoc: *mut slurmdb_assoc_rec_t) {
+    let _ = assoc;
+}
+
+/// `double priority_p_calc_fs_factor(long double usage_efctv, long double
+/// shares_norm)`: Rust has no `long double`; on x86-64 SysV those arguments
+/// are passed in memory, so a declaration without parameters is
+/// ABI-compatible. Tally's fair share is a ranking, not this formula: 0.
+#[no_mangle]
+pub extern "C" fn priority_p_calc_fs_factor() -> f64 {
+    0.0
+}
+
+/// sprio: one object per pending job, allocated with Slurm's allocator
+/// (slurmctld frees them with `slurm_destroy_priority_factors_object`).
+#[no_mangle]
+pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factors_request_msg_t, uid: libc::uid_t) -> List {
+    guard("priority_p_get_priority_factors_list", std::ptr::null_mut, || {
+        let Some(host) = Host::lookup() else { return std::ptr::null_mut() };
+        let Some(r) = current_ranking() else { return std::ptr::null_mut() };
+        let t = now();
+        // SAFETY: req is NULL or a valid request for this call.
+        let req = unsafe { req.as_ref() };
+        let wanted_ids = req.map(|q| u32_list(q.job_id_list));
+        let wanted_uids = req.map(|q| u32_list(q.uid_list));
+        // SAFETY: partitions is NULL or a C string owned by the request.
+        let parts: Option<Vec<String>> = req
+            .and_then(|q| unsafe { tally_slurm::view::c_string(q.partitions) })
+            .map(|s| s.split(',').map(str::to_string).collect());
+        // SAFETY: global config of libslurmfull, read-only here.
+        let private = unsafe { slurm_sys::slurm_conf.private_data } & PRIVATE_DATA_JOBS != 0;
+        host.with_jobs(Access::ReadJobs, |list| {
+            // SAFETY: list_create with Slurm's destructor for these objects.
+            let out = unsafe { slurm_sys::list_create(Some(slurm_sys::slurm_destroy_priority_factors_object)) };
+            // SAFETY: job_list under the job read lock.
+            for p in unsafe { job_pointers(list) } {
+                // SAFETY: live job under the lock.
+                let Some(v) = (unsafe { read_job(p) }) else { continue };
+                if v.state != RunState::Pending || v.priority == 0 || v.begin_s == 0 || v.begin_s > t {
+                    continue;
+                }
+                if private && v.user_id != uid && uid != 0 {
+                    continue;
+                }
+                if wanted_ids.as_ref().is_some_and(|w| w.as_ref().is_some_and(|w| !w.contains(&v.job_id))) {
+                    continue;
+                }
+                if wanted_uids.as_ref().is_some_and(|w| w.as_ref().is_some_and(|w| !w.contains(&v.user_id))) {
+                    continue;
+                }
+                if let (Some(parts), Some(jp)) = (&parts, &v.partition) {
+                    if !jp.split(',').any(|x| parts.iter().any(|p| p == x)) {
+                        continue;
+                    }
+                }
+                let prio = priority_of(&r, &v, t);
+                // SAFETY: xmalloc equivalent; zeroed; freed by Slurm.
+                let obj = unsafe {
+                    slurm_sys::slurm_xcalloc(
+                        1,
+                        std::mem::size_of::<priority_factors_object_t>(),
+                        true,
+                        false,
+                        c"priority_tally".as_ptr(),
+                        line!() as c_int,
+                        c"priority_p_get_priority_factors_list".as_ptr(),
+                    )
+                }
+                .cast::<priority_factors_object_t>();
+                if obj.is_null() {
+                    continue;
+                }
+                let tier = u32::from(prio.allocated);
+                let within = i64::from(prio.inside) - 512;
+                // SAFETY: freshly allocated, zeroed, exclusively ours until appended.
+                unsafe {
+                    let o = &mut *obj;
+                    o.job_id = v.job_id;
+                    o.user_id = v.user_id;
+                    // Borrowed like multifactor does: valid while the job exists.
+                    o.partition = (*p).partition;
+                    o.priority_site = NICE_OFFSET + tier * ((1u32 << 31) - 1);
+                    o.priority_js = f64::from(tier);
+                    o.priority_fs = f64::from(prio.team) * f64::from(1u32 << 20);
+                    o.priority_qos = 512.0 * 1024.0;
+                    o.nice = (i64::from(NICE_OFFSET) - within * 1024) as u32;
+                    o.priority_age = f64::from(prio.age);
+                    slurm_sys::list_append(out, obj.cast());
+                }
+            }
+            // SAFETY: our own list.
+            if unsafe { slurm_sys::list_count(out) } == 0 {
+                unsafe { slurm_sys::list_destroy(out) };
+                return std::ptr::null_mut();
+            }
+            out
+        })
+    })
+}
+
+/// The `uint32_t *` items of a request filter list; `None` = no filter.
+fn u32_list(list: List) -> Option<Vec<u32>> {
+    if list.is_null() {
+        return None;
+    }
+    let mut out = Vec::new();
+    // SAFETY: a List of uint32_t* owned by the request, iterated and released here.
+    unsafe {
+        let it = slurm_sys::list_iterator_create(list);
+        loop {
+            let p = slurm_sys::list_next(it).cast::<u32>();
+            if p.is_null() {
+                break;
+            }
+            out.push(*p);
+        }
+        slurm_sys::list_iterator_destroy(it);
+    }
+    Some(out)
+}
+
+/// A job ended: charge it up to its end now rather than at the next tick.
+/// Called with the job write lock held; in-memory only.
+#[no_mangle]
+pub extern "C" fn priority_p_job_end(job_ptr: *mut job_record_t) {
+    guard("priority_p_job_end", || (), || {
+        // SAFETY: live job, caller holds the job lock.
+        let Some(v) = (unsafe { read_job(job_ptr) }) else { return };
+        if let Some(r) = lock(&PLUGIN).as_ref() {
+            lock(&r.shared.engine).charge(&v, now());
+        }
+    })
+}

@@ -1,0 +1,223 @@
+//! The engine: what the priority plugin does, without Slurm.
+//!
+//! It owns the ledger and its charging marks, the config, and the current
+//! [`Ranking`]. Every [`Engine::tick`] (the recalculation thread, once per
+//! `priority.calc_period`):
+//!
+//! 1. charges each job from its mark to now (running) or to its end
+//!    (stopped since the last tick) — allocated jobs only, through
+//!    `Job::charge`; marks make this idempotent;
+//! 2. drops marks of jobs slurmctld has forgotten and buckets that left the
+//!    window;
+//! 3. re-ranks the accounts and computes every pending job's priority.
+//!
+//! `priority_p_set` reads the last [`Ranking`] only: no IO, no waiting on the
+//! engine.
+
+use crate::view::{JobView, RunState};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use tally_allocator::{job_priority, Contract, FairShare, Job, Priority, Snapshot};
+use tally_config::Config;
+
+/// The fair-share ranking at one moment, with the config it was made under.
+#[derive(Debug)]
+pub struct Ranking {
+    pub config: Arc<Config>,
+    pub fs: FairShare,
+    pub computed_at: u64,
+}
+
+/// What one tick did.
+#[derive(Debug, Default, PartialEq)]
+pub struct TickReport {
+    /// (index into the views, new priority) for pending jobs whose priority changed.
+    pub priorities: Vec<(usize, u32)>,
+    /// GPU-seconds charged in this tick.
+    pub charged_gpu_s: f64,
+    pub jobs_seen: usize,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    config: Arc<Config>,
+    snapshot: Snapshot,
+    ranking: Arc<Ranking>,
+    /// Accounts already reported as missing from the tree.
+    warned: BTreeSet<String>,
+}
+
+/// The allocator's view of a Slurm job under a config. A contract the rules
+/// refuse makes the job unallocated (job_submit/tally refuses such jobs at
+/// the door; this is the fallback for jobs that got in before it).
+pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::ContractError>) {
+    let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("").to_string();
+    let (contract, err) = match config.contracts.resolve(v.comment.as_deref()) {
+        Ok(c) => (c, None),
+        Err(e) => (Contract::UNALLOCATED, Some(e)),
+    };
+    let job = Job {
+        id: u64::from(v.job_id),
+        account,
+        user: v.user.clone(),
+        contract,
+        gpus: v.gpus,
+        submit_s: v.submit_s,
+        start_s: (v.state == RunState::Running && v.start_s > 0).then_some(v.start_s),
+        within_team: (-v.nice).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
+    };
+    (job, err)
+}
+
+/// The priority of a job under a ranking (the one call `priority_p_set` makes).
+pub fn priority_of(r: &Ranking, v: &JobView, now: u64) -> Priority {
+    let (job, _) = to_job(&r.config, v);
+    job_priority(&job, &r.fs, &r.config.priority, now)
+}
+
+fn cluster_gpus(config: &Config) -> u32 {
+    config.cluster.gpus.unwrap_or(1)
+}
+
+fn rank(config: &Arc<Config>, snapshot: &Snapshot, now: u64) -> Ranking {
+    let alloc = match config.allocation(cluster_gpus(config)) {
+        Ok(a) => a,
+        Err(e) => {
+            // Cannot happen for a validated config with [cluster] gpus; with
+            // the 1-GPU fallback, fixed GPU-hour budgets may not fit.
+            log::error!("{e}; ranking with zero allocations");
+            tally_allocator::Allocation {
+                capacity: config.capacity(cluster_gpus(config)),
+                gpu_hours: vec![0.0; config.tree.len()],
+                own_gpu_hours: vec![0.0; config.tree.len()],
+            }
+        }
+    };
+    let fs = FairShare::compute(&config.tree, &alloc, &snapshot.ledger.usage(now));
+    Ranking { config: config.clone(), fs, computed_at: now }
+}
+
+impl Engine {
+    /// Start from a loaded snapshot (or an empty ledger).
+    pub fn new(config: Config, snapshot: Option<Snapshot>, now: u64) -> Engine {
+        if config.cluster.gpus.is_none() {
+            log::warn!(
+                "{}: [cluster] gpus is not set; GPU-hour figures assume 1 GPU (share-only trees rank the same)",
+                config.source
+            );
+        }
+        let config = Arc::new(config);
+        let mut snapshot = snapshot.unwrap_or_else(|| Snapshot::new(config.new_ledger()));
+        if snapshot.ledger.bucket_s() != config.bucket_s || snapshot.ledger.window_s() != config.window_s {
+            snapshot = rebucket(&snapshot, &config);
+        }
+        let ranking = Arc::new(rank(&config, &snapshot, now));
+        Engine { config, snapshot, ranking, warned: BTreeSet::new() }
+    }
+
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    pub fn ranking(&self) -> Arc<Ranking> {
+        self.ranking.clone()
+    }
+
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The saved form, stamped with `now`.
+    pub fn state_text(&mut self, now: u64) -> String {
+        self.snapshot.saved_at = now;
+        self.snapshot.to_text()
+    }
+
+    /// Replace the config (a reload that validated). The ledger keeps its
+    /// usage; a new window or bucket re-buckets it.
+    pub fn set_config(&mut self, config: Config, now: u64) {
+        let config = Arc::new(config);
+        if self.snapshot.ledger.bucket_s() != config.bucket_s || self.snapshot.ledger.window_s() != config.window_s {
+            self.snapshot = rebucket(&self.snapshot, &config);
+        }
+        self.config = config;
+        self.warned.clear();
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, now));
+    }
+
+    /// Charge one job up to `now` (running) or its end (stopped), from its
+    /// mark. Returns GPU-seconds charged.
+    pub fn charge(&mut self, v: &JobView, now: u64) -> f64 {
+        let to = match v.state {
+            RunState::Running if v.start_s > 0 => now,
+            // Stopped since (requeued, preempted, finished): charge to its end.
+            RunState::Pending | RunState::Done if v.start_s > 0 && v.end_s > v.start_s => v.end_s.min(now),
+            _ => return 0.0,
+        };
+        let id = u64::from(v.job_id);
+        let from = self.snapshot.charged_until.get(&id).copied().unwrap_or(0).max(v.start_s);
+        if to <= from {
+            return 0.0;
+        }
+        let (job, _) = to_job(&self.config, v);
+        self.snapshot.charged_until.insert(id, to);
+        if job.charge(&self.config.tree, &mut self.snapshot.ledger, from, to) {
+            f64::from(job.gpus) * (to - from) as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// One recalculation over every job slurmctld knows.
+    pub fn tick(&mut self, now: u64, jobs: &[JobView]) -> TickReport {
+        let mut report = TickReport { jobs_seen: jobs.len(), ..TickReport::default() };
+        for v in jobs {
+            report.charged_gpu_s += self.charge(v, now);
+        }
+        // Forget marks of jobs slurmctld no longer has.
+        let live: BTreeSet<u64> = jobs.iter().map(|v| u64::from(v.job_id)).collect();
+        self.snapshot.charged_until.retain(|id, _| live.contains(id));
+        self.snapshot.ledger.prune(now);
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, now));
+
+        for (i, v) in jobs.iter().enumerate() {
+            self.warn_once(v);
+            // Held jobs (priority 0) stay held; an admin's priority stays.
+            if v.state != RunState::Pending || v.priority == 0 || v.direct_set_prio {
+                continue;
+            }
+            let p = priority_of(&self.ranking, v, now).value;
+            if p != v.priority {
+                report.priorities.push((i, p));
+            }
+        }
+        report
+    }
+
+    fn warn_once(&mut self, v: &JobView) {
+        let account = self.config.account_for(v.account.as_deref(), &v.user).unwrap_or("").to_string();
+        if !self.config.tree.contains(&account) && self.warned.insert(account.clone()) {
+            if account.is_empty() {
+                log::warn!("job {}: user {} has no account and is not in [users]; such jobs run unallocated", v.job_id, v.user);
+            } else {
+                log::warn!("account `{account}` (job {}) is not in the tree of {}; its jobs run unallocated", v.job_id, self.config.source);
+            }
+        }
+    }
+
+    /// Per-account GPU-hours in the window (for logs and reports).
+    pub fn usage_by_account(&self, now: u64) -> BTreeMap<String, f64> {
+        self.snapshot.ledger.usage(now).by_account.into_iter().map(|(a, s)| (a, s / 3600.0)).collect()
+    }
+}
+
+fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
+    let mut ledger = config.new_ledger();
+    for (b, key, gs) in old.ledger.entries() {
+        ledger.add(b * old.ledger.bucket_s() / config.bucket_s, key, gs);
+    }
+    Snapshot { saved_at: old.saved_at, ledger, charged_until: old.charged_until.clone() }
+}
+
+#[cfg(test)]
+mod tests;

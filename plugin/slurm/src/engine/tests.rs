@@ -1,0 +1,148 @@
+use super::*;
+
+const CONFIG: &str = r#"
+[cluster]
+gpus = 16
+[priority]
+calc_period = "1m"
+[accounts.a]
+share = 50
+[accounts.b]
+share = 50
+[users]
+alice = "a"
+bob = "b"
+"#;
+
+const T0: u64 = 1_796_083_200; // a bucket edge
+
+fn engine() -> Engine {
+    Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), None, T0)
+}
+
+fn view(id: u32, account: &str, user: &str, comment: &str) -> JobView {
+    JobView {
+        job_id: id,
+        state: RunState::Pending,
+        account: (!account.is_empty()).then(|| account.to_string()),
+        user: user.to_string(),
+        user_id: 1000,
+        comment: (!comment.is_empty()).then(|| comment.to_string()),
+        partition: Some("gpu".into()),
+        gpus: 2,
+        submit_s: T0,
+        begin_s: T0,
+        start_s: 0,
+        end_s: 0,
+        nice: 0,
+        time_limit_s: None,
+        priority: 1,
+        direct_set_prio: false,
+    }
+}
+
+fn running(mut v: JobView, start: u64) -> JobView {
+    v.state = RunState::Running;
+    v.start_s = start;
+    v
+}
+
+#[test]
+fn charges_running_allocated_jobs_once() {
+    let mut e = engine();
+    let j = running(view(1, "a", "alice", "contract=1h"), T0);
+    e.tick(T0 + 60, &[j.clone()]);
+    e.tick(T0 + 120, &[j.clone()]);
+    // The same tick twice charges nothing more.
+    let r = e.tick(T0 + 120, &[j.clone()]);
+    assert_eq!(r.charged_gpu_s, 0.0);
+    assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / 3600.0);
+}
+
+#[test]
+fn unallocated_and_unknown_jobs_are_not_charged() {
+    let mut e = engine();
+    let jobs = [
+        running(view(1, "a", "alice", ""), T0),
+        running(view(2, "ghost", "alice", "contract=1h"), T0),
+        running(view(3, "a", "alice", "contract=99h"), T0), // refused contract → unallocated
+    ];
+    let r = e.tick(T0 + 600, &jobs);
+    assert_eq!(r.charged_gpu_s, 0.0);
+    assert!(e.usage_by_account(T0 + 600).is_empty());
+}
+
+#[test]
+fn users_map_stands_in_for_accounting() {
+    let mut e = engine();
+    e.tick(T0 + 3600, &[running(view(1, "", "bob", "contract=1h"), T0)]);
+    assert_eq!(e.usage_by_account(T0 + 3600)["b"], 2.0);
+}
+
+#[test]
+fn stopped_jobs_are_charged_to_their_end_only() {
+    let mut e = engine();
+    let mut j = running(view(1, "a", "alice", "contract=1h"), T0);
+    e.tick(T0 + 60, &[j.clone()]);
+    // Requeued (preempted) at +90: pending again with start/end of the last run.
+    j.state = RunState::Pending;
+    j.end_s = T0 + 90;
+    e.tick(T0 + 120, &[j.clone()]);
+    e.tick(T0 + 180, &[j.clone()]);
+    assert_eq!(e.usage_by_account(T0 + 180)["a"], 2.0 * 90.0 / 3600.0);
+    // Runs again from +300: charged from its new start, not from +90.
+    let j = running(JobView { end_s: 0, ..j }, T0 + 300);
+    e.tick(T0 + 360, &[j]);
+    assert_eq!(e.usage_by_account(T0 + 360)["a"], 2.0 * 150.0 / 3600.0);
+}
+
+#[test]
+fn marks_survive_a_restart_so_nothing_is_charged_twice() {
+    let mut e = engine();
+    let j = running(view(7, "a", "alice", "contract=1h"), T0);
+    e.tick(T0 + 600, &[j.clone()]);
+    let saved = e.state_text(T0 + 600);
+    let snap = Snapshot::parse(&saved, 3600, 7 * 86_400).unwrap();
+    let mut again = Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), Some(snap), T0 + 700);
+    again.tick(T0 + 900, &[j]);
+    assert_eq!(again.usage_by_account(T0 + 900)["a"], 2.0 * 900.0 / 3600.0);
+}
+
+#[test]
+fn pending_priorities_follow_usage_and_skip_held_and_admin_set() {
+    let mut e = engine();
+    let busy = running(view(1, "a", "alice", "contract=1h"), T0);
+    let pa = view(2, "a", "alice", "contract=1h");
+    let pb = view(3, "b", "bob", "contract=1h");
+    let held = JobView { priority: 0, ..view(4, "b", "bob", "contract=1h") };
+    let admin = JobView { direct_set_prio: true, priority: 5, ..view(5, "b", "bob", "") };
+    let jobs = [busy, pa, pb, held, admin];
+    let r = e.tick(T0 + 3600, &jobs);
+    let prio: BTreeMap<u32, u32> = r.priorities.iter().map(|&(i, p)| (jobs[i].job_id, p)).collect();
+    assert_eq!(prio.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+    // b used nothing, a used 2 GPU-hours: b's job first.
+    assert!(prio[&3] > prio[&2]);
+    // Both allocated: above every unallocated job.
+    assert!(prio[&2] >= 1 << 31);
+}
+
+#[test]
+fn forgotten_jobs_lose_their_marks_and_old_usage_leaves() {
+    let mut e = engine();
+    e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)]);
+    assert_eq!(e.snapshot().charged_until.len(), 1);
+    e.tick(T0 + 7200, &[]);
+    assert!(e.snapshot().charged_until.is_empty());
+    e.tick(T0 + 8 * 86_400, &[]);
+    assert!(e.usage_by_account(T0 + 8 * 86_400).is_empty());
+}
+
+#[test]
+fn reload_keeps_usage() {
+    let mut e = engine();
+    e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)]);
+    let mut c = Config::parse(CONFIG, "test.toml").unwrap();
+    c.debug = true;
+    e.set_config(c, T0 + 3600);
+    assert_eq!(e.usage_by_account(T0 + 3600)["a"], 2.0);
+}

@@ -1,0 +1,58 @@
+//! The panic firewall. A panic that unwinds into slurmctld (C) is undefined
+//! behaviour and, with `panic=abort`, kills the controller; every exported
+//! function runs its body through [`guard`] instead.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
+
+static HOOK: Once = Once::new();
+
+/// Route panic messages (with their location) into slurmctld's log instead of
+/// stderr, once per process.
+pub fn install_panic_hook() {
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            crate::slurm_log::error(&format!("tally: internal error: {info}"));
+        }));
+    });
+}
+
+/// Run `body`; if it panics, log and return `fallback()` instead.
+pub fn guard<T>(what: &str, fallback: impl FnOnce() -> T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            crate::slurm_log::error(&format!("tally: {what} failed ({msg}); returned a safe fallback"));
+            fallback()
+        }
+    }
+}
+
+/// Lock a mutex, ignoring poisoning: a panic in one call (caught by [`guard`])
+/// must not disable the plugin for every later call.
+pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_fallback() {
+        assert_eq!(guard("ok", || 0, || 7), 7);
+        // No Slurm here: the message goes to stderr.
+        assert_eq!(guard("boom", || 0, || -> i32 { panic!("on purpose") }), 0);
+        let m = std::sync::Mutex::new(1);
+        let _ = guard("poison", || (), || {
+            let _g = m.lock().unwrap();
+            panic!("poisoning the mutex");
+        });
+        assert_eq!(*lock(&m), 1, "a poisoned mutex is still usable");
+    }
+}

@@ -1,0 +1,187 @@
+//! `job_record_t` → owned [`JobView`]. The only module that reads job
+//! pointers; everything after it works on owned values.
+
+use slurm_sys::{job_record_t, List, JOB_STATE_BASE, NICE_OFFSET, NO_VAL, INFINITE};
+use std::ffi::{c_char, CStr};
+
+/// Where a job is in its life, as far as Tally cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    Pending,
+    Running,
+    Suspended,
+    /// Completed, cancelled, failed, timed out, preempted, …
+    Done,
+}
+
+/// A job, copied out of slurmctld.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    pub job_id: u32,
+    pub state: RunState,
+    /// Slurm account (empty without accounting).
+    pub account: Option<String>,
+    pub user: String,
+    pub user_id: u32,
+    pub comment: Option<String>,
+    pub partition: Option<String>,
+    pub gpus: u32,
+    /// Unix seconds (0 = unknown).
+    pub submit_s: u64,
+    pub begin_s: u64,
+    pub start_s: u64,
+    pub end_s: u64,
+    /// `nice` as the user gave it (NICE_OFFSET removed).
+    pub nice: i64,
+    /// Time limit in seconds; `None` = no limit.
+    pub time_limit_s: Option<u64>,
+    pub priority: u32,
+    pub direct_set_prio: bool,
+}
+
+/// Copy a C string; `None` for NULL or empty.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string valid for this call.
+pub unsafe fn c_string(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+fn secs(t: i64) -> u64 {
+    u64::try_from(t).unwrap_or(0)
+}
+
+/// GPUs in a TRES/GRES string: `gres:gpu:2`, `gres/gpu:fake:2`,
+/// `gres/gpu=4` (allocated TRES), several entries summed; `None` if no GPU
+/// entry is present.
+pub fn gpu_count(spec: &str) -> Option<u32> {
+    let mut total: Option<u32> = None;
+    for entry in spec.split(',') {
+        let e = entry.trim();
+        let rest = e.strip_prefix("gres:").or_else(|| e.strip_prefix("gres/")).unwrap_or(e);
+        let Some(rest) = rest.strip_prefix("gpu") else { continue };
+        // `gres/gpu:fake=2` in allocated TRES repeats `gres/gpu=2`: skip typed ones.
+        if rest.starts_with(':') && rest.contains('=') {
+            continue;
+        }
+        let count = match rest.chars().next() {
+            None => Some(1),
+            Some('=') => rest[1..].parse::<u32>().ok(),
+            Some(':') => rest.rsplit(':').next().and_then(|c| c.parse::<u32>().ok()).or(Some(1)),
+            _ => None, // e.g. `gpus` is not `gpu`
+        };
+        if let Some(c) = count {
+            total = Some(total.unwrap_or(0).saturating_add(c));
+        }
+    }
+    total
+}
+
+/// Read one job.
+///
+/// # Safety
+/// `job` is NULL or a valid `job_record_t` of slurmctld, and slurmctld's job
+/// lock (read or write) is held for the duration of the call.
+pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
+    // SAFETY: caller's contract.
+    let j = unsafe { job.as_ref()? };
+    // SAFETY: `details` is NULL or owned by the job (same lock).
+    let details = unsafe { j.details.as_ref() };
+    // SAFETY: `assoc_ptr` is NULL or a live association while the job lock is held.
+    let assoc = unsafe { j.assoc_ptr.as_ref() };
+    let state = match j.job_state & JOB_STATE_BASE {
+        0 => RunState::Pending,
+        1 => RunState::Running,
+        2 => RunState::Suspended,
+        _ => RunState::Done,
+    };
+    // SAFETY (all c_string calls): fields of a live job, NUL-terminated or NULL.
+    let user = unsafe { assoc.and_then(|a| c_string(a.user)).or_else(|| c_string(j.user_name)) }
+        .unwrap_or_else(|| j.user_id.to_string());
+    let nodes = details.map(|d| d.min_nodes).filter(|&n| n > 0 && n != NO_VAL).unwrap_or(1);
+    let alloc = if state == RunState::Running { unsafe { c_string(j.tres_alloc_str) } } else { None };
+    let gpus = alloc
+        .as_deref()
+        .and_then(gpu_count)
+        .or_else(|| unsafe { c_string(j.tres_per_job) }.as_deref().and_then(gpu_count))
+        .or_else(|| unsafe { c_string(j.tres_per_node) }.as_deref().and_then(gpu_count).map(|g| g.saturating_mul(nodes)))
+        .unwrap_or(0);
+    let time_limit_s = match j.time_limit {
+        NO_VAL | INFINITE => None,
+        m => Some(u64::from(m) * 60),
+    };
+    Some(JobView {
+        job_id: j.job_id,
+        state,
+        account: unsafe { c_string(j.account) },
+        user,
+        user_id: j.user_id,
+        comment: unsafe { c_string(j.comment) },
+        partition: unsafe { c_string(j.partition) },
+        gpus,
+        submit_s: details.map_or(0, |d| secs(d.submit_time)),
+        begin_s: details.map_or(0, |d| secs(d.begin_time)),
+        start_s: secs(j.start_time),
+        end_s: secs(j.end_time),
+        nice: details.map_or(0, |d| i64::from(d.nice) - i64::from(NICE_OFFSET)),
+        time_limit_s,
+        priority: j.priority,
+        direct_set_prio: j.direct_set_prio != 0,
+    })
+}
+
+/// Every job record of a slurmctld `List`.
+///
+/// # Safety
+/// `list` is NULL or a `List` of `job_record_t` (slurmctld's `job_list`),
+/// and the job lock is held until the returned pointers are no longer used.
+pub unsafe fn job_pointers(list: List) -> Vec<*mut job_record_t> {
+    let mut out = Vec::new();
+    if list.is_null() {
+        return out;
+    }
+    // SAFETY: a valid List; the iterator is destroyed before returning.
+    unsafe {
+        let it = slurm_sys::list_iterator_create(list);
+        if it.is_null() {
+            return out;
+        }
+        loop {
+            let p = slurm_sys::list_next(it);
+            if p.is_null() {
+                break;
+            }
+            out.push(p.cast::<job_record_t>());
+        }
+        slurm_sys::list_iterator_destroy(it);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_strings() {
+        let cases: &[(&str, Option<u32>)] = &[
+            ("gres:gpu:2", Some(2)),
+            ("gres/gpu:2", Some(2)),
+            ("gres:gpu:fake:4", Some(4)),
+            ("gres:gpu", Some(1)),
+            ("gres:gpu:a100:2,gres:gpu:v100:1", Some(3)),
+            ("cpu=2,mem=100M,node=1,billing=2,gres/gpu=2,gres/gpu:fake=2", Some(2)),
+            ("gres:mps:100", None),
+            ("cpu=4,mem=1G", None),
+            ("", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(gpu_count(s), *want, "{s}");
+        }
+    }
+}

@@ -1,0 +1,251 @@
+# shellcheck shell=bash disable=SC2034,SC2046
+# (SC2034: the constants are used by the scripts sourcing this; SC2046: pid lists are words)
+# Tally test bed: shared helpers, sourced by install.sh, up.sh, down.sh and selftest.sh.
+# Not meant to be executed.
+#
+# Provides (tests may source this file too):
+#   log / warn / die                         messages on stderr, prefixed with the time (die exits)
+#   wait_for <timeout_s> <description> <command...>
+#                                            poll <command> (every 0.25 s, each try bounded) until
+#                                            it succeeds; return 1 after <timeout_s> seconds
+#   dump_logs [component...]                 print the tail of the test bed's logs
+#   submit_as <user> <sbatch args...>        submit a batch job as <user>, print its job id
+#   job_state <job id>                       print the job's state (RUNNING, PENDING, ...)
+#   wait_job_state <timeout_s> <job id> <state>
+#   ctld_up / queue_empty                    slurmctld answers / no job in the queue
+#   tb_stop                                  stop the whole loopback cluster (used by up.sh/down.sh)
+#
+# Environment:
+#   TALLY_RUN_DIR   run dir of the test bed (default /var/tmp/tally-testbed; when unset and a
+#                   test bed config exists in /etc/slurm, the run dir recorded there is used)
+
+TB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# ---- constants -------------------------------------------------------------------------------
+TB_SLURM_VERSION=22.05.8-4+deb12u3
+TB_SLURM_ETC=/etc/slurm
+TB_SLURM_CONF=$TB_SLURM_ETC/slurm.conf
+TB_SLURM_LIBDIR=/usr/lib/x86_64-linux-gnu/slurm-wlm
+TB_CLUSTER=tally
+TB_DB_PORT=13306            # our own mariadbd, away from a system one on 3306
+TB_DB_NAME=slurm_acct_db
+TB_DB_USER=slurm
+TB_DB_PASS=tally-testbed
+TB_NODE_PORT0=17000         # node nK listens on TB_NODE_PORT0 + K
+TB_CONF_MARKER='# tally-testbed run dir:'
+
+# Run dir: explicit setting, else the one recorded in the current config, else the default.
+if [[ -z "${TALLY_RUN_DIR:-}" ]]; then
+    TALLY_RUN_DIR=$(sed -n "s|^$TB_CONF_MARKER ||p" "$TB_SLURM_CONF" 2>/dev/null | head -n1 || true)
+    TALLY_RUN_DIR=${TALLY_RUN_DIR:-/var/tmp/tally-testbed}
+fi
+export TALLY_RUN_DIR
+TB_RUN=$TALLY_RUN_DIR
+TB_LOG=$TB_RUN/log
+TB_PID=$TB_RUN/pid
+TB_DB_SOCK=$TB_RUN/mysql/run/mysqld.sock
+# Every daemon up.sh starts carries TB_TAG in its environment, so leftovers are found without
+# touching anybody else's processes (see is_tagged).
+TB_TAG="TALLY_TESTBED_RUN=$TB_RUN"
+
+export DEBIAN_FRONTEND=noninteractive
+
+# ---- messages --------------------------------------------------------------------------------
+log()  { printf '[testbed %s] %s\n' "$(date +%T)" "$*" >&2; }
+warn() { log "WARNING: $*"; }
+die()  { log "ERROR: $*"; exit 1; }
+
+# Seconds (with millis) since the epoch, for timings.
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ---- waiting ---------------------------------------------------------------------------------
+# wait_for <timeout_s> <description> <command...>
+# Runs <command> until it exits 0. Executables are bounded by `timeout` per try; shell functions
+# are run as they are (keep them fast). Output of the command is discarded.
+wait_for() {
+    local limit=$1 what=$2; shift 2
+    local start=$SECONDS per=10
+    while :; do
+        if [[ $(type -t "$1") == function ]]; then
+            "$@" >/dev/null 2>&1 && return 0
+        else
+            timeout "$per" "$@" >/dev/null 2>&1 && return 0
+        fi
+        if (( SECONDS - start >= limit )); then
+            log "timed out after ${limit}s waiting for: $what"
+            return 1
+        fi
+        sleep 0.25
+    done
+}
+
+# ---- logs ------------------------------------------------------------------------------------
+# dump_logs [component...]: tail of the logs (<component>*.log, and <component>*.out when not
+# empty) in $TB_LOG; components are e.g. munged mariadbd slurmdbd slurmctld slurmd-n1 sacctmgr.
+dump_logs() {
+    local lines=${TB_LOG_LINES:-40} f c
+    (( $# )) || set -- munged mariadbd slurmdbd sacctmgr slurmctld slurmd-n1
+    for c in "$@"; do
+        for f in "$TB_LOG/$c"*.log "$TB_LOG/$c"*.out; do
+            [[ -s $f ]] || continue
+            # a daemon's .out repeats its .log: show it only when there is no .log
+            [[ $f == *.out && -s ${f%.out}.log ]] && continue
+            printf '\n===== tail -n %s %s =====\n' "$lines" "$f" >&2
+            tail -n "$lines" "$f" >&2 || true
+        done
+    done
+    printf '\n' >&2
+}
+
+# fail <message> [component...]: print the message, the log tails and the fatal lines, run
+# the caller's fail_hook function if there is one, exit 1.
+fail() {
+    local msg=$1 fatal; shift
+    log "ERROR: $msg"
+    dump_logs "$@"
+    fatal=$(grep -h 'fatal' "$TB_LOG"/*.log 2>/dev/null | tail -n 5 || true)
+    [[ -z $fatal ]] || printf 'fatal lines in the logs:\n%s\n\n' "$fatal" >&2
+    if [[ $(type -t fail_hook) == function ]]; then fail_hook || true; fi
+    log "ERROR: $msg (logs in $TB_LOG)"
+    exit 1
+}
+
+# ---- processes -------------------------------------------------------------------------------
+# is_alive <pid>: the process exists and is not a zombie (pid 1 here may be slow to reap them).
+is_alive() {
+    local st
+    kill -0 "$1" 2>/dev/null || return 1
+    st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+    [[ -n $st && $st != Z && $st != X ]]
+}
+
+# pid_of <pidfile>: print the pid recorded in <pidfile> if that process is alive and ours.
+pid_of() {
+    local pid
+    [[ -r $1 ]] || return 1
+    pid=$(tr -dc '0-9' <"$1")
+    [[ -n $pid ]] && is_alive "$pid" && is_tagged "$pid" || return 1
+    echo "$pid"
+}
+
+# stop_pids <name> <timeout_s> <pid...>: SIGTERM, bounded wait, then SIGKILL.
+stop_pids() {
+    local name=$1 limit=$2 pid; shift 2
+    local -a alive=()
+    (( $# )) || return 0
+    log "stopping $name (pid $*)"
+    kill -TERM "$@" 2>/dev/null || true
+    local deadline=$(( SECONDS + limit ))
+    while :; do
+        alive=()
+        for pid in "$@"; do is_alive "$pid" && alive+=("$pid"); done
+        (( ${#alive[@]} )) || return 0
+        (( SECONDS >= deadline )) && break
+        sleep 0.2
+    done
+    warn "$name did not stop within ${limit}s, sending SIGKILL to ${alive[*]}"
+    kill -KILL "${alive[@]}" 2>/dev/null || true
+    sleep 0.2
+}
+
+# is_tagged <pid>: the process carries TB_TAG, or (slurmstepd, whose process title overwrites
+# its environment) has a file of the run dir open, e.g. its slurmd's log.
+is_tagged() {
+    tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF -- "$TB_TAG" && return 0
+    find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname "$TB_RUN/*" 2>/dev/null | grep -q .
+}
+
+# pids_tagged <exe-name>: live processes of that exact name that carry TB_TAG.
+pids_tagged() {
+    local pid
+    for pid in $(pgrep -x "$1" || true); do
+        is_alive "$pid" && is_tagged "$pid" && echo "$pid"
+    done
+    return 0
+}
+
+# descendants <pid...>: all live descendants of the given processes.
+descendants() {
+    ps -eo pid=,ppid= | awk -v roots="$*" '
+        { parent[$1] = $2 }
+        END {
+            n = split(roots, r, " "); for (i = 1; i <= n; i++) mark[r[i]] = 1
+            do { changed = 0
+                 for (p in parent) if (!(p in mark) && (parent[p] in mark)) { mark[p] = 1; out[p] = 1; changed = 1 }
+            } while (changed)
+            for (p in out) print p
+        }'
+}
+
+# ---- cluster queries -------------------------------------------------------------------------
+ctld_up() { timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP'; }
+
+# Number of jobs in the queue (pending, running, completing...).
+queue_len() { timeout 15 squeue -h -o %i 2>/dev/null | wc -l; }
+queue_empty() { local out; out=$(timeout 15 squeue -h -o %i) && [[ -z $out ]]; }
+
+# ---- teardown (shared by up.sh and down.sh) ----------------------------------------------------
+# tb_stop [drain_timeout_s]: cancel jobs and let the queue drain, then stop slurmd's, slurmctld,
+# slurmdbd, mariadbd and munged (in that order), then leftover slurmstepd. Safe when nothing runs.
+tb_stop() {
+    local drain=${1:-90} t0 n
+    if [[ -f $TB_SLURM_CONF ]] && ctld_up; then
+        n=$(queue_len)
+        if (( n > 0 )); then
+            log "cancelling $n job(s)"
+            timeout 30 squeue -h -o %i 2>/dev/null | xargs -r timeout 30 scancel --quiet || true
+            t0=$SECONDS
+            if [[ -z $(pids_tagged slurmd) ]]; then
+                warn "no slurmd runs: not waiting for the queue to drain"
+            elif wait_for "$drain" "the job queue to drain" queue_empty; then
+                log "queue drained in $(( SECONDS - t0 ))s"
+            else
+                warn "queue still has $(queue_len) job(s); stopping anyway"
+            fi
+        fi
+    fi
+    # Our processes are found by their tag, so a lost pid file leaves nothing behind.
+    stop_pids slurmd 20 $(pids_tagged slurmd)
+    stop_pids slurmctld 30 $(pids_tagged slurmctld)
+    stop_pids slurmdbd 30 $(pids_tagged slurmdbd)
+    stop_pids mariadbd 60 $(pids_tagged mariadbd)
+    stop_pids munged 10 $(pids_tagged munged)
+    # Orphaned slurmstepd (slurmd gone before its jobs ended) ignore SIGTERM: kill their job
+    # processes first, then them.
+    local -a steps kids
+    mapfile -t steps < <(pids_tagged slurmstepd)
+    if (( ${#steps[@]} )); then
+        warn "leftover slurmstepd: ${steps[*]}"
+        mapfile -t kids < <(descendants "${steps[@]}")
+        (( ${#kids[@]} == 0 )) || stop_pids "job processes" 5 "${kids[@]}"
+        stop_pids slurmstepd 2 "${steps[@]}"
+    fi
+    rm -f "$TB_PID"/*.pid 2>/dev/null || true
+}
+
+# ---- jobs ------------------------------------------------------------------------------------
+job_state() { timeout 10 scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+
+_job_in_state() { [[ $(job_state "$1") == "$2" ]]; }
+wait_job_state() { wait_for "$1" "job $2 to be $3" _job_in_state "$2" "$3"; }
+
+# submit_as <user> <sbatch args...>
+# Submits a batch job as <user> (root runs sbatch through `runuser -u <user>`, so munge
+# authenticates the job as that user) and prints the job id. The job's working directory (and
+# so its default slurm-<id>.out) is $TALLY_RUN_DIR/jobs, writable by every user, unless
+# --chdir/-D is given. Example:
+#   id=$(submit_as alice --account=teama --gres=gpu:2 --wrap 'sleep 30')
+# (`sbatch --uid=alice` works for root on 22.05 too, but the job then runs with group root
+# (gid 0) unless --gid is given as well; runuser gives it the user's own groups.)
+submit_as() {
+    local user=$1 out; shift
+    [[ -n $user ]] || die "submit_as: no user"
+    id -u "$user" >/dev/null 2>&1 || die "submit_as: no such Unix user: $user"
+    mkdir -p "$TB_RUN/jobs" && chmod 1777 "$TB_RUN/jobs"
+    out=$(cd "$TB_RUN/jobs" && timeout 60 runuser -u "$user" -- sbatch --parsable "$@") || {
+        log "ERROR: sbatch as $user failed: sbatch $*"
+        return 1
+    }
+    echo "${out%%;*}"
+}

@@ -1,0 +1,491 @@
+#!/usr/bin/env bash
+# Tally test bed: bring up a loopback Slurm 22.05 cluster on this machine (as root).
+#
+#   munged -> mariadbd (127.0.0.1) -> slurmdbd -> sacctmgr (cluster, accounts, users)
+#          -> slurmctld -> one `slurmd -N nK` per node, then wait until every node is idle.
+#
+# Idempotent: when the cluster is already up with the same settings (and the same plugin files
+# in TALLY_PLUGIN_DIR, and the same scripts) it only verifies it. Otherwise it stops whatever
+# is left (as down.sh does) and starts afresh: slurmctld's saved state (jobs, usage, node
+# states) is wiped, job ids continue after the last one in the accounting database.
+# Configs go to /etc/slurm (slurm.conf, gres.conf, slurmdbd.conf), so plain squeue, sbatch,
+# sprio, sshare work; all runtime state, logs and pid files go under TALLY_RUN_DIR.
+#
+# Environment (all optional):
+#   TALLY_NODES          number of nodes n[1-N], each 64 CPUs and 8 fake GPUs (default 4)
+#   TALLY_PRIORITY_TYPE  PriorityType (default priority/multifactor; e.g. priority/tally)
+#   TALLY_PLUGIN_DIR     folder searched for plugins before Slurm's own
+#                        (PluginDir=<dir>:/usr/lib/x86_64-linux-gnu/slurm-wlm)
+#   TALLY_ACCOUNTS       file with the account tree and users, one entry a line:
+#                            account <name> <parent>     (parent "root" for top level)
+#                            user <name> <account>       (first account of a user = default)
+#                        '#' comments and blank lines ignored. Unix users are created when
+#                        missing. Default: accounts teama, teamb under root; alice->teama,
+#                        bob->teamb. Associations not in the file are removed.
+#   TALLY_SLURM_EXTRA    lines appended verbatim to slurm.conf; a Key=... line there replaces
+#                        the default line for that key
+#   TALLY_ENV            environment assignments for slurmctld, shell-quoted words,
+#                        e.g. "TALLY_CONFIG=/x/tally.toml TALLY_LOG=debug"
+#   TALLY_RUN_DIR        run dir (default /var/tmp/tally-testbed)
+#   TALLY_KEEP_STATE=1   keep slurmctld's saved state on a fresh start
+set -euo pipefail
+# shellcheck source=testbed/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[[ $(id -u) == 0 ]] || die "up.sh must run as root"
+
+NODES=${TALLY_NODES:-4}
+PRIORITY_TYPE=${TALLY_PRIORITY_TYPE:-priority/multifactor}
+PLUGIN_DIR=${TALLY_PLUGIN_DIR:-}
+ACCOUNTS_FILE=${TALLY_ACCOUNTS:-}
+SLURM_EXTRA=${TALLY_SLURM_EXTRA:-}
+CTLD_ENV=${TALLY_ENV:-}
+HOST=$(hostname -s)
+NODE_CPUS=64
+NODE_MEM=512000
+GPUS_PER_NODE=8
+
+[[ $NODES =~ ^[1-9][0-9]*$ ]] || die "TALLY_NODES must be a positive integer, got '$NODES'"
+(( NODES <= 999 )) || die "TALLY_NODES too large: $NODES"
+[[ $PRIORITY_TYPE == priority/* ]] || die "TALLY_PRIORITY_TYPE must be priority/<name>, got '$PRIORITY_TYPE'"
+if [[ -n $PLUGIN_DIR ]]; then
+    [[ -d $PLUGIN_DIR ]] || die "TALLY_PLUGIN_DIR is not a directory: $PLUGIN_DIR"
+    PLUGIN_DIR=$(cd "$PLUGIN_DIR" && pwd)
+fi
+[[ -z $ACCOUNTS_FILE || ( -f $ACCOUNTS_FILE && -r $ACCOUNTS_FILE ) ]] \
+    || die "TALLY_ACCOUNTS is not a readable file: $ACCOUNTS_FILE"
+[[ $TB_RUN == /* && $TB_RUN != / ]] || die "TALLY_RUN_DIR must be an absolute path, got '$TB_RUN'"
+
+T0=$(now)
+
+# ---- settings --------------------------------------------------------------------------------
+# slurmctld's environment: parse TALLY_ENV as shell words, each NAME=value.
+CTLD_ENV_ARGS=()
+if [[ -n $CTLD_ENV ]]; then
+    eval "CTLD_ENV_ARGS=($CTLD_ENV)" || die "TALLY_ENV is not valid shell words: $CTLD_ENV"
+    for a in "${CTLD_ENV_ARGS[@]}"; do
+        [[ $a =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "TALLY_ENV: not a NAME=value assignment: '$a'"
+    done
+fi
+
+# Account spec -> ACC_NAME/ACC_PARENT (parents before children), USR_NAME/USR_ACCT (in order).
+ACC_NAME=(); ACC_PARENT=(); USR_NAME=(); USR_ACCT=()
+read_accounts() {
+    local kind name parent rest lineno=0 src=${ACCOUNTS_FILE:-built-in default}
+    local -a names=() parents=()
+    local re='^[A-Za-z_][A-Za-z0-9_.-]*$'
+    while IFS= read -r line || [[ -n $line ]]; do
+        lineno=$(( lineno + 1 ))
+        line=${line%%#*}
+        read -r kind name parent rest <<<"$line" || true
+        [[ -z ${kind:-} ]] && continue
+        [[ -n ${name:-} && -n ${parent:-} && -z ${rest:-} && $name =~ $re && $parent =~ $re ]] \
+            || die "$src:$lineno: expected 'account <name> <parent>' or 'user <name> <account>': $line"
+        name=${name,,}; parent=${parent,,}    # Slurm stores account and user names in lower case
+        case $kind in
+            account) [[ $name != root ]] || die "$src:$lineno: account root is implicit"
+                     names+=("$name"); parents+=("$parent") ;;
+            user)    USR_NAME+=("$name"); USR_ACCT+=("$parent") ;;
+            *)       die "$src:$lineno: unknown entry '$kind'" ;;
+        esac
+    done < <(if [[ -n $ACCOUNTS_FILE ]]; then cat -- "$ACCOUNTS_FILE"; else
+                 printf '%s\n' 'account teama root' 'account teamb root' 'user alice teama' 'user bob teamb'
+             fi)
+    # Order accounts so that parents come first; reject unknown parents and cycles.
+    local -A placed=([root]=1) seen=()
+    local i progress=1
+    for i in "${!names[@]}"; do
+        [[ -z ${seen[${names[$i]}]:-} ]] || die "$src: account ${names[$i]} defined twice"
+        seen[${names[$i]}]=1
+    done
+    while (( ${#ACC_NAME[@]} < ${#names[@]} && progress )); do
+        progress=0
+        for i in "${!names[@]}"; do
+            [[ -z ${placed[${names[$i]}]:-} && -n ${placed[${parents[$i]}]:-} ]] || continue
+            ACC_NAME+=("${names[$i]}"); ACC_PARENT+=("${parents[$i]}")
+            placed[${names[$i]}]=1; progress=1
+        done
+    done
+    (( ${#ACC_NAME[@]} == ${#names[@]} )) || die "$src: accounts with unknown parents or in a cycle"
+    for i in "${!USR_NAME[@]}"; do
+        [[ -n ${placed[${USR_ACCT[$i]}]:-} ]] \
+            || die "$src: user ${USR_NAME[$i]} in unknown account ${USR_ACCT[$i]}"
+    done
+}
+read_accounts
+ACCOUNTS_SPEC=$(for i in "${!ACC_NAME[@]}"; do echo "account ${ACC_NAME[$i]} ${ACC_PARENT[$i]}"; done
+                for i in "${!USR_NAME[@]}"; do echo "user ${USR_NAME[$i]} ${USR_ACCT[$i]}"; done)
+
+# ---- config files ----------------------------------------------------------------------------
+plugin_dir_value() { echo "${PLUGIN_DIR:+$PLUGIN_DIR:}$TB_SLURM_LIBDIR"; }
+
+# Default slurm.conf "Key=value" lines; a key set in TALLY_SLURM_EXTRA drops the default one.
+base_conf() {
+    cat <<EOF
+ClusterName=$TB_CLUSTER
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+PluginDir=$(plugin_dir_value)
+StateSaveLocation=$TB_RUN/state
+SlurmdSpoolDir=$TB_RUN/spool/%n
+SlurmctldPidFile=$TB_PID/slurmctld.pid
+SlurmdPidFile=$TB_PID/slurmd-%n.pid
+SlurmctldLogFile=$TB_LOG/slurmctld.log
+SlurmdLogFile=$TB_LOG/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+SlurmctldPort=6817
+SlurmdParameters=config_overrides
+ReturnToService=2
+MpiDefault=none
+MailProg=/bin/true
+SwitchType=switch/none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+GresTypes=gpu
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=5,bf_interval=5,bf_resolution=60
+MinJobAge=10
+KillWait=5
+InactiveLimit=0
+Waittime=0
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=6819
+AccountingStorageTRES=gres/gpu
+AccountingStorageEnforce=associations,limits
+AccountingStoreFlags=job_comment
+PriorityType=$PRIORITY_TYPE
+PriorityDecayHalfLife=7-0
+PriorityMaxAge=7-0
+PriorityWeightFairshare=10000
+PriorityWeightAge=1000
+PriorityWeightJobSize=0
+PriorityWeightPartition=0
+PriorityWeightQOS=0
+EOF
+}
+
+write_slurm_conf() {   # $1 = FirstJobId
+    local extra_keys key
+    extra_keys=$(printf '%s\n' "$SLURM_EXTRA" | sed -n 's/^[[:space:]]*\([A-Za-z]*\)[[:space:]]*=.*/\1/p' \
+                 | grep -viE '^(NodeName|PartitionName|NodeSet|DownNodes|FrontendName)$' || true)
+    {
+        echo "# Written by testbed/up.sh of Tally: do not edit, it is rewritten on each start."
+        echo "$TB_CONF_MARKER $TB_RUN"
+        base_conf | while IFS= read -r line; do
+            key=${line%%=*}
+            grep -qixF -- "$key" <<<"$extra_keys" || echo "$line"
+        done
+        echo "FirstJobId=$1"
+        echo "NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1" \
+             "Port=$(( TB_NODE_PORT0 + 1 ))-$(( TB_NODE_PORT0 + NODES ))" \
+             "CPUs=$NODE_CPUS RealMemory=$NODE_MEM Gres=gpu:fake:$GPUS_PER_NODE State=UNKNOWN"
+        echo "PartitionName=gpu Nodes=n[1-$NODES] Default=YES MaxTime=INFINITE State=UP" \
+             "TRESBillingWeights=\"CPU=0,GRES/gpu=1.0\""
+        if [[ -n $SLURM_EXTRA ]]; then
+            echo "# TALLY_SLURM_EXTRA"
+            printf '%s\n' "$SLURM_EXTRA"
+        fi
+    } >"$TB_SLURM_CONF.tmp"
+    chmod 0644 "$TB_SLURM_CONF.tmp"
+    mv -f "$TB_SLURM_CONF.tmp" "$TB_SLURM_CONF"
+}
+
+write_other_confs() {
+    printf '%s\n' "# Written by testbed/up.sh of Tally." "AutoDetect=off" \
+        "Name=gpu Type=fake File=$TB_RUN/gpu/nvidia[0-$(( GPUS_PER_NODE - 1 ))]" >"$TB_SLURM_ETC/gres.conf"
+    chmod 0644 "$TB_SLURM_ETC/gres.conf"
+    rm -f "$TB_SLURM_ETC/cgroup.conf"   # 22.05 slurmd must autodetect; a cgroup.conf breaks it here
+    (umask 077; cat >"$TB_SLURM_ETC/slurmdbd.conf" <<EOF
+# Written by testbed/up.sh of Tally.
+AuthType=auth/munge
+DbdHost=$HOST
+DbdAddr=127.0.0.1
+DbdPort=6819
+SlurmUser=root
+PidFile=$TB_PID/slurmdbd.pid
+LogFile=$TB_LOG/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$TB_DB_PORT
+StorageUser=$TB_DB_USER
+StoragePass=$TB_DB_PASS
+StorageLoc=$TB_DB_NAME
+EOF
+    )
+    chmod 0600 "$TB_SLURM_ETC/slurmdbd.conf"
+}
+
+# Fingerprint of everything that needs a restart when it changes.
+fingerprint() {
+    {
+        echo "run=$TB_RUN nodes=$NODES host=$HOST"
+        base_conf
+        printf 'extra:\n%s\nenv:%s\naccounts:\n%s\n' "$SLURM_EXTRA" "${CTLD_ENV_ARGS[*]}" "$ACCOUNTS_SPEC"
+        if [[ -n $PLUGIN_DIR ]]; then
+            find -L "$PLUGIN_DIR" -maxdepth 1 -name '*.so' -printf '%f %s %T@\n' | sort
+        fi
+        cat "$TB_DIR/lib.sh" "$TB_DIR/up.sh"
+    } | sha256sum | cut -d' ' -f1
+}
+
+# ---- health ----------------------------------------------------------------------------------
+munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+db_ok() { mariadb-admin --socket="$TB_DB_SOCK" -uroot ping >/dev/null 2>&1; }
+dbd_ok() { timeout 10 sacctmgr -nP show cluster format=cluster >/dev/null 2>&1; }
+
+# Node states (short form) one a line, e.g. "n1 idle".
+node_states() { timeout 10 sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
+# nodes_in <regex>: all NODES nodes are registered and in a state matching <regex>.
+nodes_in() {
+    local states
+    states=$(node_states) || return 1
+    (( $(wc -l <<<"$states") == NODES )) || return 1
+    ! awk -v re="^($1)\$" '$2 !~ re { bad = 1 } END { exit !bad }' <<<"$states"
+}
+
+# alive <name>: the daemon we started under that name still runs.
+alive() { pid_of "$TB_PID/$1.pid" >/dev/null; }
+
+healthy() {
+    local k
+    [[ -f $TB_RUN/fingerprint && $(cat "$TB_RUN/fingerprint") == "$FINGERPRINT" ]] || { log "settings differ from the running cluster (or none runs)"; return 1; }
+    for k in mariadbd slurmdbd slurmctld; do alive "$k" || { log "$k is not running"; return 1; }; done
+    for (( k = 1; k <= NODES; k++ )); do alive "slurmd-n$k" || { log "slurmd n$k is not running"; return 1; }; done
+    munge_ok || { log "munge does not work"; return 1; }
+    db_ok || { log "mariadbd does not answer"; return 1; }
+    dbd_ok || { log "slurmdbd does not answer"; return 1; }
+    ctld_up || { log "slurmctld does not answer"; return 1; }
+    nodes_in 'idle|alloc|mix|comp' || { log "nodes not all up: $(node_states | tr '\n' ' ')"; return 1; }
+}
+
+# ---- start steps -----------------------------------------------------------------------------
+# launch <name> <command...>: start a daemon in the foreground of its own session, its stdout
+# and stderr appended to $TB_LOG/<name>.out, its pid in $TB_PID/<name>.pid.
+# It runs in the run dir with a small fixed environment and TB_TAG, not the caller's
+# (slurmctld gets TALLY_ENV on top).
+launch() {
+    local name=$1; shift
+    setsid env -i -C "$TB_RUN" PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+        "$TB_TAG" "$@" \
+        </dev/null >>"$TB_LOG/$name.out" 2>&1 &
+    echo $! >"$TB_PID/$name.pid"
+}
+
+# ready <name> <command...>: for wait_for; succeeds at once, setting DIED, when the daemon died.
+ready() {
+    local name=$1; shift
+    alive "$name" || { DIED=$name; return 0; }
+    "$@"
+}
+
+# start_wait <name> <timeout_s> <description> <check...>
+start_wait() {
+    local name=$1 limit=$2 what=$3; shift 3
+    DIED=
+    if ! wait_for "$limit" "$what" ready "$name" "$@" || [[ -n $DIED ]]; then
+        [[ -n $DIED ]] && log "$name exited"
+        fail "$what failed" "$name"
+    fi
+}
+
+prepare_dirs() {
+    mkdir -p "$TB_RUN" "$TB_LOG" "$TB_PID" "$TB_RUN/state" "$TB_RUN/spool" "$TB_RUN/gpu" \
+             "$TB_RUN/jobs" "$TB_RUN/mysql/data" "$TB_RUN/mysql/run" "$TB_SLURM_ETC"
+    chmod 0755 "$TB_RUN" "$TB_LOG"
+    chmod 1777 "$TB_RUN/jobs"
+    chown -R mysql:mysql "$TB_RUN/mysql"
+    # Previous logs go to log.prev, so a failure can still be read after a restart.
+    if compgen -G "$TB_LOG/*" >/dev/null; then
+        rm -rf "$TB_RUN/log.prev" && mkdir -p "$TB_RUN/log.prev"
+        mv "$TB_LOG"/* "$TB_RUN/log.prev/"
+    fi
+    if [[ ${TALLY_KEEP_STATE:-0} != 1 ]]; then
+        rm -rf "${TB_RUN:?}/state"/* "${TB_RUN:?}/spool"/*
+    fi
+    local i
+    for (( i = 0; i < GPUS_PER_NODE; i++ )); do ln -sfn /dev/null "$TB_RUN/gpu/nvidia$i"; done
+    for (( i = 1; i <= NODES; i++ )); do mkdir -p "$TB_RUN/spool/n$i"; done
+    mkdir -p /run/munge && chown munge:munge /run/munge && chmod 0755 /run/munge
+}
+
+ensure_unix_users() {
+    local u
+    for u in $(printf '%s\n' "${USR_NAME[@]}" | sort -u); do
+        id -u "$u" >/dev/null 2>&1 && continue
+        log "creating Unix user $u"
+        useradd -M -N -s /bin/bash "$u"
+    done
+}
+
+start_munge() {
+    if munge_ok; then log "munged already answers; using it"; return; fi
+    [[ -s /etc/munge/munge.key ]] || { log "creating munge key"; mungekey --create --keyfile=/etc/munge/munge.key; chown munge:munge /etc/munge/munge.key; chmod 0400 /etc/munge/munge.key; }
+    launch munged setpriv --reuid=munge --regid=munge --init-groups munged --foreground
+    start_wait munged 15 "munged to answer" munge_ok
+}
+
+db_sql() { mariadb --socket="$TB_DB_SOCK" -uroot -N -B "$@"; }
+
+start_mariadb() {
+    local data=$TB_RUN/mysql/data
+    if [[ ! -d $data/mysql ]]; then
+        log "initialising the MariaDB data dir"
+        mariadb-install-db --no-defaults --user=mysql --datadir="$data" --skip-test-db \
+            --auth-root-authentication-method=socket >"$TB_LOG/mariadb-install.log" 2>&1 \
+            || fail "mariadb-install-db failed" mariadb-install
+    fi
+    launch mariadbd mariadbd --no-defaults --user=mysql --datadir="$data" \
+        --socket="$TB_DB_SOCK" --pid-file="$TB_RUN/mysql/run/mariadbd.pid" \
+        --bind-address=127.0.0.1 --port="$TB_DB_PORT" --skip-name-resolve \
+        --innodb-buffer-pool-size=64M --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 \
+        --skip-log-bin
+    start_wait mariadbd 60 "mariadbd to answer" db_ok
+    db_sql -e "CREATE USER IF NOT EXISTS '$TB_DB_USER'@'127.0.0.1' IDENTIFIED BY '$TB_DB_PASS';
+               GRANT ALL ON \`$TB_DB_NAME\`.* TO '$TB_DB_USER'@'127.0.0.1';" \
+        || fail "cannot create the database user for slurmdbd" mariadbd
+}
+
+# Job ids continue after the last one recorded, so that sacct never sees two jobs with one id.
+first_job_id() {
+    local last
+    last=$(db_sql -e "SELECT COALESCE(MAX(id_job), 0) FROM \`$TB_DB_NAME\`.\`${TB_CLUSTER}_job_table\`" 2>/dev/null) || last=0
+    [[ $last =~ ^[0-9]+$ ]] || last=0
+    echo $(( last + 1 ))
+}
+
+start_slurmdbd() {
+    launch slurmdbd slurmdbd -D
+    start_wait slurmdbd 120 "slurmdbd to answer (sacctmgr show cluster)" dbd_ok
+}
+
+sam() { timeout 30 sacctmgr -i "$@" >>"$TB_LOG/sacctmgr.log" 2>&1 || fail "sacctmgr $* failed" sacctmgr slurmdbd; }
+
+# Make the accounting database hold exactly the cluster, accounts and users of the spec.
+sync_accounts() {
+    local -A want_acc=() want_usr=() have=() default=()
+    local i a p u line
+    echo "--- $(date +%T) sync" >>"$TB_LOG/sacctmgr.log"
+    timeout 10 sacctmgr -nP show cluster format=cluster | grep -qx "$TB_CLUSTER" || sam add cluster "$TB_CLUSTER"
+    # Existing associations: "account|parent|user", tree order.
+    local -a assocs
+    mapfile -t assocs < <(timeout 10 sacctmgr -nP show assoc cluster="$TB_CLUSTER" format=account,parentname,user)
+    for line in "${assocs[@]}"; do
+        IFS='|' read -r a p u <<<"$line"
+        if [[ -n $u ]]; then have["u:$u:$a"]=1; else have["a:$a"]=$p; fi
+    done
+    for i in "${!ACC_NAME[@]}"; do want_acc[${ACC_NAME[$i]}]=${ACC_PARENT[$i]}; done
+    for i in "${!USR_NAME[@]}"; do
+        want_usr["${USR_NAME[$i]}:${USR_ACCT[$i]}"]=1
+        [[ -n ${default[${USR_NAME[$i]}]:-} ]] || default[${USR_NAME[$i]}]=${USR_ACCT[$i]}
+    done
+    # Remove user associations, then accounts, that the spec does not have (children first).
+    for (( i = ${#assocs[@]} - 1; i >= 0; i-- )); do
+        IFS='|' read -r a p u <<<"${assocs[$i]}"
+        [[ -n $u && $u != root && -z ${want_usr["$u:$a"]:-} ]] || continue
+        log "removing association $u/$a"
+        sam delete user name="$u" account="$a" cluster="$TB_CLUSTER"
+    done
+    for (( i = ${#assocs[@]} - 1; i >= 0; i-- )); do
+        IFS='|' read -r a p u <<<"${assocs[$i]}"
+        [[ -z $u && $a != root && -z ${want_acc[$a]:-} ]] || continue
+        log "removing account $a"
+        sam delete account name="$a" cluster="$TB_CLUSTER"
+    done
+    # Add accounts (one call per parent, parents first) or move them; then users (one call per
+    # account).
+    local -a order=(root)
+    local -A group=()
+    for i in "${!ACC_NAME[@]}"; do
+        a=${ACC_NAME[$i]}; p=${ACC_PARENT[$i]}
+        order+=("$a")
+        if [[ -z ${have["a:$a"]+x} ]]; then
+            group[$p]+="${group[$p]:+,}$a"
+        elif [[ ${have["a:$a"]} != "$p" ]]; then
+            sam modify account where name="$a" cluster="$TB_CLUSTER" set parent="$p"
+        fi
+    done
+    for p in "${order[@]}"; do
+        [[ -n ${group[$p]:-} ]] || continue
+        sam add account "${group[$p]}" parent="$p" cluster="$TB_CLUSTER" organization=tally
+    done
+    group=()
+    for i in "${!USR_NAME[@]}"; do
+        u=${USR_NAME[$i]}; a=${USR_ACCT[$i]}
+        [[ -n ${have["u:$u:$a"]:-} || ,${group[$a]:-}, == *",$u,"* ]] \
+            || group[$a]+="${group[$a]:+,}$u"
+    done
+    for a in "${order[@]}"; do
+        [[ -n ${group[$a]:-} ]] || continue
+        sam add user "${group[$a]}" account="$a" cluster="$TB_CLUSTER"
+    done
+    # Default accounts.
+    local -a defaults
+    mapfile -t defaults < <(timeout 10 sacctmgr -nP show user format=user,defaultaccount)
+    for line in "${defaults[@]}"; do
+        IFS='|' read -r u a <<<"$line"
+        if [[ -n ${default[$u]:-} && ${default[$u]} != "$a" ]]; then
+            sam modify user where name="$u" set defaultaccount="${default[$u]}"
+        fi
+    done
+}
+
+start_slurmctld() {
+    launch slurmctld "${CTLD_ENV_ARGS[@]}" slurmctld -D
+    start_wait slurmctld 60 "slurmctld to answer (scontrol ping)" ctld_up
+}
+
+start_slurmds() {
+    local k
+    for (( k = 1; k <= NODES; k++ )); do launch "slurmd-n$k" slurmd -D -N "n$k"; done
+    for (( k = 1; k <= NODES; k++ )); do
+        alive "slurmd-n$k" || fail "slurmd n$k exited" "slurmd-n$k"
+    done
+    DIED=
+    if ! wait_for 60 "all $NODES nodes idle" nodes_in idle; then
+        log "node states: $(node_states | tr '\n' ' ')"
+        fail "nodes did not come up" slurmctld slurmd-n1
+    fi
+}
+
+# ---- main ------------------------------------------------------------------------------------
+# On a failure, leave no half cluster behind (the logs stay).
+fail_hook() { log "stopping what was started"; tb_stop 30; }
+
+FINGERPRINT=$(fingerprint)
+if [[ -f $TB_SLURM_CONF ]] && grep -qF "$TB_CONF_MARKER $TB_RUN" "$TB_SLURM_CONF" && healthy; then
+    log "up: already up with the same settings ($NODES nodes, $PRIORITY_TYPE); verified in $(elapsed "$T0")s"
+    exit 0
+fi
+
+# Stop leftovers: those of a previous run dir too (recorded in the old config).
+OLD_RUN=$(sed -n "s|^$TB_CONF_MARKER ||p" "$TB_SLURM_CONF" 2>/dev/null | head -n1 || true)
+if [[ -n $OLD_RUN && $OLD_RUN != "$TB_RUN" ]]; then
+    TALLY_RUN_DIR=$OLD_RUN bash "$TB_DIR/down.sh"
+fi
+tb_stop 90
+rm -f "$TB_RUN/fingerprint"
+
+log "up: starting $NODES nodes, $PRIORITY_TYPE${PLUGIN_DIR:+, plugins from $PLUGIN_DIR}, run dir $TB_RUN"
+prepare_dirs
+write_other_confs
+write_slurm_conf 1          # clients (sacctmgr) need a slurm.conf before slurmctld runs
+ensure_unix_users
+t=$(now); start_munge;     log "munged ready [$(elapsed "$t")s]"
+t=$(now); start_mariadb;   log "mariadbd ready [$(elapsed "$t")s]"
+t=$(now); start_slurmdbd;  log "slurmdbd ready [$(elapsed "$t")s]"
+t=$(now); sync_accounts;   log "accounts synced: ${#ACC_NAME[@]} accounts, ${#USR_NAME[@]} user associations [$(elapsed "$t")s]"
+write_slurm_conf "$(first_job_id)"
+t=$(now); start_slurmctld; log "slurmctld ready [$(elapsed "$t")s]"
+t=$(now); start_slurmds;   log "$NODES slurmd ready, all nodes idle [$(elapsed "$t")s]"
+echo "$FINGERPRINT" >"$TB_RUN/fingerprint"
+log "up: cluster '$TB_CLUSTER' up in $(elapsed "$T0")s (logs in $TB_LOG)"
