@@ -1,23 +1,31 @@
 # Tally: the two commands of the README, and the pieces they are made of.
 #
-#   make demo   the main job (see README)
+#   make demo   the main job: a real local Slurm with Tally and a demo (see README)
 #   make test   every test (what CI runs through .ci/run)
 
 CARGO ?= cargo
 TALLY := target/release/tally
 CONFIG ?= examples/tally.toml
+PLUGIN_DIR := $(CURDIR)/target/plugins
 
-.PHONY: demo test test-unit slurm-packages build bindings fmt lint clean
+.PHONY: demo rules down test test-unit e2e slurm-packages build plugins bindings fmt lint clean
 
-## The main job: validate the example config, show its allocation tree and
-## walk through the rules.
-demo: build
+## The main job: a real Slurm with priority/tally and a demo workload.
+demo:
+	bash scripts/demo.sh
+
+## The rules without Slurm: the example's allocation tree and a walk-through.
+rules: build
 	$(TALLY) config check $(CONFIG)
 	@echo
 	$(TALLY) demo --config $(CONFIG)
 
-## Every test.
-test: slurm-packages test-unit
+## Stop the test bed (cancels jobs first).
+down:
+	bash testbed/down.sh
+
+## Every test: pure, fake host, and end to end against a real Slurm.
+test: slurm-packages test-unit e2e
 
 ## Slurm 22.05.8 from Debian 12 (pinned), MariaDB, munge: the fake-host test
 ## loads the real libslurmfull.so; the end-to-end tests run the daemons.
@@ -28,8 +36,20 @@ slurm-packages:
 test-unit:
 	$(CARGO) test --workspace --locked
 
+## Real slurmctld + slurmd + slurmdbd + MariaDB on loopback (brings the test
+## bed up and down itself).
+e2e:
+	bash tests/e2e/run.sh
+
 build:
 	$(CARGO) build --release --locked -p tally-cli
+
+## The plugins, named as Slurm loads them, in $(PLUGIN_DIR) (the test bed
+## puts that folder first in PluginDir).
+plugins:
+	$(CARGO) build --release --locked -p tally-priority
+	mkdir -p $(PLUGIN_DIR)
+	install -m 0755 target/release/libpriority_tally.so $(PLUGIN_DIR)/priority_tally.so
 
 ## Regenerate slurm-sys/src/bindings.rs from the Slurm source (needs libclang).
 bindings:

@@ -249,3 +249,35 @@ submit_as() {
     }
     echo "${out%%;*}"
 }
+
+# ---- daemons (shared by up.sh and restart-ctld.sh) ---------------------------------------------
+alive() { pid_of "$TB_PID/$1.pid" >/dev/null; }
+
+# launch <name> <command...>: start a daemon in the foreground of its own session, its stdout
+# and stderr appended to $TB_LOG/<name>.out, its pid in $TB_PID/<name>.pid.
+# It runs in the run dir with a small fixed environment and TB_TAG, not the caller's
+# (slurmctld gets TALLY_ENV on top).
+launch() {
+    local name=$1; shift
+    setsid env -i -C "$TB_RUN" PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+        "$TB_TAG" "$@" \
+        </dev/null >>"$TB_LOG/$name.out" 2>&1 &
+    echo $! >"$TB_PID/$name.pid"
+}
+
+# ready <name> <command...>: for wait_for; succeeds at once, setting DIED, when the daemon died.
+ready() {
+    local name=$1; shift
+    alive "$name" || { DIED=$name; return 0; }
+    "$@"
+}
+
+# start_wait <name> <timeout_s> <description> <check...>
+start_wait() {
+    local name=$1 limit=$2 what=$3; shift 3
+    DIED=
+    if ! wait_for "$limit" "$what" ready "$name" "$@" || [[ -n $DIED ]]; then
+        [[ -n $DIED ]] && log "$name exited"
+        fail "$what failed" "$name"
+    fi
+}

@@ -254,7 +254,6 @@ nodes_in() {
 }
 
 # alive <name>: the daemon we started under that name still runs.
-alive() { pid_of "$TB_PID/$1.pid" >/dev/null; }
 
 healthy() {
     local k
@@ -269,35 +268,6 @@ healthy() {
 }
 
 # ---- start steps -----------------------------------------------------------------------------
-# launch <name> <command...>: start a daemon in the foreground of its own session, its stdout
-# and stderr appended to $TB_LOG/<name>.out, its pid in $TB_PID/<name>.pid.
-# It runs in the run dir with a small fixed environment and TB_TAG, not the caller's
-# (slurmctld gets TALLY_ENV on top).
-launch() {
-    local name=$1; shift
-    setsid env -i -C "$TB_RUN" PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-        "$TB_TAG" "$@" \
-        </dev/null >>"$TB_LOG/$name.out" 2>&1 &
-    echo $! >"$TB_PID/$name.pid"
-}
-
-# ready <name> <command...>: for wait_for; succeeds at once, setting DIED, when the daemon died.
-ready() {
-    local name=$1; shift
-    alive "$name" || { DIED=$name; return 0; }
-    "$@"
-}
-
-# start_wait <name> <timeout_s> <description> <check...>
-start_wait() {
-    local name=$1 limit=$2 what=$3; shift 3
-    DIED=
-    if ! wait_for "$limit" "$what" ready "$name" "$@" || [[ -n $DIED ]]; then
-        [[ -n $DIED ]] && log "$name exited"
-        fail "$what failed" "$name"
-    fi
-}
-
 prepare_dirs() {
     mkdir -p "$TB_RUN" "$TB_LOG" "$TB_PID" "$TB_RUN/state" "$TB_RUN/spool" "$TB_RUN/gpu" \
              "$TB_RUN/jobs" "$TB_RUN/mysql/data" "$TB_RUN/mysql/run" "$TB_SLURM_ETC"
@@ -440,6 +410,8 @@ sync_accounts() {
 }
 
 start_slurmctld() {
+    # restart-ctld.sh starts slurmctld again with the same environment.
+    printf '%q ' "${CTLD_ENV_ARGS[@]}" >"$TB_RUN/slurmctld.env"
     launch slurmctld "${CTLD_ENV_ARGS[@]}" slurmctld -D
     start_wait slurmctld 60 "slurmctld to answer (scontrol ping)" ctld_up
 }

@@ -118,7 +118,7 @@ fn job_order_tiers_teams_nice_age() {
     let a_unalloc = Job::new(4, "a", "u").submitted(NOW - 10 * H);
     let b_old = Job::new(5, "b", "u").contract(c, false).submitted(NOW - 5 * 60);
     let b_high = Job::new(6, "b", "u").contract(c, false).submitted(NOW).within_team(10);
-    let mut jobs = vec![a_old_nice, b_new, b_unalloc, a_unalloc, b_old, b_high];
+    let mut jobs = [a_old_nice, b_new, b_unalloc, a_unalloc, b_old, b_high];
     jobs.sort_by_key(|j| std::cmp::Reverse(prio(&fs, j)));
     let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
     // allocated b (priority 10 first, then older, then newer), allocated a,

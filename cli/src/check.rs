@@ -58,3 +58,22 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `tally config accounts`: the tree and users as the test bed's accounts
+/// file (`account <name> <parent>`, `user <name> <account>`), parents first,
+/// ready for `TALLY_ACCOUNTS=… testbed/up.sh` or as a plan for sacctmgr.
+pub fn accounts(file: Option<PathBuf>) -> Result<(), String> {
+    let path = file.unwrap_or_else(tally_config::default_path);
+    let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    let tree = &config.tree;
+    println!("# accounts and users of {}", config.source);
+    for (id, _) in tree.walk().into_iter().skip(1) {
+        let node = tree.node(id);
+        let parent = node.parent.map_or(tally_allocator::ROOT, |p| tree.node(p).name.as_str());
+        println!("account {} {}", node.name, parent);
+    }
+    for (user, account) in &config.users {
+        println!("user {user} {account}");
+    }
+    Ok(())
+}

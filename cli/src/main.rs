@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 mod check;
 mod demo;
+mod share;
 
 #[derive(Parser, Debug)]
 #[command(name = "tally", version, about = "Fair-share GPU scheduling for Slurm: budgets, contracts, reports")]
@@ -22,6 +23,22 @@ enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Fair share as the plugin sees it: allocation, window usage, ratio and
+    /// rank per account (and user), like sshare.
+    Share {
+        /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Ledger file (default: StateSaveLocation/tally/ledger.state from slurm.conf).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Also list users under their accounts (as `sshare -a`).
+        #[arg(long, short = 'a')]
+        all: bool,
+        /// `|`-separated output without the header lines (as `sshare -P`).
+        #[arg(long, short = 'P')]
+        parsable: bool,
     },
     /// Walk through the rules on a config: a week of usage, the fair-share
     /// ranking, the job order and a preemption decision (no Slurm needed).
@@ -46,12 +63,24 @@ enum ConfigCommand {
         #[arg(long)]
         gpus: Option<u32>,
     },
+    /// Print the account tree and users as `account NAME PARENT` /
+    /// `user NAME ACCOUNT` lines (the test bed's TALLY_ACCOUNTS format).
+    Accounts {
+        /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+        file: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`tally share | head`), as Unix tools do,
+    // instead of panicking on the next print.
+    // SAFETY: resetting a signal disposition to its default before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Config { command: ConfigCommand::Check { file, gpus } } => check::run(file, gpus),
+        Command::Config { command: ConfigCommand::Accounts { file } } => check::accounts(file),
+        Command::Share { config, state, all, parsable } => share::run(share::Args { config, state, parsable, users: all }),
         Command::Demo { config, gpus } => demo::run(config, gpus),
     };
     match result {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use tally_allocator::{
-    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, Ledger, MissingContract, OrgTree,
+    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, Ledger, MissingContract, OrgTree,
     PriorityRules, TreeError,
 };
 
@@ -290,6 +290,20 @@ impl Config {
     /// GPU-hour budgets do not fit that size.
     pub fn allocation(&self, gpus: u32) -> Result<Allocation, ConfigError> {
         Allocation::new(&self.tree, self.capacity(gpus)).map_err(|e| tree_problem(&self.source, &e, &self.account_lines))
+    }
+
+    /// GPUs used to turn shares into GPU-hours: `[cluster] gpus`, or 1 when
+    /// the file leaves it out (the ranking of a share-only tree does not
+    /// depend on it; GPU-hour figures then read per GPU).
+    pub fn ranking_gpus(&self) -> u32 {
+        self.cluster.gpus.unwrap_or(1)
+    }
+
+    /// The fair-share ranking of this tree for the ledger's window at `now`:
+    /// the one computation shared by the plugin and the reports.
+    pub fn fair_share(&self, ledger: &Ledger, now: u64) -> Result<FairShare, ConfigError> {
+        let alloc = self.allocation(self.ranking_gpus())?;
+        Ok(FairShare::compute(&self.tree, &alloc, &ledger.usage(now)))
     }
 
     /// The account a job is charged to: the job's Slurm account when it has

@@ -22,6 +22,10 @@
 //! FAIRSHARE = (2047 − rank)·2²⁰, QOS = 512·2¹⁰ (base of the inside-team
 //! field), NICE = −within_team·2¹⁰, AGE = age steps.
 
+// The exported functions take slurmctld's pointers by the C ABI: they cannot
+// be `unsafe fn` for the caller, and every dereference is commented.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
 use slurm_sys::{
     job_record_t, priority_factors_object_t, priority_factors_request_msg_t, slurmdb_assoc_rec_t, List,
     NICE_OFFSET, SLURM_VERSION_NUMBER,
@@ -91,7 +95,7 @@ fn current_ranking() -> Option<Arc<Ranking>> {
     lock(&RANKING).clone()
 }
 
-fn load_config(path: &PathBuf) -> Config {
+fn load_config(path: &std::path::Path) -> Config {
     match Config::load(path) {
         Ok(c) => c,
         Err(e) => {

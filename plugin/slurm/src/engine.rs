@@ -75,25 +75,18 @@ pub fn priority_of(r: &Ranking, v: &JobView, now: u64) -> Priority {
     job_priority(&job, &r.fs, &r.config.priority, now)
 }
 
-fn cluster_gpus(config: &Config) -> u32 {
-    config.cluster.gpus.unwrap_or(1)
-}
-
 fn rank(config: &Arc<Config>, snapshot: &Snapshot, now: u64) -> Ranking {
-    let alloc = match config.allocation(cluster_gpus(config)) {
-        Ok(a) => a,
-        Err(e) => {
-            // Cannot happen for a validated config with [cluster] gpus; with
-            // the 1-GPU fallback, fixed GPU-hour budgets may not fit.
-            log::error!("{e}; ranking with zero allocations");
-            tally_allocator::Allocation {
-                capacity: config.capacity(cluster_gpus(config)),
-                gpu_hours: vec![0.0; config.tree.len()],
-                own_gpu_hours: vec![0.0; config.tree.len()],
-            }
-        }
-    };
-    let fs = FairShare::compute(&config.tree, &alloc, &snapshot.ledger.usage(now));
+    let fs = config.fair_share(&snapshot.ledger, now).unwrap_or_else(|e| {
+        // Cannot happen for a validated config with [cluster] gpus; with the
+        // 1-GPU fallback, fixed GPU-hour budgets may not fit.
+        log::error!("{e}; ranking with zero allocations");
+        let alloc = tally_allocator::Allocation {
+            capacity: config.capacity(config.ranking_gpus()),
+            gpu_hours: vec![0.0; config.tree.len()],
+            own_gpu_hours: vec![0.0; config.tree.len()],
+        };
+        FairShare::compute(&config.tree, &alloc, &snapshot.ledger.usage(now))
+    });
     Ranking { config: config.clone(), fs, computed_at: now }
 }
 

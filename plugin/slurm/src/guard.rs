@@ -49,7 +49,7 @@ mod tests {
         // No Slurm here: the message goes to stderr.
         assert_eq!(guard("boom", || 0, || -> i32 { panic!("on purpose") }), 0);
         let m = std::sync::Mutex::new(1);
-        let _ = guard("poison", || (), || {
+        guard("poison", || (), || {
             let _g = m.lock().unwrap();
             panic!("poisoning the mutex");
         });

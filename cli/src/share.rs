@@ -1,0 +1,130 @@
+//! `tally share`: the ledger's view, in the manner of sshare.
+//!
+//! Reads tally.toml and the ledger the plugin saves under
+//! `StateSaveLocation/tally/ledger.state` (StateSaveLocation from
+//! slurm.conf), and ranks exactly as the plugin does (`Config::fair_share`).
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tally_allocator::{format_duration, Snapshot};
+
+/// slurm.conf as clients find it: `$SLURM_CONF` or /etc/slurm/slurm.conf.
+fn slurm_conf() -> PathBuf {
+    std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from)
+}
+
+/// `StateSaveLocation=` of a slurm.conf (keys are case-insensitive).
+fn state_save_location(conf: &Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(conf).map_err(|e| format!("{}: cannot read: {e} (give --state)", conf.display()))?;
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("StateSaveLocation"))
+        .map(|(_, v)| PathBuf::from(v.trim()))
+        .ok_or_else(|| format!("{}: no StateSaveLocation (give --state)", conf.display()))
+}
+
+pub struct Args {
+    pub config: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub parsable: bool,
+    pub users: bool,
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    let path = args.config.unwrap_or_else(tally_config::default_path);
+    let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    let state = match args.state {
+        Some(s) => s,
+        None => state_save_location(&slurm_conf())?.join("tally").join("ledger.state"),
+    };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let snapshot = match std::fs::read_to_string(&state) {
+        Ok(text) => Snapshot::parse(&text, config.bucket_s, config.window_s).map_err(|e| format!("{}: {e}", state.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("{}: no ledger yet (slurmctld with priority/tally saves it every calc_period); showing zero usage", state.display());
+            Snapshot::new(config.new_ledger())
+        }
+        Err(e) => return Err(format!("{}: cannot read: {e}", state.display())),
+    };
+    let fs = config.fair_share(&snapshot.ledger, now).map_err(|e| e.to_string())?;
+    let usage = snapshot.ledger.usage(now);
+    let tree = &config.tree;
+
+    if !args.parsable {
+        println!(
+            "Window {} ending now; ledger saved {} ago ({}); {} GPUs",
+            format_duration(config.window_s),
+            format_duration(now.saturating_sub(snapshot.saved_at)),
+            state.display(),
+            config.ranking_gpus()
+        );
+        println!();
+    }
+    let header = ["Account", "User", "AllocGPUh", "UsedGPUh", "Used/Alloc", "Rank", "FairShare"];
+    let width = tree.walk().iter().map(|&(id, d)| d + tree.node(id).name.len()).max().unwrap_or(7).max(7) + 1;
+    let print = |cols: [String; 7]| {
+        if args.parsable {
+            println!("{}", cols.join("|"));
+        } else {
+            println!(
+                "{:<width$} {:<10} {:>10} {:>10} {:>10} {:>5} {:>9}",
+                cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6]
+            );
+        }
+    };
+    print(header.map(str::to_string));
+    if !args.parsable {
+        println!("{}", "-".repeat(width + 62));
+    }
+    for (id, depth) in tree.walk() {
+        let node = tree.node(id);
+        let Some(s) = fs.standing(&node.name) else { continue };
+        let ratio = if s.subtree_allocated_gpu_hours > 0.0 {
+            format!("{:.4}", s.subtree_used_gpu_hours / s.subtree_allocated_gpu_hours)
+        } else {
+            "-".to_string()
+        };
+        let indent = if args.parsable { String::new() } else { " ".repeat(depth) };
+        print([
+            format!("{indent}{}", node.name),
+            String::new(),
+            format!("{:.1}", s.subtree_allocated_gpu_hours),
+            format!("{:.3}", s.subtree_used_gpu_hours),
+            ratio,
+            s.rank.to_string(),
+            format!("{:.3}", s.factor),
+        ]);
+        if args.users {
+            for (key, gs) in usage.by_user.iter().filter(|(k, _)| k.account == node.name) {
+                let (_, place) = fs.user_rank(&key.account, &key.user).unwrap_or((s.rank, 0));
+                print([
+                    format!("{indent} {}", node.name),
+                    key.user.clone(),
+                    String::new(),
+                    format!("{:.3}", gs / 3600.0),
+                    String::new(),
+                    format!("{}.{}", s.rank, place),
+                    String::new(),
+                ]);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_state_save_location() {
+        let dir = std::env::temp_dir().join(format!("tally-share-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("slurm.conf");
+        std::fs::write(&conf, "# StateSaveLocation=/nope\nClusterName=x\nstatesavelocation = /var/spool/x # here\n").unwrap();
+        assert_eq!(state_save_location(&conf).unwrap(), PathBuf::from("/var/spool/x"));
+        std::fs::write(&conf, "ClusterName=x\n").unwrap();
+        assert!(state_save_location(&conf).unwrap_err().contains("no StateSaveLocation (give --state)"));
+    }
+}

@@ -1,0 +1,236 @@
+//! End-to-end: Tally's priority plugin in a real slurmctld with slurmdbd and
+//! MariaDB, on the loopback test bed. Run by `tests/e2e/run.sh`, which
+//! brings the bed up with `tests/e2e/tally.toml` (2 nodes x 8 GPUs, one pair
+//! of teams per test, recalculation every 2 s) and tears it down.
+//!
+//! Jobs are submitted as the Unix users of the config's `[users]` (each with
+//! its team as default Slurm account) through the test bed's `submit_as`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const RUN_DIR: &str = "/var/tmp/tally-testbed";
+const ALLOCATED: u64 = 1 << 31;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn config() -> String {
+    std::env::var("TALLY_E2E_CONFIG").expect("TALLY_E2E_CONFIG: run these through tests/e2e/run.sh")
+}
+
+/// Run a command (bounded by `timeout`), return stdout; panic with stderr.
+fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(cmd)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Submit as `user` (default account = its team): `gpus` on one node.
+fn submit(user: &str, gpus: u32, comment: &str, secs: u32) -> u32 {
+    let gres = format!("--gres=gpu:{gpus}");
+    let wrap = format!("sleep {secs}");
+    let mut args = vec!["-c", r#"source testbed/lib.sh && submit_as "$@""#, "submit", user, "-N1", &gres, "--wrap", &wrap];
+    if !comment.is_empty() {
+        args.extend(["--comment", comment]);
+    }
+    let id = sh("bash", &args);
+    id.trim().parse().unwrap_or_else(|_| panic!("sbatch printed {id:?}"))
+}
+
+/// `squeue` field of one job (`None` once the job has left the queue).
+fn field(id: u32, fmt: &str) -> Option<String> {
+    let out = sh("squeue", &["-h", "-j", &id.to_string(), "-o", fmt]);
+    let v = out.trim();
+    (!v.is_empty()).then(|| v.to_string())
+}
+
+fn state(id: u32) -> String {
+    field(id, "%T").unwrap_or_default()
+}
+
+fn prio(id: u32) -> u64 {
+    field(id, "%Q").and_then(|p| p.parse().ok()).unwrap_or(0)
+}
+
+fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "timed out after {secs}s waiting for {what}\n{}", sh("squeue", &["-o", "%.6i %.12a %.6u %.9T %.12Q %k"]));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn cancel(id: u32) {
+    sh("scancel", &[&id.to_string()]);
+}
+
+/// Cancel everything and wait for an empty queue.
+fn clean() {
+    let ids = sh("squeue", &["-h", "-o", "%i"]);
+    let ids: Vec<&str> = ids.split_whitespace().collect();
+    if !ids.is_empty() {
+        sh("scancel", &ids);
+    }
+    wait_until(60, "an empty queue", || sh("squeue", &["-h", "-o", "%i"]).trim().is_empty());
+}
+
+/// GPU-seconds charged to `account` in the ledger the plugin last saved
+/// (all buckets).
+fn used_gpu_s(account: &str) -> f64 {
+    let text = std::fs::read_to_string(format!("{RUN_DIR}/state/tally/ledger.state")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() == 5 && f[0] == "use" && f[2] == account).then(|| f[4].parse::<f64>().unwrap_or(0.0))
+        })
+        .sum()
+}
+
+/// `tally share -P`: account → rank.
+fn ranks() -> BTreeMap<String, u32> {
+    let out = sh(&format!("{}/target/release/tally", root().display()), &["share", "-P", "-c", &config()]);
+    out.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            Some((f[0].to_string(), f[5].parse().ok()?))
+        })
+        .collect()
+}
+
+/// Occupy both nodes with 8-GPU jobs of `user`; return their ids once running.
+fn fill(user: &str, comment: &str) -> Vec<u32> {
+    let ids = vec![submit(user, 8, comment, 900), submit(user, 8, comment, 900)];
+    wait_until(60, "fillers to run", || ids.iter().all(|&i| state(i) == "RUNNING"));
+    ids
+}
+
+#[test]
+fn e2e_1_under_budget_team_runs_before_earlier_over_budget_work() {
+    clean();
+    let fillers = fill("ob", "contract=1h");
+    wait_until(30, "order_busy to be charged", || used_gpu_s("order_busy") > 0.0);
+    let early = submit("ob", 8, "contract=1h", 900);
+    std::thread::sleep(Duration::from_millis(1100)); // a later submit second
+    let late = submit("oi", 8, "contract=1h", 900);
+    wait_until(15, "the under-budget job to outrank the earlier one", || prio(late) > prio(early));
+    assert!(prio(early) >= ALLOCATED && prio(late) >= ALLOCATED);
+    cancel(fillers[0]);
+    wait_until(60, "the under-budget job to start", || state(late) == "RUNNING");
+    assert_eq!(state(early), "PENDING", "submitted first, over budget: still waiting");
+    clean();
+}
+
+#[test]
+fn e2e_2_unallocated_jobs_sort_below_allocated_ones() {
+    clean();
+    let fillers = fill("tb", "contract=1h");
+    wait_until(30, "tier_busy to be charged", || used_gpu_s("tier_busy") > 0.0);
+    let free = submit("ti", 8, "", 900); // under-used team, but no contract
+    let zero = submit("ti", 8, "contract=0", 900);
+    std::thread::sleep(Duration::from_millis(1100));
+    let paid = submit("tb", 8, "contract=30m", 900); // over-used team, allocated
+    wait_until(15, "priorities", || prio(paid) > 0 && prio(free) > 0);
+    assert!(prio(paid) >= ALLOCATED, "contract > 0: allocated tier ({})", prio(paid));
+    assert!(prio(free) < ALLOCATED && prio(zero) < ALLOCATED, "no contract / contract=0: unallocated tier");
+    assert!(prio(paid) > prio(free));
+    cancel(fillers[0]);
+    wait_until(60, "the allocated job to start", || state(paid) == "RUNNING");
+    assert_eq!(state(free), "PENDING");
+    assert_eq!(state(zero), "PENDING");
+    // Unallocated work is never charged.
+    cancel(fillers[1]);
+    wait_until(60, "an unallocated job to run", || state(free) == "RUNNING" || state(zero) == "RUNNING");
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(used_gpu_s("tier_idle"), 0.0, "unallocated jobs are not charged");
+    clean();
+}
+
+#[test]
+fn e2e_3_priorities_follow_usage_and_a_restart_keeps_it() {
+    clean();
+    let fillers = fill("ob", "contract=0"); // unallocated fillers: charge nobody
+    let a1 = submit("ua", 8, "contract=1h", 900);
+    let b1 = submit("ub", 8, "contract=1h", 900);
+    // No usage yet: equal ratios, ties broken by name: usage_a first.
+    wait_until(15, "usage_a to rank first", || prio(a1) > prio(b1));
+    cancel(fillers[0]);
+    wait_until(60, "usage_a's job to start", || state(a1) == "RUNNING");
+    let a2 = submit("ua", 8, "contract=1h", 900);
+    wait_until(30, "usage to move usage_b ahead", || prio(b1) > prio(a2));
+    let r = ranks();
+    assert!(r["usage_b"] < r["usage_a"], "tally share agrees: {r:?}");
+
+    // Let usage build up, then restart slurmctld.
+    std::thread::sleep(Duration::from_secs(20));
+    let before = used_gpu_s("usage_a");
+    let t0 = Instant::now();
+    assert!(before >= 8.0 * 15.0, "usage_a charged while running: {before} GPU-s");
+    sh("bash", &["testbed/restart-ctld.sh"]);
+    let log = std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld.log")).unwrap();
+    assert!(log.contains("priority/tally: loaded ledger"), "the restarted slurmctld loaded the ledger");
+    // Right after the restart the order is unchanged (usage was kept)…
+    assert!(prio(b1) > prio(a2), "after restart: {} vs {}", prio(b1), prio(a2));
+    // …and the next save neither lost nor double-charged usage: at most what
+    // 8 GPUs ran meanwhile (plus a tick) was added.
+    let saved_at = |s: &str| s.lines().find_map(|l| l.strip_prefix("saved_at ")).map(str::to_string);
+    let first = saved_at(&std::fs::read_to_string(format!("{RUN_DIR}/state/tally/ledger.state")).unwrap());
+    wait_until(30, "a save after the restart", || {
+        saved_at(&std::fs::read_to_string(format!("{RUN_DIR}/state/tally/ledger.state")).unwrap()) != first
+    });
+    let after = used_gpu_s("usage_a");
+    let allowed = before + 8.0 * (t0.elapsed().as_secs_f64() + 3.0);
+    assert!(after >= before, "usage lost over the restart: {before} -> {after}");
+    assert!(after <= allowed, "usage double-charged over the restart: {before} -> {after} (at most {allowed})");
+    clean();
+}
+
+#[test]
+fn e2e_4_sprio_shows_tallys_factors() {
+    clean();
+    let _fillers = fill("tb", "contract=1h");
+    let paid = submit("ti", 4, "contract=1h", 900);
+    let free = submit("ti", 4, "", 900);
+    let nice = submit("tb", 4, "contract=1h", 900);
+    sh("scontrol", &["update", &format!("jobid={nice}"), "nice=3"]);
+    wait_until(15, "priorities", || [paid, free, nice].iter().all(|&j| prio(j) > 0));
+    std::thread::sleep(Duration::from_secs(3)); // one more tick after the nice change
+    let r = ranks();
+    let out = sh("sprio", &["-h", "-o", "%i %Y %S %A %F %J %Q %N"]);
+    let mut seen = 0;
+    for line in out.lines() {
+        let f: Vec<i64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        let (id, total, site, age, fs, js, qos, nice_col) = (f[0] as u32, f[1], f[2], f[3], f[4], f[5], f[6], f[7]);
+        assert_eq!(total, site + age + fs + js + qos - nice_col, "job {id}: columns add up to PRIORITY");
+        assert_eq!(total as u64, prio(id), "job {id}: sprio agrees with squeue");
+        let team = if id == nice { "tier_busy" } else { "tier_idle" };
+        assert_eq!(fs, i64::from(2047 - r[team]) << 20, "job {id}: FAIRSHARE is the team's rank");
+        if id == free {
+            assert_eq!(site, 0, "unallocated: SITE 0");
+        } else {
+            assert_eq!(site, (1 << 31) - 1, "allocated: SITE 2^31-1");
+        }
+        if id == nice {
+            assert_eq!(nice_col, 3 * 1024, "NICE column is nice x 1024");
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 3, "{out}");
+    clean();
+}
