@@ -291,3 +291,33 @@ fn plugin_in_a_fake_slurmctld() {
         drop(lib);
     }
 }
+
+#[test]
+fn exports_exactly_the_plugin_symbols() {
+    let out = std::process::Command::new("nm").args(["-D", "--defined-only"]).arg(plugin_path()).output().expect("nm (binutils)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut names: Vec<String> =
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().nth(2).map(str::to_string)).collect();
+    names.sort();
+    let mut want = vec![
+        "fini",
+        "init",
+        "plugin_name",
+        "plugin_type",
+        "plugin_version",
+        "priority_p_calc_fs_factor",
+        "priority_p_get_priority_factors_list",
+        "priority_p_job_end",
+        "priority_p_reconfig",
+        "priority_p_set",
+        "priority_p_set_assoc_usage",
+    ];
+    want.sort();
+    assert_eq!(names, want);
+    // And no hard reference to slurmctld-only symbols (client tools load us too).
+    let out = std::process::Command::new("nm").args(["-D", "--undefined-only"]).arg(plugin_path()).output().unwrap();
+    let undefined = String::from_utf8_lossy(&out.stdout);
+    for s in ["job_list", "lock_slurmctld", "unlock_slurmctld", "last_job_update"] {
+        assert!(!undefined.lines().any(|l| l.split_whitespace().last() == Some(s)), "{s} referenced directly");
+    }
+}
