@@ -47,9 +47,10 @@ build:
 ## The plugins, named as Slurm loads them, in $(PLUGIN_DIR) (the test bed
 ## puts that folder first in PluginDir).
 plugins:
-	$(CARGO) build --release --locked -p tally-priority
+	$(CARGO) build --release --locked -p tally-priority -p tally-job-submit -p tally-preempt
 	mkdir -p $(PLUGIN_DIR)
-	install -m 0755 target/release/libpriority_tally.so $(PLUGIN_DIR)/priority_tally.so
+	for p in priority_tally job_submit_tally preempt_tally; do \
+	    install -m 0755 target/release/lib$$p.so $(PLUGIN_DIR)/$$p.so; done
 
 ## Regenerate slurm-sys/src/bindings.rs from the Slurm source (needs libclang).
 bindings:

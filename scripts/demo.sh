@@ -6,7 +6,10 @@
 #   1. pretrain floods the cluster with allocated work,
 #   2. six teams submit, over-budget pretrain first,
 #   3. squeue shows the order Tally gives, sprio the factors, `tally share` the ledger,
-#   4. one GPU block frees up and the most under-served team's job takes it.
+#   4. one GPU block frees up and the most under-served team's job takes it,
+#   5. job_submit/tally refuses a bad contract at the door,
+#   6. a debug job of an under-served team meets a full cluster: preempt/tally requeues
+#      unallocated work and leaves every job inside its contract alone.
 # The cluster is left running for you to explore; `make down` stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,12 +33,14 @@ step "Config: examples/tally.toml on a $((NODES * 8))-GPU test bed, re-ranking e
 mkdir -p "$DEMO"
 sed -e "s/^gpus = .*/gpus = $((NODES * 8))/" -e 's/^calc_period = .*/calc_period = "5s"/' \
     examples/tally.toml >"$DEMO/tally.toml"
-"$TALLY" config check "$DEMO/tally.toml" | head -n 3
+"$TALLY" config check "$DEMO/tally.toml" | sed -n 1,3p
 "$TALLY" config accounts "$DEMO/tally.toml" >"$DEMO/accounts"
 
-step "Bringing up the cluster (slurmctld with PriorityType=priority/tally)"
+step "Bringing up the cluster (priority/tally, job_submit/tally, preempt/tally)"
 TALLY_NODES=$NODES TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$ROOT/target/plugins \
-    TALLY_ACCOUNTS=$DEMO/accounts TALLY_ENV="TALLY_CONFIG=$DEMO/tally.toml" bash testbed/up.sh
+    TALLY_ACCOUNTS=$DEMO/accounts TALLY_ENV="TALLY_CONFIG=$DEMO/tally.toml" \
+    TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE' \
+    bash testbed/up.sh
 scancel --quiet "$(squeue -h -o %i | tr '\n' ' ')" 2>/dev/null || true
 wait_for 60 "an empty queue" queue_empty
 
@@ -77,6 +82,32 @@ show scancel "${fillers[0]}"
 started() { squeue -h -t R -o '%i %a' | grep -qvE ' pretrain$'; }
 wait_for 60 "another team's job to start" started
 show squeue -t R -o '%.6i %.11a %.6u %.3t %.10b  %k'
+
+step "5. Contracts at the door: job_submit/tally"
+printf '$ sbatch --comment "contract=9h" ... (as bob)\n'
+submit_as bob -N1 --gres=gpu:1 --comment "contract=9h" --wrap 'sleep 60' 2>&1 | grep -v '^\[testbed' || true
+
+step "6. A debug job meets a full cluster: preempt/tally"
+busy_gpus() { squeue -h -t R -o '%b' | sed -n 's/.*gpu:\([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}'; }
+sleep 11   # two backfill cycles: let the scheduler place what fits
+free=$(( NODES * 8 - $(busy_gpus) ))
+if (( free > 0 )); then
+    echo "multimodal (erin) soaks up the $free idle GPUs with unallocated work (contract=0):"
+    soak=$(submit_as erin -N1 --gres=gpu:"$free" --comment "contract=0" --wrap 'sleep 3600')
+    soaking() { [[ $(job_state "$soak") == RUNNING ]]; }
+    wait_for 60 "the unallocated job to start" soaking
+fi
+show squeue -t R -o '%.6i %.11a %.6u %.3t %.10b  %k'
+echo
+echo "vision (dave) submits a 2-GPU debug job with contract=15m:"
+t0=$(now)
+debug=$(submit_as dave -N1 --gres=gpu:2 --comment "contract=15m" --wrap 'sleep 600')
+debug_running() { [[ $(job_state "$debug") == RUNNING ]]; }
+wait_for 60 "the debug job to start" debug_running
+echo "debug job $debug started after $(elapsed "$t0") s"
+show squeue -o '%.6i %.11a %.6u %.9T %.10b  %k'
+echo
+echo "Unallocated work was requeued to make room; every job inside its contract kept running."
 echo
 echo "The cluster is still running: try squeue, sprio -l, sshare, $TALLY share -a -c $DEMO/tally.toml"
 echo "Stop it with: make down"

@@ -227,11 +227,16 @@ impl ContractRules {
     }
 
     /// The comment in its one spelling: Tally's tokens first, canonically
-    /// written, then the user's own text unchanged. With no contract and no
-    /// `resumable` the comment is returned as it was.
+    /// written, then the user's own text unchanged. A comment without
+    /// `contract=` gets the cluster's default contract written in when
+    /// `missing` is a default (so reports show what applies); otherwise a
+    /// comment without Tally tokens is returned as it was.
     pub fn normalise_comment(&self, comment: &str) -> Result<String, ContractError> {
         let parsed = parse_comment(comment)?;
-        if parsed.contract_s.is_none() && !parsed.resumable {
+        let default_applies = parsed.contract_s.is_none() && matches!(self.missing, MissingContract::Default(_));
+        if parsed.contract_s.is_none() && !parsed.resumable && !default_applies {
+            // Still refuses a missing contract under `Reject`.
+            self.resolve_parsed(&parsed)?;
             return Ok(comment.to_string());
         }
         let contract = self.resolve_parsed(&parsed)?;
@@ -370,5 +375,12 @@ mod tests {
             let once = rules().normalise_comment(input).unwrap();
             assert_eq!(rules().normalise_comment(&once).unwrap(), once);
         }
+        // A default contract is written in; a required one is refused.
+        let r = ContractRules { missing: MissingContract::Default(Contract::new(3600, false)), ..rules() };
+        assert_eq!(r.normalise_comment("my run").as_deref(), Ok("contract=1h my run"));
+        assert_eq!(r.normalise_comment("").as_deref(), Ok("contract=1h"));
+        assert_eq!(r.normalise_comment("contract=0").as_deref(), Ok("contract=0"));
+        let r = ContractRules { missing: MissingContract::Reject, ..rules() };
+        assert!(matches!(r.normalise_comment("my run"), Err(ContractError::Missing { .. })));
     }
 }

@@ -73,7 +73,7 @@ impl RankKey {
             RankKey { class: FundingClass::UnfundedIdle, ratio: 0.0 }
         }
     }
-    fn cmp(&self, other: &RankKey) -> Ordering {
+    pub fn order(&self, other: &RankKey) -> Ordering {
         self.class.cmp(&other.class).then(self.ratio.total_cmp(&other.ratio))
     }
     /// Funded ratio, or infinity for unfunded accounts (for reports).
@@ -91,6 +91,9 @@ pub struct FairShare {
     standings: BTreeMap<String, Standing>,
     order: Vec<String>,
     user_usage: BTreeMap<UsageKey, f64>,
+    /// Position of each account when sorted most over-allocated first
+    /// (own-part key descending, then name): the preemption victim order.
+    over_allocated: BTreeMap<String, u32>,
 }
 
 enum Item {
@@ -128,7 +131,7 @@ impl FairShare {
                     }
                     // 1–2: class, ratio; 3: name; own part before a child of
                     // the same name (cannot happen: names are unique).
-                    items.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
+                    items.sort_by(|a, b| a.0.order(&b.0).then(a.1.cmp(b.1)));
                     for (_, _, it) in items.into_iter().rev() {
                         stack.push(it);
                     }
@@ -155,7 +158,16 @@ impl FairShare {
             );
             names.push(name);
         }
-        FairShare { standings, order: names, user_usage: usage.by_user.clone() }
+        let mut by_excess: Vec<&Standing> = standings.values().collect();
+        by_excess.sort_by(|a, b| b.key.order(&a.key).then(a.account.cmp(&b.account)));
+        let over_allocated = by_excess.iter().enumerate().map(|(i, s)| (s.account.clone(), i as u32)).collect();
+        FairShare { standings, order: names, user_usage: usage.by_user.clone(), over_allocated }
+    }
+
+    /// 0 for the most over-allocated account (highest funding class and
+    /// `used / allocated`), counting up; `None` outside the tree.
+    pub fn over_allocation_position(&self, account: &str) -> Option<u32> {
+        self.over_allocated.get(account).copied()
     }
 
     /// `None` for an account that is not in the tree.

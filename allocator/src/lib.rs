@@ -37,7 +37,7 @@ pub use fairness::{summarize, Delivery, FairnessSummary};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
 pub use job::{Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
-pub use preempt::{may_preempt, order_victims, Decision, Refusal, VictimClass};
+pub use preempt::{may_preempt, order_victims, victim_rank, Decision, Refusal, VictimClass};
 pub use priority::{job_priority, Priority, PriorityRules};
 pub use state::{Snapshot, StateError};
 pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

@@ -15,10 +15,13 @@
 //! 2. most over-allocated team first (ratio descending);
 //! 3. youngest first (latest start);
 //! 4. highest job id first (deterministic).
+//!
+//! Steps 1–3 are packed into one number, [`victim_rank`] (lowest taken
+//! first), because that is how Slurm asks a preempt plugin to order its
+//! candidates (`PREEMPT_DATA_PRIO`, sorted ascending).
 
-use crate::fairshare::{FairShare, RankKey};
+use crate::fairshare::FairShare;
 use crate::job::Job;
-use std::cmp::Ordering;
 
 /// Why a victim may be taken (its place in step 1 of the victim order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,27 +84,43 @@ pub fn may_preempt(preemptor: &Job, victim: &Job, fs: &FairShare, now: u64) -> D
     })
 }
 
-fn over_allocation(job: &Job, fs: &FairShare) -> RankKey {
-    fs.standing(&job.account).map(|s| s.key).unwrap_or(RankKey::new(0.0, f64::INFINITY))
+const CLASS_SHIFT: u32 = 30;
+const TEAM_SHIFT: u32 = 18;
+const TEAM_MAX: u32 = (1 << 12) - 1;
+const AGE_MAX: u64 = (1 << 18) - 1;
+
+/// The victim order as one number, lowest taken first:
+///
+/// ```text
+///  31..30  class  0 unallocated, 1 past contract & resumable,
+///                 2 past contract, 3 inside its contract
+///  29..18  team   position of its account, most over-allocated first
+///                 (saturating at 4095; 0 outside the tree)
+///  17..0   age    minutes since it started, saturating (youngest first)
+/// ```
+/// Independent of the preemptor: [`may_preempt`] decides who is eligible,
+/// this number only orders the eligible.
+pub fn victim_rank(victim: &Job, fs: &FairShare, now: u64) -> u32 {
+    let class: u32 = if !victim.is_allocated(fs) {
+        0
+    } else if victim.contract_left_s(now) > 0 {
+        3
+    } else if victim.contract.resumable {
+        1
+    } else {
+        2
+    };
+    let team = fs.over_allocation_position(&victim.account).unwrap_or(0).min(TEAM_MAX);
+    let age = victim.start_s.map_or(0, |s| now.saturating_sub(s) / 60).min(AGE_MAX) as u32;
+    (class << CLASS_SHIFT) | (team << TEAM_SHIFT) | age
 }
 
 /// Sort eligible victims (those with `Decision::Yes`) into the order in which
-/// they should be taken. Victims for which the rule says no are put last, in
-/// id order, so a caller that forgot to filter still never takes them first.
+/// they should be taken: by [`victim_rank`], then highest job id. Victims for
+/// which the rule says no are put last, so a caller that forgot to filter
+/// still never takes them first.
 pub fn order_victims(preemptor: &Job, victims: &mut [Job], fs: &FairShare, now: u64) {
-    let class = |v: &Job| match may_preempt(preemptor, v, fs, now) {
-        Decision::Yes(c) => c as u8,
-        Decision::No(_) => u8::MAX,
-    };
-    victims.sort_by(|a, b| {
-        let (ka, kb) = (over_allocation(a, fs), over_allocation(b, fs));
-        class(a)
-            .cmp(&class(b))
-            // 2: most over-allocated first: reverse of the fair-share order.
-            .then_with(|| kb.class.cmp(&ka.class).then(kb.ratio.total_cmp(&ka.ratio)))
-            // 3: youngest first.
-            .then_with(|| b.start_s.cmp(&a.start_s))
-            .then_with(|| b.id.cmp(&a.id))
-            .then(Ordering::Equal)
+    victims.sort_by_cached_key(|v| {
+        (!may_preempt(preemptor, v, fs, now).allowed(), victim_rank(v, fs, now), std::cmp::Reverse(v.id))
     });
 }

@@ -205,3 +205,28 @@ fn victim_order() {
     let ids: Vec<u64> = victims.iter().map(|j| j.id).collect();
     assert_eq!(ids, vec![5, 4, 3, 6, 2, 8, 1, 7]);
 }
+
+#[test]
+fn victim_rank_layout() {
+    // c over-used the most, then a.
+    let fs = World::new(100).share("a", None, 50.0).share("c", None, 50.0).used("a", "u", 100.0).used("c", "u", 900.0).fs();
+    let now = NOW;
+    let rank = |j: Job| victim_rank(&j, &fs, now);
+    let unalloc_c = rank(Job::new(1, "c", "v").started(now - 120));
+    let resumable_c = rank(Job::new(2, "c", "v").contract(60, true).started(now - 120));
+    let past_c = rank(Job::new(3, "c", "v").contract(60, false).started(now - 120));
+    let inside_c = rank(Job::new(4, "c", "v").contract(3600, false).started(now - 120));
+    assert_eq!([unalloc_c >> 30, resumable_c >> 30, past_c >> 30, inside_c >> 30], [0, 1, 2, 3]);
+    // Team field: c before a. (Root, unfunded and idle, sorts before both:
+    // unfunded accounts count as the most over-allocated.)
+    let past_a = rank(Job::new(5, "a", "v").contract(60, false).started(now - 120));
+    assert_eq!(fs.over_allocation_position("root"), Some(0));
+    assert_eq!((past_c >> 18) & 0xfff, 1);
+    assert_eq!((past_a >> 18) & 0xfff, 2);
+    assert!(past_c < past_a);
+    // Age in minutes: the younger run first.
+    let young = rank(Job::new(6, "c", "v").contract(60, false).started(now - 61));
+    assert_eq!(past_c & 0x3ffff, 2);
+    assert_eq!(young & 0x3ffff, 1);
+    assert!(young < past_c);
+}

@@ -845,6 +845,7 @@ pub const ESLURM_NOT_SUPPORTED: slurm_err_t = 2036;
 pub const ESLURM_INVALID_ACCOUNT: slurm_err_t = 2045;
 pub const ESLURM_ACCOUNTING_POLICY: slurm_err_t = 2050;
 pub const ESLURM_INVALID_TIME_LIMIT: slurm_err_t = 2051;
+pub const ESLURM_INVALID_TIME_VALUE: slurm_err_t = 2054;
 pub const ESLURM_INVALID_GRES: slurm_err_t = 2072;
 pub const ESLURM_INVALID_NICE: slurm_err_t = 2123;
 pub const ESLURM_MISSING_TIME_LIMIT: slurm_err_t = 8000;

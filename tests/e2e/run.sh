@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests against a real Slurm: build the plugins, bring up the test
-# bed (munge, MariaDB, slurmdbd, slurmctld with priority/tally, 2 slurmd with 8
-# fake GPUs each), run tests/tests/e2e.rs, and always tear the bed down.
+# bed (munge, MariaDB, slurmdbd, slurmctld with priority/tally, job_submit/tally
+# and preempt/tally, 2 slurmd with 8 fake GPUs each), run tests/tests/e2e.rs,
+# and always tear the bed down.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -15,11 +16,14 @@ target/release/tally config accounts "$CONFIG" >"$RUN/e2e-accounts"
 
 export TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$ROOT/target/plugins
 export TALLY_ACCOUNTS=$RUN/e2e-accounts TALLY_ENV="TALLY_CONFIG=$CONFIG"
+export TALLY_SLURM_EXTRA="JobSubmitPlugins=tally
+PreemptType=preempt/tally
+PreemptMode=REQUEUE"
 bash testbed/up.sh
 trap 'bash testbed/down.sh' EXIT
 
 status=0
-TALLY_E2E_CONFIG=$CONFIG cargo test --locked -p tally-tests --features e2e --test e2e -- --test-threads=1 || status=$?
+TALLY_E2E_CONFIG=$CONFIG cargo test --locked -p tally-tests --features e2e --test e2e -- --test-threads=1 --nocapture || status=$?
 if (( status != 0 )); then
     echo "---- slurmctld log (tally lines, last 60) ----"
     grep -E 'tally|error' "$RUN/log/slurmctld.log" | tail -n 60 || true

@@ -5,6 +5,8 @@
 //!
 //! Jobs are submitted as the Unix users of the config's `[users]` (each with
 //! its team as default Slurm account) through the test bed's `submit_as`.
+//! The bed runs all three plugins: priority/tally, job_submit/tally and
+//! preempt/tally with PreemptMode=REQUEUE.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,16 +43,28 @@ fn sh(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Submit as `user` (default account = its team): `gpus` on one node.
-fn submit(user: &str, gpus: u32, comment: &str, secs: u32) -> u32 {
+/// sbatch as `user` (default account = its team), `gpus` on one node:
+/// Ok(job id) or Err(what sbatch printed).
+fn try_submit(user: &str, gpus: u32, comment: &str, secs: u32, extra: &[&str]) -> Result<u32, String> {
     let gres = format!("--gres=gpu:{gpus}");
     let wrap = format!("sleep {secs}");
     let mut args = vec!["-c", r#"source testbed/lib.sh && submit_as "$@""#, "submit", user, "-N1", &gres, "--wrap", &wrap];
     if !comment.is_empty() {
         args.extend(["--comment", comment]);
     }
-    let id = sh("bash", &args);
-    id.trim().parse().unwrap_or_else(|_| panic!("sbatch printed {id:?}"))
+    args.extend(extra);
+    let out = Command::new("timeout").arg("60").arg("bash").args(&args).current_dir(root()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() {
+        Ok(stdout.parse().unwrap_or_else(|_| panic!("sbatch printed {stdout:?}")))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Submit as `user`; panics if refused.
+fn submit(user: &str, gpus: u32, comment: &str, secs: u32) -> u32 {
+    try_submit(user, gpus, comment, secs, &[]).unwrap_or_else(|e| panic!("sbatch refused: {e}"))
 }
 
 /// `squeue` field of one job (`None` once the job has left the queue).
@@ -165,7 +179,9 @@ fn e2e_2_unallocated_jobs_sort_below_allocated_ones() {
 #[test]
 fn e2e_3_priorities_follow_usage_and_a_restart_keeps_it() {
     clean();
-    let fillers = fill("ob", "contract=0"); // unallocated fillers: charge nobody
+    // Fillers of a third team, protected by their contract (unallocated ones
+    // would be preempted by usage_a's and usage_b's jobs at once).
+    let fillers = fill("tb", "contract=1h");
     let a1 = submit("ua", 8, "contract=1h", 900);
     let b1 = submit("ub", 8, "contract=1h", 900);
     // No usage yet: equal ratios, ties broken by name: usage_a first.
@@ -232,5 +248,101 @@ fn e2e_4_sprio_shows_tallys_factors() {
         seen += 1;
     }
     assert_eq!(seen, 3, "{out}");
+    clean();
+}
+
+// ---- issue 4: contracts enforced by job_submit/tally and preempt/tally ----
+
+#[test]
+fn e2e_5_bad_contracts_are_refused_at_submit() {
+    clean();
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("contract=9h", &[], "tally: contract=9h exceeds the 8h maximum (allowed: 0 to 8h, e.g. contract=2h)"),
+        ("contract=2x", &[], "tally: contract=2x: unknown unit `x` in `2x` (use d, h, m or s)"),
+        ("contract=", &[], "tally: contract= has no value"),
+        ("contract=-1h", &[], "tally: contract=-1h: negative duration"),
+        ("contract=8h1m", &[], "exceeds the 8h maximum"),
+        ("contract=1h", &["--time=30"], "tally: contract=1h is longer than the job's time limit of 30m"),
+    ];
+    for (comment, extra, msg) in cases {
+        let err = try_submit("cb", 1, comment, 60, extra).expect_err(comment);
+        assert!(err.contains(msg), "{comment}: sbatch said:\n{err}");
+        println!("refused {comment:?}: {}", err.lines().find(|l| l.contains("tally:")).unwrap_or("").trim());
+    }
+    assert!(sh("squeue", &["-h", "-o", "%i"]).trim().is_empty(), "nothing was half-submitted");
+    // Accepted comments come out in one spelling, the user's text kept.
+    let id = submit("cb", 1, "Contract=90m lr=3e-4", 60);
+    assert_eq!(field(id, "%k").as_deref(), Some("contract=1h30m lr=3e-4"));
+    // Updates are checked too.
+    let out = Command::new("scontrol").args(["update", &format!("jobid={id}"), "comment=contract=9h"]).output().unwrap();
+    assert!(!out.status.success(), "scontrol update with contract=9h was accepted");
+    assert_eq!(field(id, "%k").as_deref(), Some("contract=1h30m lr=3e-4"), "the refused update changed nothing");
+    sh("scontrol", &["update", &format!("jobid={id}"), "comment=contract=45m,resumable"]);
+    assert_eq!(field(id, "%k").as_deref(), Some("contract=45m,resumable"));
+    clean();
+}
+
+#[test]
+fn e2e_6_unallocated_work_is_preempted_within_a_scheduling_cycle() {
+    clean();
+    let fillers = fill("cb", "contract=0");
+    let t = Instant::now();
+    let paid = submit("ci", 8, "contract=1h", 900);
+    wait_until(30, "the allocated job to preempt unallocated work", || state(paid) == "RUNNING");
+    println!("allocated job started {:.1} s after submission by preempting unallocated work", t.elapsed().as_secs_f64());
+    let requeued: Vec<u32> = fillers.iter().copied().filter(|&f| state(f) != "RUNNING").collect();
+    assert_eq!(requeued.len(), 1, "exactly one 8-GPU filler made room");
+    // Requeued, back in the queue with its comment.
+    assert!(matches!(state(requeued[0]).as_str(), "PENDING" | "REQUEUED" | "PREEMPTED"), "{}", state(requeued[0]));
+    assert_eq!(field(requeued[0], "%k").as_deref(), Some("contract=0"));
+    // Unallocated jobs do not preempt each other.
+    let free = submit("ci", 8, "", 900);
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(state(free), "PENDING", "an unallocated job preempted someone");
+    clean();
+}
+
+#[test]
+fn e2e_7_contracts_protect_then_expire_and_resumable_victims_go_first() {
+    clean();
+    // Node 1: two 4-GPU jobs with a 1-minute contract, one resumable.
+    // Node 2: an 8-GPU job with an 8-hour contract. All allocated to contract_busy.
+    let plain = submit("cb", 4, "contract=1m", 900);
+    let resumable = submit("cb", 4, "contract=1m,resumable", 900);
+    let long = submit("cb", 8, "contract=8h", 900);
+    wait_until(60, "the contract jobs to run", || [plain, resumable, long].iter().all(|&j| state(j) == "RUNNING"));
+    wait_until(30, "contract_busy to be charged", || used_gpu_s("contract_busy") > 0.0);
+    let started = Instant::now();
+    // contract_idle has used nothing: it far outranks contract_busy.
+    let p = submit("ci", 4, "contract=1h", 900);
+    // Inside their contracts nobody is preempted, however under-served the preemptor.
+    while started.elapsed() < Duration::from_secs(40) {
+        assert_eq!(state(p), "PENDING", "preempted inside a contract");
+        for j in [plain, resumable, long] {
+            assert_eq!(state(j), "RUNNING", "job {j} lost its contract");
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    // Once the 1-minute contracts run out, the resumable job goes first.
+    wait_until(90, "the preemptor to start after the contracts ran out", || state(p) == "RUNNING");
+    println!("preemptor started {:.0} s after submission (contracts of 1 min)", started.elapsed().as_secs_f64());
+    assert_ne!(state(resumable), "RUNNING", "the resumable victim was taken");
+    assert_eq!(state(plain), "RUNNING", "the non-resumable one stayed");
+    assert_eq!(state(long), "RUNNING", "the 8 h contract stayed");
+    clean();
+}
+
+#[test]
+fn e2e_8_debug_job_starts_within_seconds_on_a_full_cluster() {
+    clean();
+    // A full cluster: unallocated 4-GPU jobs everywhere.
+    let fillers: Vec<u32> = (0..4).map(|_| submit("cb", 4, "contract=0", 900)).collect();
+    wait_until(60, "fillers to run", || fillers.iter().all(|&i| state(i) == "RUNNING"));
+    let t = Instant::now();
+    let debug = submit("ci", 2, "contract=10m", 300);
+    wait_until(60, "the debug job to start", || state(debug) == "RUNNING");
+    let wait = t.elapsed().as_secs_f64();
+    println!("debug job (2 GPUs, contract=10m) waited {wait:.1} s on a full cluster");
+    assert_eq!(fillers.iter().filter(|&&f| state(f) != "RUNNING").count(), 1, "one filler made room");
     clean();
 }

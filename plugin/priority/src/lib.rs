@@ -28,29 +28,24 @@
 
 use slurm_sys::{
     job_record_t, priority_factors_object_t, priority_factors_request_msg_t, slurmdb_assoc_rec_t, List,
-    NICE_OFFSET, SLURM_VERSION_NUMBER,
+    NICE_OFFSET,
 };
 use std::ffi::c_int;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tally_config::Config;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tally_slurm::engine::{priority_of, Engine, Ranking};
+use tally_slurm::follower::{initial_config, load_config};
 use tally_slurm::guard::{guard, install_panic_hook, lock};
 use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::{self, SlurmLogger};
 use tally_slurm::statefile::{self, Loaded};
 use tally_slurm::view::{job_pointers, read_job, RunState};
+use tally_slurm::worker::{Wake, Worker};
 
 // ---- identity ------------------------------------------------------------
 
-#[no_mangle]
-pub static plugin_name: [u8; 26] = *b"Tally fair-share priority\0";
-#[no_mangle]
-pub static plugin_type: [u8; 15] = *b"priority/tally\0";
-#[no_mangle]
-pub static plugin_version: u32 = SLURM_VERSION_NUMBER;
+tally_slurm::plugin_identity!("Tally fair-share priority", "priority/tally");
 
 const SUCCESS: c_int = 0;
 /// `PRIVATE_DATA_JOBS` (slurm.h): hide other users' jobs.
@@ -60,31 +55,21 @@ static LOGGER: SlurmLogger = SlurmLogger { prefix: "priority/tally" };
 
 // ---- state -----------------------------------------------------------------
 
-#[derive(Debug, Default)]
-struct Signals {
-    stop: bool,
-    reload: bool,
-}
-
 #[derive(Debug)]
 struct Shared {
     engine: Mutex<Engine>,
-    /// What `priority_p_set` reads: swapped by the thread, never waited on.
-    ranking: Mutex<Arc<Ranking>>,
     config_path: PathBuf,
     state_path: Option<PathBuf>,
-    signals: Mutex<Signals>,
-    wake: Condvar,
 }
 
 #[derive(Debug)]
 struct Running {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    worker: Option<Worker>,
 }
 
 static PLUGIN: Mutex<Option<Running>> = Mutex::new(None);
-/// The ranking used where no thread runs (client tools, before init).
+/// What `priority_p_set` reads: swapped by the thread, never waited on.
 static RANKING: Mutex<Option<Arc<Ranking>>> = Mutex::new(None);
 
 fn now() -> u64 {
@@ -95,20 +80,8 @@ fn current_ranking() -> Option<Arc<Ranking>> {
     lock(&RANKING).clone()
 }
 
-fn load_config(path: &std::path::Path) -> Config {
-    match Config::load(path) {
-        Ok(c) => c,
-        Err(e) => {
-            for line in e.to_string().lines() {
-                log::error!("{line}");
-            }
-            log::error!(
-                "{}: not usable; running with built-in defaults (every job unallocated, queue by age) until it is fixed and `scontrol reconfigure` is run",
-                path.display()
-            );
-            Config::parse("", "<built-in defaults>").expect("the empty config is valid")
-        }
-    }
+fn publish(engine: &Engine) {
+    *lock(&RANKING) = Some(engine.ranking());
 }
 
 fn state_path() -> Option<PathBuf> {
@@ -127,7 +100,7 @@ pub extern "C" fn init() -> c_int {
         let config_path = tally_config::default_path();
         // The logger first, at info, so config errors are visible.
         slurm_log::init(&LOGGER, false);
-        let config = load_config(&config_path);
+        let config = initial_config(&config_path);
         slurm_log::set_debug(config.debug);
         let t = now();
         let Some(host) = Host::lookup() else {
@@ -168,23 +141,13 @@ pub extern "C" fn init() -> c_int {
             tally_allocator::format_duration(config.calc_period_s)
         );
         let engine = Engine::new(config, snapshot, t);
-        let ranking = engine.ranking();
-        *lock(&RANKING) = Some(ranking.clone());
-        let shared = Arc::new(Shared {
-            engine: Mutex::new(engine),
-            ranking: Mutex::new(ranking),
-            config_path,
-            state_path,
-            signals: Mutex::new(Signals::default()),
-            wake: Condvar::new(),
-        });
+        publish(&engine);
+        let shared = Arc::new(Shared { engine: Mutex::new(engine), config_path, state_path });
         let s2 = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("tally-recalc".into())
-            .spawn(move || recalc_thread(host, s2))
+        let worker = Worker::spawn("tally-recalc", move |wake| recalc(&host, &s2, wake))
             .map_err(|e| log::error!("cannot start the recalculation thread: {e}"))
             .ok();
-        *lock(&PLUGIN) = Some(Running { shared, thread });
+        *lock(&PLUGIN) = Some(Running { shared, worker });
         SUCCESS
     })
 }
@@ -193,12 +156,8 @@ pub extern "C" fn init() -> c_int {
 pub extern "C" fn fini() -> c_int {
     guard("fini", || SUCCESS, || {
         let running = lock(&PLUGIN).take();
-        if let Some(mut r) = running {
-            lock(&r.shared.signals).stop = true;
-            r.shared.wake.notify_all();
-            if let Some(t) = r.thread.take() {
-                let _ = t.join();
-            }
+        if let Some(w) = running.and_then(|r| r.worker) {
+            w.stop();
         }
         SUCCESS
     })
@@ -206,30 +165,18 @@ pub extern "C" fn fini() -> c_int {
 
 // ---- the recalculation thread ---------------------------------------------------
 
-fn recalc_thread(host: Host, shared: Arc<Shared>) {
-    loop {
-        guard("recalculation", || (), || tick(&host, &shared));
-        let period = Duration::from_secs(lock(&shared.engine).config().calc_period_s.max(1));
-        let deadline = Instant::now() + period;
-        let mut sig = lock(&shared.signals);
-        while !sig.stop && !sig.reload {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            sig = shared.wake.wait_timeout(sig, left).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+/// One run of the recalculation thread: reload on request, tick, save; the
+/// last run (fini) only saves. Returns the period until the next tick.
+fn recalc(host: &Host, shared: &Shared, wake: Wake) -> Duration {
+    match wake {
+        Wake::Stop => save(shared),
+        Wake::Reload => {
+            reload_config(shared);
+            tick(host, shared);
         }
-        if sig.stop {
-            drop(sig);
-            save(&shared);
-            return;
-        }
-        let reload = std::mem::take(&mut sig.reload);
-        drop(sig);
-        if reload {
-            guard("reconfigure", || (), || reload_config(&shared));
-        }
+        Wake::Tick => tick(host, shared),
     }
+    Duration::from_secs(lock(&shared.engine).config().calc_period_s.max(1))
 }
 
 fn tick(host: &Host, shared: &Shared) {
@@ -249,9 +196,7 @@ fn tick(host: &Host, shared: &Shared) {
         if !report.priorities.is_empty() {
             host.touch(t as i64);
         }
-        let ranking = engine.ranking();
-        *lock(&shared.ranking) = ranking.clone();
-        *lock(&RANKING) = Some(ranking);
+        publish(&engine);
         log::debug!(
             "tick: {} jobs, {:.0} GPU-s charged, {} priorities changed",
             report.jobs_seen,
@@ -272,21 +217,15 @@ fn save(shared: &Shared) {
 }
 
 fn reload_config(shared: &Shared) {
-    match Config::load(&shared.config_path) {
-        Ok(c) => {
+    match load_config(&shared.config_path) {
+        Some(c) => {
             slurm_log::set_debug(c.debug);
             log::info!("reloaded {}", shared.config_path.display());
             let mut engine = lock(&shared.engine);
             engine.set_config(c, now());
-            *lock(&shared.ranking) = engine.ranking();
-            *lock(&RANKING) = Some(engine.ranking());
+            publish(&engine);
         }
-        Err(e) => {
-            for line in e.to_string().lines() {
-                log::error!("{line}");
-            }
-            log::error!("{}: not reloaded; the last good config stays in force", shared.config_path.display());
-        }
+        None => log::error!("{}: not reloaded; the last good config stays in force", shared.config_path.display()),
     }
 }
 
@@ -321,9 +260,8 @@ pub extern "C" fn priority_p_set(last_prio: u32, job_ptr: *mut job_record_t) -> 
 pub extern "C" fn priority_p_reconfig(assoc_clear: bool) {
     let _ = assoc_clear;
     guard("priority_p_reconfig", || (), || {
-        if let Some(r) = lock(&PLUGIN).as_ref() {
-            lock(&r.shared.signals).reload = true;
-            r.shared.wake.notify_all();
+        if let Some(w) = lock(&PLUGIN).as_ref().and_then(|r| r.worker.as_ref()) {
+            w.reload();
         }
     })
 }

@@ -56,6 +56,19 @@ pub fn load(path: &Path, bucket_s: u64, window_s: u64, now: u64) -> Loaded {
     }
 }
 
+/// Load without touching the file (for plugins that only follow the ledger
+/// the priority plugin writes): a corrupt file is reported, not moved.
+pub fn load_readonly(path: &Path, bucket_s: u64, window_s: u64) -> Loaded {
+    match fs::read_to_string(path) {
+        Ok(text) => match Snapshot::parse(&text, bucket_s, window_s) {
+            Ok(s) => Loaded::Ok(s),
+            Err(e) => Loaded::SetAside { problem: e.to_string(), moved_to: None },
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Loaded::Missing,
+        Err(e) => Loaded::SetAside { problem: format!("cannot read: {e}"), moved_to: None },
+    }
+}
+
 fn set_aside(path: &Path, problem: String, now: u64) -> Loaded {
     let aside = path.with_file_name(format!("{FILE_NAME}.corrupt-{now}"));
     let moved_to = fs::rename(path, &aside).ok().map(|_| aside);

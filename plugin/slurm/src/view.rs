@@ -1,7 +1,7 @@
 //! `job_record_t` → owned [`JobView`]. The only module that reads job
 //! pointers; everything after it works on owned values.
 
-use slurm_sys::{job_record_t, List, JOB_STATE_BASE, NICE_OFFSET, NO_VAL, INFINITE};
+use slurm_sys::{job_desc_msg_t, job_record_t, List, INFINITE, JOB_STATE_BASE, NICE_OFFSET, NO_VAL};
 use std::ffi::{c_char, CStr};
 
 /// Where a job is in its life, as far as Tally cares.
@@ -132,6 +132,30 @@ pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
         time_limit_s,
         priority: j.priority,
         direct_set_prio: j.direct_set_prio != 0,
+    })
+}
+
+/// Read a submission or update request.
+///
+/// # Safety
+/// `desc` is NULL or a valid `job_desc_msg_t` for the duration of the call.
+pub unsafe fn read_job_desc(desc: *const job_desc_msg_t) -> Option<crate::submit::SubmitView> {
+    // SAFETY: caller's contract.
+    let d = unsafe { desc.as_ref()? };
+    let nodes = if d.min_nodes == 0 || d.min_nodes == NO_VAL { 1 } else { d.min_nodes };
+    // SAFETY (c_string): fields of the request, NUL-terminated or NULL.
+    let gpus = unsafe { c_string(d.tres_per_job) }
+        .as_deref()
+        .and_then(gpu_count)
+        .or_else(|| unsafe { c_string(d.tres_per_node) }.as_deref().and_then(gpu_count).map(|g| g.saturating_mul(nodes)));
+    Some(crate::submit::SubmitView {
+        comment: unsafe { c_string(d.comment) },
+        account: unsafe { c_string(d.account) },
+        time_limit_s: match d.time_limit {
+            NO_VAL | INFINITE => None,
+            m => Some(u64::from(m) * 60),
+        },
+        gpus,
     })
 }
 

@@ -1,0 +1,148 @@
+//! `job_submit/tally`: contracts checked at the door.
+//!
+//! slurm.conf: `JobSubmitPlugins=tally`. On submit (`job_submit`) and update
+//! (`job_modify`) the request's comment, time limit, account and GPU count go
+//! through `tally_slurm::submit::check`: a bad contract is refused with a
+//! message sbatch prints (`sbatch: error: tally: contract=9h exceeds the 8h
+//! maximum …`) and nothing is created; an accepted comment is rewritten in
+//! its one spelling. The config is followed from disk by a thread
+//! (`Follower`), never read on the submit path.
+//!
+//! Error codes: a bad or missing contract → `ESLURM_INVALID_TIME_VALUE`,
+//! longer than the time limit → `ESLURM_INVALID_TIME_LIMIT`, allocated in an
+//! account without budget → `ESLURM_INVALID_ACCOUNT`, GPUs not a power of
+//! two → `ESLURM_INVALID_GRES`. `job_modify` has no message channel in 22.05:
+//! the message goes to slurmctld's log and scontrol prints the code's text.
+
+// The exported functions take slurmctld's pointers by the C ABI.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use slurm_sys::{job_desc_msg_t, job_record_t, NO_VAL};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Mutex;
+use tally_slurm::follower::Follower;
+use tally_slurm::guard::{guard, install_panic_hook, lock};
+use tally_slurm::host::Host;
+use tally_slurm::slurm_log::{self, c_text, SlurmLogger};
+use tally_slurm::submit::{check, Refusal, SubmitView};
+use tally_slurm::view::{read_job, read_job_desc};
+
+tally_slurm::plugin_identity!("Tally contract checks", "job_submit/tally");
+
+const SUCCESS: c_int = 0;
+static LOGGER: SlurmLogger = SlurmLogger { prefix: "job_submit/tally" };
+static FOLLOWER: Mutex<Option<Follower>> = Mutex::new(None);
+
+fn code(r: Refusal) -> c_int {
+    (match r {
+        Refusal::Contract => slurm_sys::ESLURM_INVALID_TIME_VALUE,
+        Refusal::TimeLimit => slurm_sys::ESLURM_INVALID_TIME_LIMIT,
+        Refusal::Account => slurm_sys::ESLURM_INVALID_ACCOUNT,
+        Refusal::Gpus => slurm_sys::ESLURM_INVALID_GRES,
+    }) as c_int
+}
+
+#[no_mangle]
+pub extern "C" fn init() -> c_int {
+    guard("init", || SUCCESS, || {
+        install_panic_hook();
+        slurm_log::init(&LOGGER, false);
+        let f = Follower::start(tally_config::default_path(), None, Host::lookup().is_some());
+        slurm_log::set_debug(f.config().debug);
+        *lock(&FOLLOWER) = Some(f);
+        SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn fini() -> c_int {
+    guard("fini", || SUCCESS, || {
+        if let Some(f) = lock(&FOLLOWER).take() {
+            f.stop();
+        }
+        SUCCESS
+    })
+}
+
+/// Replace `*slot` (an xmalloc'd C string or NULL) with an xstrdup of `text`.
+///
+/// # Safety
+/// `slot` points to a field Slurm owns and frees with `xfree`.
+unsafe fn replace_string(slot: *mut *mut c_char, text: &str) {
+    let c = c_text(text);
+    // SAFETY: caller's contract; the old string came from Slurm's allocator.
+    unsafe {
+        slurm_sys::slurm_xfree(slot.cast::<*mut c_void>());
+        *slot = slurm_sys::xstrdup(c.as_ptr());
+    }
+}
+
+/// A submission. On refusal `*err_msg` gets an xstrdup'd message for sbatch.
+#[no_mangle]
+pub extern "C" fn job_submit(job_desc: *mut job_desc_msg_t, submit_uid: u32, err_msg: *mut *mut c_char) -> c_int {
+    // A bug of ours must not stop users from submitting: accept and log.
+    guard("job_submit", || SUCCESS, || {
+        let Some(f) = lock(&FOLLOWER).as_ref().map(|f| f.config()) else { return SUCCESS };
+        // SAFETY: the request is valid for this call.
+        let Some(view) = (unsafe { read_job_desc(job_desc) }) else { return SUCCESS };
+        match check(&f, &view) {
+            Ok(None) => SUCCESS,
+            Ok(Some(comment)) => {
+                // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
+                unsafe { replace_string(&mut (*job_desc).comment, &comment) };
+                SUCCESS
+            }
+            Err(r) => {
+                log::info!("refused a job of uid {submit_uid}: {}", r.message);
+                if !err_msg.is_null() {
+                    let c = c_text(&r.message);
+                    // SAFETY: Slurm frees *err_msg with xfree.
+                    unsafe { *err_msg = slurm_sys::xstrdup(c.as_ptr()) };
+                }
+                code(r.refusal)
+            }
+        }
+    })
+}
+
+/// An update (`scontrol update job …`): a new comment is checked and
+/// normalised; a new time limit is checked against the contract.
+#[no_mangle]
+pub extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, job_ptr: *mut job_record_t, submit_uid: u32) -> c_int {
+    guard("job_modify", || SUCCESS, || {
+        let Some(config) = lock(&FOLLOWER).as_ref().map(|f| f.config()) else { return SUCCESS };
+        // SAFETY: request and job are valid for this call (job lock held).
+        let (Some(req), Some(job)) = (unsafe { read_job_desc(job_desc) }, unsafe { read_job(job_ptr) }) else {
+            return SUCCESS;
+        };
+        // SAFETY: as above.
+        let new_limit = unsafe { (*job_desc).time_limit } != NO_VAL;
+        if req.comment.is_none() && !new_limit {
+            return SUCCESS;
+        }
+        let view = SubmitView {
+            comment: req.comment.clone().or(job.comment.clone()),
+            account: req.account.or(job.account),
+            time_limit_s: if new_limit { req.time_limit_s } else { job.time_limit_s },
+            gpus: None, // GPU counts are checked at submit
+        };
+        // An old job whose comment predates these rules: only a new comment is judged.
+        if req.comment.is_none() && config.contracts.resolve(view.comment.as_deref()).is_err() {
+            return SUCCESS;
+        }
+        match check(&config, &view) {
+            Ok(Some(comment)) if req.comment.is_some() => {
+                // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
+                unsafe { replace_string(&mut (*job_desc).comment, &comment) };
+                SUCCESS
+            }
+            Ok(_) => SUCCESS,
+            Err(r) => {
+                // SAFETY: a live job under the lock.
+                let id = unsafe { job_ptr.as_ref() }.map_or(0, |j| j.job_id);
+                log::info!("refused an update of job {id} by uid {submit_uid}: {}", r.message);
+                code(r.refusal)
+            }
+        }
+    })
+}
