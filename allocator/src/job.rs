@@ -6,6 +6,7 @@ use crate::contract::Contract;
 use crate::fairshare::FairShare;
 use crate::ledger::{Ledger, UsageKey};
 use crate::tree::OrgTree;
+use std::collections::BTreeMap;
 
 /// Anything that knows which accounts are in the tree.
 pub trait KnownAccounts {
@@ -102,5 +103,31 @@ impl Job {
             Some(start) => (start + self.contract.min_runtime_s).saturating_sub(now),
             None => 0,
         }
+    }
+}
+
+/// Charge a job that ran since `started` up to `until`, from its mark on,
+/// and move the mark: the one charging step of the plugin's recalculation
+/// thread and of the simulator. Idempotent (charging twice to the same
+/// `until` adds nothing); a job that stopped and ran again is charged from
+/// its new start. Returns GPU-seconds charged (0 for unallocated jobs, whose
+/// mark still moves).
+pub fn charge_from_mark(
+    marks: &mut BTreeMap<u64, u64>,
+    job: &Job,
+    accounts: &impl KnownAccounts,
+    ledger: &mut Ledger,
+    started: u64,
+    until: u64,
+) -> f64 {
+    let from = marks.get(&job.id).copied().unwrap_or(0).max(started);
+    if until <= from {
+        return 0.0;
+    }
+    marks.insert(job.id, until);
+    if job.charge(accounts, ledger, from, until) {
+        f64::from(job.gpus) * (until - from) as f64
+    } else {
+        0.0
     }
 }

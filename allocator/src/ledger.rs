@@ -13,6 +13,7 @@
 //! decays smoothly (unlike Slurm's half-life decay). Only allocated work is
 //! charged: callers never charge unallocated jobs (see [`crate::job`]).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -36,11 +37,31 @@ pub enum LedgerError {
 }
 
 /// GPU-seconds charged per bucket per (account, user).
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Amounts are whole GPU-seconds (integers: sums are exact, so two teams with
+/// equal usage stay exactly equal). The sums over the current window are
+/// cached and moved bucket by bucket, so `usage` after a small step of time
+/// costs only the buckets that entered or left.
+#[derive(Debug, Clone)]
 pub struct Ledger {
     bucket_s: u64,
     window_s: u64,
-    buckets: BTreeMap<u64, BTreeMap<UsageKey, f64>>,
+    buckets: BTreeMap<u64, BTreeMap<UsageKey, u64>>,
+    cache: RefCell<Option<Sums>>,
+}
+
+/// Sums over buckets `first..=last`.
+#[derive(Debug, Clone, PartialEq)]
+struct Sums {
+    first: u64,
+    last: u64,
+    by_user: BTreeMap<UsageKey, u64>,
+}
+
+impl PartialEq for Ledger {
+    fn eq(&self, other: &Self) -> bool {
+        self.bucket_s == other.bucket_s && self.window_s == other.window_s && self.buckets == other.buckets
+    }
 }
 
 /// Usage summed over one window.
@@ -61,12 +82,39 @@ impl WindowUsage {
     }
 }
 
+/// Add to an entry, cloning the key only when it is new.
+fn bump(map: &mut BTreeMap<UsageKey, u64>, key: &UsageKey, gs: u64) {
+    match map.get_mut(key) {
+        Some(v) => *v += gs,
+        None => {
+            map.insert(key.clone(), gs);
+        }
+    }
+}
+
+fn add_to(sums: &mut BTreeMap<UsageKey, u64>, bucket: &BTreeMap<UsageKey, u64>) {
+    for (k, v) in bucket {
+        bump(sums, k, *v);
+    }
+}
+
+fn take_from(sums: &mut BTreeMap<UsageKey, u64>, bucket: &BTreeMap<UsageKey, u64>) {
+    for (k, v) in bucket {
+        if let Some(x) = sums.get_mut(k) {
+            *x = x.saturating_sub(*v);
+            if *x == 0 {
+                sums.remove(k);
+            }
+        }
+    }
+}
+
 impl Ledger {
     pub fn new(bucket_s: u64, window_s: u64) -> Result<Ledger, LedgerError> {
         if bucket_s == 0 || window_s == 0 || window_s % bucket_s != 0 {
             return Err(LedgerError::BadGeometry { bucket_s, window_s });
         }
-        Ok(Ledger { bucket_s, window_s, buckets: BTreeMap::new() })
+        Ok(Ledger { bucket_s, window_s, buckets: BTreeMap::new(), cache: RefCell::new(None) })
     }
 
     pub fn bucket_s(&self) -> u64 {
@@ -96,47 +144,93 @@ impl Ledger {
             let b = t / self.bucket_s;
             let edge = (b + 1) * self.bucket_s;
             let end = edge.min(to);
-            self.add(b, key, f64::from(gpus) * (end - t) as f64);
+            self.add_whole(b, key, u64::from(gpus) * (end - t));
             t = end;
         }
     }
 
-    /// Add GPU-seconds to one bucket directly (used when loading saved state).
+    /// Add GPU-seconds to one bucket directly (used when loading saved
+    /// state); rounded to whole GPU-seconds, non-positive amounts ignored.
     pub fn add(&mut self, bucket: u64, key: &UsageKey, gpu_seconds: f64) {
-        if !(gpu_seconds.is_finite() && gpu_seconds > 0.0) {
+        if gpu_seconds.is_finite() && gpu_seconds >= 0.5 {
+            self.add_whole(bucket, key, gpu_seconds.round() as u64);
+        }
+    }
+
+    fn add_whole(&mut self, bucket: u64, key: &UsageKey, gs: u64) {
+        if gs == 0 {
             return;
         }
-        *self.buckets.entry(bucket).or_default().entry(key.clone()).or_insert(0.0) += gpu_seconds;
+        bump(self.buckets.entry(bucket).or_default(), key, gs);
+        if let Some(c) = self.cache.get_mut() {
+            if (c.first..=c.last).contains(&bucket) {
+                bump(&mut c.by_user, key, gs);
+            }
+        }
     }
 
     /// Drop buckets that have left the window at `now`.
     pub fn prune(&mut self, now: u64) {
         let first = self.first_bucket(now);
-        self.buckets = self.buckets.split_off(&first);
+        let kept = self.buckets.split_off(&first);
+        let gone = std::mem::replace(&mut self.buckets, kept);
+        if let Some(c) = self.cache.get_mut() {
+            for (_, bucket) in gone.range(c.first..=c.last) {
+                take_from(&mut c.by_user, bucket);
+            }
+            c.first = c.first.max(first);
+            if c.first > c.last {
+                *self.cache.get_mut() = None;
+            }
+        }
     }
 
     /// Sum of the buckets inside the window at `now`.
     pub fn usage(&self, now: u64) -> WindowUsage {
         let first = self.first_bucket(now);
         let last = now / self.bucket_s;
-        let mut u = WindowUsage::default();
-        for (_, bucket) in self.buckets.range(first..=last) {
-            for (key, gs) in bucket {
-                *u.by_user.entry(key.clone()).or_insert(0.0) += gs;
-                *u.by_account.entry(key.account.clone()).or_insert(0.0) += gs;
+        let mut cache = self.cache.borrow_mut();
+        let fresh = match cache.take() {
+            Some(mut c) if first >= c.first && last >= c.last && first <= c.last + 1 => {
+                for (_, bucket) in self.buckets.range(c.first..first.min(c.last + 1)) {
+                    take_from(&mut c.by_user, bucket);
+                }
+                let from = (c.last + 1).max(first);
+                if from <= last {
+                    for (_, bucket) in self.buckets.range(from..=last) {
+                        add_to(&mut c.by_user, bucket);
+                    }
+                }
+                c.first = first;
+                c.last = last;
+                c
             }
+            _ => {
+                let mut by_user = BTreeMap::new();
+                for (_, bucket) in self.buckets.range(first..=last) {
+                    add_to(&mut by_user, bucket);
+                }
+                Sums { first, last, by_user }
+            }
+        };
+        let mut u = WindowUsage::default();
+        for (key, &gs) in &fresh.by_user {
+            let g = gs as f64;
+            u.by_user.insert(key.clone(), g);
+            *u.by_account.entry(key.account.clone()).or_insert(0.0) += g;
         }
+        *cache = Some(fresh);
         u
     }
 
     /// Every stored entry: (bucket index, key, GPU-seconds), in order.
     pub fn entries(&self) -> impl Iterator<Item = (u64, &UsageKey, f64)> + '_ {
-        self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(k, v)| (*b, k, *v)))
+        self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(k, v)| (*b, k, *v as f64)))
     }
 
-    /// GPU-seconds per account in one bucket (for hourly reports).
+    /// GPU-seconds per (account, user) in one bucket (for hourly reports).
     pub fn bucket(&self, bucket: u64) -> impl Iterator<Item = (&UsageKey, f64)> + '_ {
-        self.buckets.get(&bucket).into_iter().flat_map(|m| m.iter().map(|(k, v)| (k, *v)))
+        self.buckets.get(&bucket).into_iter().flat_map(|m| m.iter().map(|(k, v)| (k, *v as f64)))
     }
 }
 
@@ -216,6 +310,33 @@ mod tests {
         assert!(Ledger::new(0, 10).is_err());
         assert!(Ledger::new(7, 10).is_err());
         assert!(Ledger::new(H, 7 * D).is_ok());
+    }
+
+    #[test]
+    fn cached_window_sums_match_a_fresh_sum() {
+        // Charges, prunes and queries in every order: the cached sums must
+        // equal a sum from scratch (a fresh clone has no cache).
+        let mut l = Ledger::new(H, 4 * H).unwrap();
+        let mut seed = 7u64;
+        let mut rnd = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let keys = [UsageKey::new("a", "u"), UsageKey::new("b", "v"), UsageKey::new("a", "w")];
+        let mut now = 0;
+        for _ in 0..2000 {
+            now += rnd(3000);
+            match rnd(4) {
+                0 => l.prune(now),
+                1 => {
+                    let from = now.saturating_sub(rnd(20_000));
+                    l.charge(&keys[rnd(3) as usize], 1 + rnd(8) as u32, from, now);
+                }
+                _ => {}
+            }
+            let fresh = Ledger { cache: RefCell::new(None), ..l.clone() };
+            assert_eq!(l.usage(now), fresh.usage(now), "at {now}");
+        }
     }
 
     #[test]

@@ -35,9 +35,9 @@ pub use contract::{parse_comment, Contract, ContractError, ContractRules, Missin
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use fairness::{summarize, Delivery, FairnessSummary};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
-pub use job::{Job, KnownAccounts};
+pub use job::{charge_from_mark, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
-pub use preempt::{may_preempt, order_victims, victim_rank, Decision, Refusal, VictimClass};
-pub use priority::{job_priority, Priority, PriorityRules};
+pub use preempt::{eligible_victims, may_preempt, order_victims, victim_rank, Decision, Refusal, VictimClass, VictimPool};
+pub use priority::{job_priority, job_priority_with, Priority, PriorityRules};
 pub use state::{Snapshot, StateError};
 pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

@@ -18,7 +18,7 @@
 //! 1023 age units (17 h with the default 1 min), after which Slurm's own
 //! tie-break (job id, i.e. submit order) keeps FIFO.
 
-use crate::fairshare::FairShare;
+use crate::fairshare::{FairShare, Standing};
 use crate::job::Job;
 
 pub const TIER_SHIFT: u32 = 31;
@@ -56,8 +56,15 @@ pub struct Priority {
 
 /// The one job-order function shared by the plugin, the simulator and reports.
 pub fn job_priority(job: &Job, fs: &FairShare, rules: &PriorityRules, now: u64) -> Priority {
-    let standing = fs.standing(&job.account);
-    let allocated = job.is_allocated(fs);
+    job_priority_with(job, fs.standing(&job.account), rules, now)
+}
+
+/// [`job_priority`] with the job's account already looked up in the
+/// ranking (`None`: not in the tree) — for callers that order many jobs of
+/// few teams.
+pub fn job_priority_with(job: &Job, standing: Option<&Standing>, rules: &PriorityRules, now: u64) -> Priority {
+    // Allocated ⇔ a contract > 0 and an account in the tree (`Job::is_allocated`).
+    let allocated = job.contract.is_allocated() && standing.is_some();
     let rank = standing.map(|s| s.rank);
     let team = TEAM_MAX - rank.unwrap_or(TEAM_MAX).min(TEAM_MAX);
     let inside = (job.within_team.clamp(INSIDE_MIN, INSIDE_MAX) - INSIDE_MIN) as u32;

@@ -201,9 +201,12 @@ fn victim_order() {
         run(7, "a", 8 * H, false, now - H),  // inside contract: not eligible
         run(8, "c", H, false, now - 3 * H),  // past contract, c
     ];
+    let eligible: Vec<u64> = eligible_victims(&p, &victims, &fs, now).iter().map(|j| j.id).collect();
     order_victims(&p, &mut victims, &fs, now);
     let ids: Vec<u64> = victims.iter().map(|j| j.id).collect();
     assert_eq!(ids, vec![5, 4, 3, 6, 2, 8, 1, 7]);
+    // The batch form: the same order, without the ineligible job 7.
+    assert_eq!(eligible, vec![5, 4, 3, 6, 2, 8, 1]);
 }
 
 #[test]
@@ -229,4 +232,26 @@ fn victim_rank_layout() {
     assert_eq!(past_c & 0x3ffff, 2);
     assert_eq!(young & 0x3ffff, 1);
     assert!(young < past_c);
+}
+
+#[test]
+fn equal_standing_never_preempts() {
+    // Equal ratios: a ranks before b by name only; neither outranks the other.
+    let fs = World::new(100).share("a", None, 50.0).share("b", None, 50.0).used("a", "u", 100.0).used("b", "u", 100.0).fs();
+    assert!(fs.standing("a").unwrap().rank < fs.standing("b").unwrap().rank);
+    assert!(!fs.outranks("a", "b") && !fs.outranks("b", "a"));
+    let p = Job::new(1, "a", "u").contract(H, false);
+    let v = Job::new(2, "b", "v").contract(60, false).started(NOW - H);
+    assert_eq!(may_preempt(&p, &v, &fs, NOW), Decision::No(Refusal::VictimTeamNotBelow));
+    // Hierarchy: the decision is made where the paths part (programmes).
+    let fs = World::new(100)
+        .share("p1", None, 50.0)
+        .share("p2", None, 50.0)
+        .share("t1", Some("p1"), 100.0)
+        .share("t2", Some("p2"), 100.0)
+        .used("t1", "u", 500.0)
+        .fs();
+    assert!(fs.outranks("t2", "t1") && !fs.outranks("t1", "t2"));
+    assert!(!fs.outranks("t1", "t1"));
+    assert!(!fs.outranks("t2", "nope"));
 }

@@ -9,6 +9,8 @@ use std::process::ExitCode;
 mod check;
 mod demo;
 mod share;
+mod sim;
+mod trace;
 
 #[derive(Parser, Debug)]
 #[command(name = "tally", version, about = "Fair-share GPU scheduling for Slurm: budgets, contracts, reports")]
@@ -40,6 +42,13 @@ enum Command {
         #[arg(long, short = 'P')]
         parsable: bool,
     },
+    /// Canonical traces: import public ones, augment them with teams and contracts.
+    Trace {
+        #[command(subcommand)]
+        command: trace::TraceCommand,
+    },
+    /// Replay a trace through fifo, multifactor and tally, side by side.
+    Sim(sim::SimArgs),
     /// Walk through the rules on a config: a week of usage, the fair-share
     /// ranking, the job order and a preemption decision (no Slurm needed).
     Demo {
@@ -82,6 +91,8 @@ fn main() -> ExitCode {
         Command::Config { command: ConfigCommand::Accounts { file } } => check::accounts(file),
         Command::Share { config, state, all, parsable } => share::run(share::Args { config, state, parsable, users: all }),
         Command::Demo { config, gpus } => demo::run(config, gpus),
+        Command::Trace { command } => trace::run(command),
+        Command::Sim(args) => sim::run_cmd(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -76,3 +76,77 @@ fn demo_ranks_orders_and_protects_contracts() {
     assert!(out.contains("protected: 7h of contract left"), "{out}");
     assert!(out.contains("victim order: 10, 12, 13"), "{out}");
 }
+
+const MICRO_TRACE: &str = "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority
+1,0,1000,4,a,a-u1,training,0,true,0
+2,5,50,2,b,b-u1,training,30,false,3
+3,7,500,2,a,a-u1,debug,300,false,0
+4,100,200,1,b,b-u1,interactive,60,false,0
+";
+const MICRO_CONFIG: &str = "[cluster]\ngpus = 4\ngpus_per_node = 4\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n";
+
+#[test]
+fn sim_compares_policies_and_is_deterministic() {
+    let trace = temp_config("micro.csv", MICRO_TRACE);
+    let config = temp_config("micro.toml", MICRO_CONFIG);
+    let args = ["sim", "--trace", &trace, "--config", &config, "--gpus", "4", "--json", "--quiet"];
+    let (ok, out, err) = tally(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let policies = v["policies"].as_array().unwrap();
+    let names: Vec<&str> = policies.iter().map(|p| p["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["fifo", "multifactor", "tally"]);
+    let t = &policies[2];
+    assert_eq!(t["contract_violations"], 0);
+    assert_eq!(t["completed"], 4);
+    // Job 2 (b, allocated) preempts job 1 (a, unallocated) at once.
+    assert!(t["preemptions"].as_u64().unwrap() >= 1);
+    assert_eq!(policies[0]["preemptions"], 0);
+    // Byte-identical on a second run.
+    let (_, again, _) = tally(&args);
+    assert_eq!(out, again);
+    // The table names every policy and the fifo ratio column.
+    let (ok, table, _) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4", "--quiet"]);
+    assert!(ok);
+    assert!(table.contains("tally/fifo") && table.contains("contract violations"), "{table}");
+}
+
+#[test]
+fn sim_writes_plots() {
+    let trace = temp_config("plots.csv", MICRO_TRACE);
+    let config = temp_config("plots.toml", MICRO_CONFIG);
+    let dir = std::env::temp_dir().join(format!("tally-cli-plots-{}", std::process::id()));
+    let (ok, _, err) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4", "--quiet", "--plots", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    for f in ["occupancy.svg", "delivery.svg", "waits-training.svg", "waits-debug.svg"] {
+        let svg = std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(svg.starts_with("<svg") && svg.contains("tally"), "{f}");
+    }
+}
+
+#[test]
+fn sim_refuses_bad_input_with_line_numbers() {
+    let trace = temp_config("bad.csv", "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,0,10,0,a,u,training,0,false,0\n");
+    let config = temp_config("bad.toml", MICRO_CONFIG);
+    let (ok, _, err) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4"]);
+    assert!(!ok);
+    assert!(err.contains("line 2: column `gpus`"), "{err}");
+    let good = temp_config("good.csv", MICRO_TRACE);
+    let (ok, _, err) = tally(&["sim", "--trace", &good, "--config", &config, "--gpus", "4", "--compare", "fifo,lottery"]);
+    assert!(!ok);
+    assert!(err.contains("unknown policy `lottery` (known: fifo, multifactor, tally)"), "{err}");
+}
+
+#[test]
+fn trace_import_and_augment_round_trip() {
+    let ef = temp_config("ef.csv", "job_id,submission_time,duration,num_gpu\nx1,100,700,2\nx2,50,900,8\n");
+    let out = std::env::temp_dir().join(format!("tally-cli-ef-{}.csv", std::process::id()));
+    let (ok, _, err) = tally(&["trace", "import", "--format", "elasticflow", &ef, "-o", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let canon = std::fs::read_to_string(&out).unwrap();
+    assert!(canon.starts_with("job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,50,900,8,"), "{canon}");
+    let (ok, a1, err) = tally(&["trace", "augment", "--config", "examples/tally.toml", "--seed", "7", "--gpus", "256", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let (_, a2, _) = tally(&["trace", "augment", "--config", "examples/tally.toml", "--seed", "7", "--gpus", "256", out.to_str().unwrap()]);
+    assert_eq!(a1, a2, "same seed, same bytes");
+}

@@ -17,7 +17,7 @@
 use crate::view::{JobView, RunState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use tally_allocator::{job_priority, Contract, FairShare, Job, Priority, Snapshot};
+use tally_allocator::{charge_from_mark, job_priority, Contract, FairShare, Job, Priority, Snapshot};
 use tally_config::Config;
 
 /// The fair-share ranking at one moment, with the config it was made under.
@@ -147,18 +147,8 @@ impl Engine {
             RunState::Pending | RunState::Done if v.start_s > 0 && v.end_s > v.start_s => v.end_s.min(now),
             _ => return 0.0,
         };
-        let id = u64::from(v.job_id);
-        let from = self.snapshot.charged_until.get(&id).copied().unwrap_or(0).max(v.start_s);
-        if to <= from {
-            return 0.0;
-        }
         let (job, _) = to_job(&self.config, v);
-        self.snapshot.charged_until.insert(id, to);
-        if job.charge(&self.config.tree, &mut self.snapshot.ledger, from, to) {
-            f64::from(job.gpus) * (to - from) as f64
-        } else {
-            0.0
-        }
+        charge_from_mark(&mut self.snapshot.charged_until, &job, &self.config.tree, &mut self.snapshot.ledger, v.start_s, to)
     }
 
     /// One recalculation over every job slurmctld knows.

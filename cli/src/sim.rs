@@ -1,0 +1,296 @@
+//! `tally sim`: replay a canonical trace through several policies side by
+//! side (docs/sim.md explains every figure).
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+use tally_allocator::{format_duration, parse_duration};
+use tally_sim::metrics::PolicyResult;
+use tally_sim::sim::{run, Policy, Settings};
+use tally_sim::trace::{self, Class, Trace};
+
+#[derive(clap::Args, Debug)]
+pub struct SimArgs {
+    /// Canonical trace (CSV; `tally trace import` / `tally trace augment` make one).
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Budgets (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// GPUs in the simulated cluster.
+    #[arg(long, value_name = "N")]
+    pub gpus: u32,
+    /// GPUs per node (default: [cluster] gpus_per_node of the config).
+    #[arg(long, value_name = "N")]
+    pub gpus_per_node: Option<u32>,
+    /// Policies to compare, comma-separated: fifo, multifactor, tally.
+    #[arg(long, value_name = "LIST", default_value = "fifo,multifactor,tally")]
+    pub compare: String,
+    /// Re-plan period of multifactor and tally (the plugin's calc_period).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub replan: String,
+    /// Print the figures as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write SVG plots into this folder (occupancy, delivery, wait CDFs).
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+    /// No progress bars (they are off anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+fn dur(s: Option<u64>) -> String {
+    match s {
+        None => "-".to_string(),
+        Some(0) => "0s".to_string(),
+        Some(s) if s < 3600 => format_duration(s),
+        // Hours with one decimal: long waits read better that way.
+        Some(s) => format!("{:.1}h", s as f64 / 3600.0),
+    }
+}
+
+pub fn run_cmd(a: SimArgs) -> Result<(), String> {
+    let config_path = a.config.unwrap_or_else(tally_config::default_path);
+    let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&a.trace).map_err(|e| format!("{}: cannot read: {e}", a.trace.display()))?;
+    let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", a.trace.display()))?;
+    if trace.jobs.is_empty() {
+        return Err(format!("{}: no jobs", a.trace.display()));
+    }
+    let mut policies = Vec::new();
+    for name in a.compare.split(',').filter(|s| !s.trim().is_empty()) {
+        let p = Policy::parse(name).ok_or_else(|| format!("--compare: unknown policy `{}` (known: fifo, multifactor, tally)", name.trim()))?;
+        if !policies.contains(&p) {
+            policies.push(p);
+        }
+    }
+    if policies.is_empty() {
+        return Err("--compare: name at least one policy (fifo, multifactor, tally)".into());
+    }
+    if a.gpus == 0 {
+        return Err("--gpus must be at least 1".into());
+    }
+    let replan_s = parse_duration(&a.replan).map_err(|e| format!("--replan: {e}"))?.max(1);
+    let settings = Settings {
+        gpus: a.gpus,
+        gpus_per_node: a.gpus_per_node.unwrap_or(config.cluster.gpus_per_node),
+        replan_s,
+        ..Settings::default()
+    };
+
+    // One thread per policy, a progress bar each (in simulated days).
+    let span_days = (trace.span_s() as f64 / 86_400.0).max(1.0);
+    let mp = MultiProgress::with_draw_target(if a.quiet || !std::io::stderr().is_terminal() {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    });
+    let style = ProgressStyle::with_template("{prefix:>12} [{bar:40}] day {pos}/{len} ({elapsed})")
+        .map_err(|e| e.to_string())?
+        .progress_chars("=> ");
+    let origin = trace.jobs[0].submit_s;
+    let started = Instant::now();
+    let results: Vec<(Policy, Result<PolicyResult, String>, f64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = policies
+            .iter()
+            .map(|&p| {
+                let bar = mp.add(ProgressBar::new(span_days.ceil() as u64));
+                bar.set_style(style.clone());
+                bar.set_prefix(p.name());
+                let (trace, config) = (&trace, &config);
+                scope.spawn(move || {
+                    let t0 = Instant::now();
+                    let r = run(trace, config, p, settings, &mut |t| bar.set_position((t - origin) / 86_400));
+                    bar.finish();
+                    (p, r.map_err(|e| format!("{}: {e}", p.name())), t0.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("policy thread")).collect()
+    });
+    let mut ok = Vec::new();
+    for (p, r, secs) in results {
+        ok.push((p, r?, secs));
+    }
+    let demand = trace.gpu_hours() / (f64::from(a.gpus) * trace.span_s() as f64 / 3600.0).max(1e-9);
+
+    if let Some(dir) = &a.plots {
+        write_plots(dir, &ok)?;
+    }
+    if a.json {
+        let out = json!({
+            "trace": { "file": a.trace.display().to_string(), "jobs": trace.jobs.len(), "span_s": trace.span_s(),
+                       "gpu_hours": trace.gpu_hours(), "demand_over_supply": demand },
+            "cluster": { "gpus": a.gpus, "gpus_per_node": settings.gpus_per_node, "replan_s": replan_s },
+            "config": config.source,
+            "policies": ok.iter().map(|(_, r, _)| policy_json(r)).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    print_table(&a.trace, &trace, &config.source, settings, demand, &ok, started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn waits_json(r: &PolicyResult) -> Value {
+    let mut m = serde_json::Map::new();
+    for (c, w) in &r.waits {
+        m.insert(c.name().to_string(), json!({ "jobs": w.n(), "p50_s": w.pct(50.0), "p90_s": w.pct(90.0), "p99_s": w.pct(99.0) }));
+    }
+    Value::Object(m)
+}
+
+/// The figures of one policy (no timings: the same input gives the same
+/// bytes).
+fn policy_json(r: &PolicyResult) -> Value {
+    json!({
+        "policy": r.policy,
+        "occupancy": r.occupancy,
+        "delivered_over_owed": r.fairness.overall,
+        "teams_owed": r.fairness.teams,
+        "teams_at_95": r.fairness.teams_at_threshold,
+        "worst_team": r.fairness.worst.as_ref().map(|(t, x)| json!({ "team": t, "ratio": x })),
+        "teams": r.teams.iter().map(|t| json!({
+            "team": t.team, "rate_gpus": t.rate_gpus,
+            "owed_gpu_hours": t.delivery.owed_gpu_hours, "delivered_gpu_hours": t.delivery.delivered_gpu_hours,
+            "credited_gpu_hours": t.delivery.credited_gpu_hours, "ratio": t.delivery.ratio(),
+        })).collect::<Vec<_>>(),
+        "waits": waits_json(r),
+        "preemptions": r.preemptions,
+        "wasted_gpu_hours": r.wasted_gpu_hours,
+        "contract_violations": r.contract_violations,
+        "priority_weighted_value": r.value,
+        "makespan_s": r.makespan_s,
+        "completed": r.completed, "unrunnable": r.unrunnable, "unfinished": r.unfinished,
+        "events": r.events,
+    })
+}
+
+fn print_table(file: &std::path::Path, trace: &Trace, config: &str, s: Settings, demand: f64, rs: &[(Policy, PolicyResult, f64)], wall: f64) {
+    println!(
+        "Replay of {} ({} jobs over {:.1} days, {:.0} GPU-hours) with {}",
+        file.display(),
+        trace.jobs.len(),
+        trace.span_s() as f64 / 86_400.0,
+        trace.gpu_hours(),
+        config
+    );
+    println!(
+        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; re-plan every {}\n",
+        s.gpus,
+        s.gpus_per_node,
+        demand,
+        format_duration(s.replan_s)
+    );
+    let w = 14;
+    let mut header = format!("{:<34}", "");
+    for (p, _, _) in rs {
+        header.push_str(&format!("{:>w$}", p.name()));
+    }
+    let base = rs.iter().position(|(p, _, _)| *p == Policy::Fifo);
+    let last = rs.len() - 1;
+    let ratio_col = base.filter(|&b| b != last).map(|b| (b, format!("{}/{}", rs[last].0.name(), rs[b].0.name())));
+    if let Some((_, name)) = &ratio_col {
+        header.push_str(&format!("{:>w$}", name));
+    }
+    println!("{header}");
+    let row = |label: &str, f: &dyn Fn(&PolicyResult) -> String, num: Option<&dyn Fn(&PolicyResult) -> f64>| {
+        let mut line = format!("{label:<34}");
+        for (_, r, _) in rs {
+            line.push_str(&format!("{:>w$}", f(r)));
+        }
+        if let (Some((b, _)), Some(num)) = (&ratio_col, num) {
+            let (x, y) = (num(&rs[last].1), num(&rs[*b].1));
+            line.push_str(&format!("{:>w$}", if y.abs() > 1e-12 { format!("{:.2}x", x / y) } else { "-".to_string() }));
+        }
+        println!("{line}");
+    };
+    row("occupancy", &|r| pct(r.occupancy), Some(&|r| r.occupancy));
+    row("delivered / owed", &|r| pct(r.fairness.overall), Some(&|r| r.fairness.overall));
+    row("teams >= 95% of owed", &|r| format!("{} of {}", r.fairness.teams_at_threshold, r.fairness.teams), None);
+    row("worst team", &|r| r.fairness.worst.as_ref().map_or("-".into(), |(_, x)| pct(*x)), None);
+    row("", &|r| r.fairness.worst.as_ref().map_or(String::new(), |(t, _)| t.clone()), None);
+    for c in Class::ALL {
+        if rs.iter().all(|(_, r, _)| !r.waits.contains_key(&c)) {
+            continue;
+        }
+        for (q, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
+            let label = format!("wait {name} {}", c.name());
+            row(&label, &|r| dur(r.waits.get(&c).and_then(|w| w.pct(q))), None);
+        }
+    }
+    row("preemptions", &|r| r.preemptions.to_string(), None);
+    row("GPU-hours lost to preemption", &|r| format!("{:.0}", r.wasted_gpu_hours), None);
+    row("contract violations", &|r| r.contract_violations.to_string(), None);
+    row("priority-weighted value", &|r| format!("{:.0}", r.value), Some(&|r| r.value));
+    row("makespan (days)", &|r| format!("{:.1}", r.makespan_s as f64 / 86_400.0), None);
+    row("jobs completed", &|r| r.completed.to_string(), None);
+    row("too big for the cluster", &|r| r.unrunnable.to_string(), None);
+    row("events", &|r| r.events.to_string(), None);
+    let mut line = format!("{:<34}", "replay time (s)");
+    for (_, _, secs) in rs {
+        line.push_str(&format!("{:>w$.2}", secs));
+    }
+    println!("{line}");
+    println!("\n(all policies in parallel: {wall:.1} s wall)");
+}
+
+fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Result<(), String> {
+    use tally_sim::plot::{bar_chart, line_chart, Series};
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let write = |name: &str, svg: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, svg).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    // Occupancy per day.
+    let series: Vec<Series> = rs
+        .iter()
+        .map(|(p, r, _)| Series {
+            name: p.name(),
+            points: r
+                .hourly_busy
+                .chunks(24)
+                .enumerate()
+                .map(|(d, c)| (d as f64, 100.0 * c.iter().sum::<f64>() / (f64::from(r.gpus) * c.len() as f64)))
+                .collect(),
+        })
+        .collect();
+    write("occupancy.svg", line_chart("Occupancy per day", "day", "busy GPUs (% of cluster)", &series, false))?;
+    // Delivered / owed per team.
+    if let Some((_, first, _)) = rs.first() {
+        let teams: Vec<String> = first.teams.iter().map(|t| t.team.clone()).collect();
+        let groups: Vec<(&str, Vec<f64>)> = rs
+            .iter()
+            .map(|(p, r, _)| (p.name(), r.teams.iter().map(|t| t.delivery.ratio().map_or(f64::NAN, |x| 100.0 * x)).collect()))
+            .collect();
+        write("delivery.svg", bar_chart("Delivered / owed GPU-hours per team", "% of owed", &teams, &groups, Some((95.0, "95%"))))?;
+    }
+    // Wait CDFs per class.
+    for c in Class::ALL {
+        let series: Vec<Series> = rs
+            .iter()
+            .filter_map(|(p, r, _)| {
+                let w = r.waits.get(&c)?;
+                let n = w.sorted_s.len() as f64;
+                let scale = if c == Class::Debug { 60.0 } else { 3600.0 };
+                // At most ~1000 points per line.
+                let step = (w.sorted_s.len() / 1000).max(1);
+                let pts = w.sorted_s.iter().enumerate().filter(|(i, _)| i % step == 0 || *i + 1 == w.sorted_s.len()).map(|(i, &s)| (s as f64 / scale, 100.0 * (i + 1) as f64 / n)).collect();
+                Some(Series { name: p.name(), points: pts })
+            })
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let unit = if c == Class::Debug { "minutes" } else { "hours" };
+        write(&format!("waits-{}.svg", c.name()), line_chart(&format!("Wait before start: {}", c.name()), &format!("wait ({unit})"), "% of jobs", &series, true))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! `tally trace import` and `tally trace augment`: public traces into
+//! Tally's canonical CSV, and the seeded augmentation that gives them teams,
+//! users, classes, contracts and debug jobs (docs/traces.md).
+//!
+//! The trace goes to stdout (or `-o FILE`); a summary goes to stderr.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use tally_sim::augment::{self, AugmentError, AugmentOptions};
+use tally_sim::import::{self, SwfOptions};
+use tally_sim::trace::{self, Class, Trace};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TraceCommand {
+    /// Convert a public trace (ElasticFlow CSV, Standard Workload Format) to
+    /// Tally's canonical CSV.
+    Import(ImportArgs),
+    /// Give a canonical trace teams, users, classes, contracts, priorities
+    /// and debug jobs from a tally.toml, seeded and reproducible.
+    Augment(AugmentArgs),
+}
+
+/// Formats `tally trace import` reads.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `job_id,submission_time,duration,num_gpu` (ElasticFlow ITP traces).
+    Elasticflow,
+    /// Standard Workload Format of the Parallel Workloads Archive.
+    Swf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    /// Format of INPUT.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// SWF only: processors per GPU (a job of P processors asks for
+    /// ceil(P / N) GPUs).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub procs_per_gpu: u32,
+    /// The trace to read (`-` for stdin).
+    #[arg(value_name = "INPUT")]
+    pub input: PathBuf,
+    /// Where to write the canonical CSV (default: stdout).
+    #[arg(long, short, value_name = "OUTPUT")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AugmentArgs {
+    /// Config whose leaf accounts are the teams (default: $TALLY_CONFIG or
+    /// /etc/slurm/tally.toml).
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Seed of every random choice: the same seed, trace and config give the
+    /// same output, byte for byte.
+    #[arg(long, value_name = "N", default_value_t = AugmentOptions::default().seed)]
+    pub seed: u64,
+    /// Debug jobs added per working day (Mon-Fri, 09:00-18:00), all teams
+    /// together.
+    #[arg(long, value_name = "X", default_value_t = AugmentOptions::default().debug_per_day)]
+    pub debug_per_day: f64,
+    /// Share of the trace's jobs given contract 0 (unallocated), in [0, 1].
+    #[arg(long, value_name = "F", default_value_t = AugmentOptions::default().unallocated_fraction)]
+    pub unallocated_fraction: f64,
+    /// Cluster size that turns budgets into team weights (default: [cluster]
+    /// gpus of the config, else the trace's mean busy GPUs / 2.5).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
+    /// Where t = 0 falls in the week, after Monday 00:00, e.g. "2d9h"
+    /// (default 0: t = 0 is Monday 00:00).
+    #[arg(long, value_name = "DURATION", default_value = "0")]
+    pub week_offset: String,
+    /// The canonical trace to read (`-` for stdin).
+    #[arg(value_name = "INPUT")]
+    pub input: PathBuf,
+    /// Where to write the augmented trace (default: stdout).
+    #[arg(long, short, value_name = "OUTPUT")]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(cmd: TraceCommand) -> Result<(), String> {
+    match cmd {
+        TraceCommand::Import(args) => import(args),
+        TraceCommand::Augment(args) => augment(args),
+    }
+}
+
+fn read_input(path: &Path) -> Result<String, String> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: cannot read: {e}"))?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+    }
+}
+
+fn write_output(path: Option<&Path>, text: &str) -> Result<(), String> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::write(p, text).map_err(|e| format!("{}: cannot write: {e}", p.display()))
+        }
+        _ => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| format!("stdout: cannot write: {e}"))
+        }
+    }
+}
+
+fn name(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "stdin".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// `N jobs over D days, H GPU-hours (mean B GPUs busy; 2-3x demand on X-Y GPUs)`.
+fn describe(trace: &Trace) -> String {
+    let busy = trace.mean_busy_gpus();
+    let sizing = if busy > 0.0 {
+        format!(
+            "; demand is 2-3x supply on {:.0}-{:.0} GPUs",
+            (busy / 3.0).ceil().max(1.0),
+            (busy / 2.0).floor().max(1.0)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} jobs over {:.1} days, {:.0} GPU-hours (mean {:.1} GPUs busy{sizing})",
+        trace.jobs.len(),
+        trace.span_s() as f64 / 86_400.0,
+        trace.gpu_hours(),
+        busy
+    )
+}
+
+/// `tally trace import --format elasticflow|swf [--procs-per-gpu N] INPUT [-o OUTPUT]`.
+pub fn import(args: ImportArgs) -> Result<(), String> {
+    let file = name(&args.input);
+    let text = read_input(&args.input)?;
+    let report = match args.format {
+        Format::Elasticflow => import::elasticflow(&text).map(|trace| import::ImportReport { trace, skipped: vec![] }),
+        Format::Swf => import::swf(&text, &SwfOptions { procs_per_gpu: args.procs_per_gpu }),
+    }
+    .map_err(|e| format!("{file}: {e}"))?;
+    write_output(args.output.as_deref(), &trace::to_csv(&report.trace))?;
+    let skipped = match report.skip_summary(5) {
+        s if s.is_empty() => "skipped 0 rows".to_string(),
+        s => s,
+    };
+    eprintln!("{file}: imported {}; {skipped}", describe(&report.trace));
+    Ok(())
+}
+
+fn option_error(e: &AugmentError) -> String {
+    let flag = match e {
+        AugmentError::DebugPerDay(_) => "--debug-per-day",
+        AugmentError::UnallocatedFraction(_) => "--unallocated-fraction",
+        AugmentError::Gpus => "--gpus",
+        AugmentError::WeekOffset(_) => "--week-offset",
+    };
+    format!("{flag}: {e}")
+}
+
+/// `tally trace augment --config FILE [--seed N] [--debug-per-day X]
+/// [--unallocated-fraction F] INPUT [-o OUTPUT]`.
+pub fn augment(args: AugmentArgs) -> Result<(), String> {
+    let week_offset_s =
+        tally_allocator::parse_duration(&args.week_offset).map_err(|e| format!("--week-offset: {e}"))?;
+    let opts = AugmentOptions {
+        seed: args.seed,
+        debug_per_day: args.debug_per_day,
+        unallocated_fraction: args.unallocated_fraction,
+        gpus: args.gpus,
+        week_offset_s,
+    };
+    opts.validate().map_err(|e| option_error(&e))?;
+    let config_path = args.config.unwrap_or_else(tally_config::default_path);
+    let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
+    let file = name(&args.input);
+    let input = trace::parse_csv(&read_input(&args.input)?).map_err(|e| format!("{file}: {e}"))?;
+    if input.jobs.iter().any(|j| j.account != "-" || j.class == Class::Debug) {
+        eprintln!("{file}: note: the trace already has accounts or debug jobs; augment replaces every account, user, class, contract, resumable and priority (it expects `tally trace import` output)");
+    }
+    let gpus = augment::cluster_gpus(&input, &config, &opts);
+    config.allocation(gpus).map_err(|e| format!("{e} (team weights at {gpus} GPUs; give --gpus N)"))?;
+
+    let out = augment::augment(&input, &config, &opts);
+    write_output(args.output.as_deref(), &trace::to_csv(&out))?;
+
+    // Summary on stderr.
+    let debug_added = out.jobs.len() - input.jobs.len();
+    eprintln!(
+        "{file}: augmented with {} (seed {}): {}; {debug_added} debug jobs added",
+        config.source,
+        opts.seed,
+        describe(&out)
+    );
+    let n = out.jobs.len().max(1) as f64;
+    let classes: Vec<String> =
+        out.class_counts().into_iter().map(|(c, k)| format!("{c} {k} ({:.1}%)", 100.0 * k as f64 / n)).collect();
+    eprintln!("classes: {}", classes.join(", "));
+    let original = out.jobs.iter().filter(|j| j.class != Class::Debug);
+    let (mut unallocated, mut resumable, mut count) = (0usize, 0usize, 0usize);
+    for j in original {
+        count += 1;
+        unallocated += usize::from(j.contract_s == 0);
+        resumable += usize::from(j.resumable);
+    }
+    let pct = |k: usize| 100.0 * k as f64 / count.max(1) as f64;
+    eprintln!(
+        "contracts: {:.1}% of the trace's jobs unallocated (contract 0), {:.1}% resumable",
+        pct(unallocated),
+        pct(resumable)
+    );
+    let teams = augment::teams(&input, &config, &opts);
+    let mut demand: BTreeMap<&str, f64> = BTreeMap::new();
+    for j in &out.jobs {
+        *demand.entry(j.account.as_str()).or_default() += f64::from(j.gpus) * j.duration_s as f64 / 3600.0;
+    }
+    let total = out.gpu_hours().max(f64::MIN_POSITIVE);
+    eprintln!("teams: {} (allocation at {gpus} GPUs; demand = share of the trace's GPU-hours)", teams.len());
+    let width = teams.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    eprintln!("  {:<width$}  {:>10}  {:>8}  {:>7}  {:>5}", "TEAM", "ALLOCATION", "DEMAND", "RATIO", "USERS");
+    for t in &teams {
+        let d = demand.get(t.name.as_str()).copied().unwrap_or(0.0) / total;
+        let ratio = if t.allocation_fraction > 0.0 { format!("{:.2}x", d / t.allocation_fraction) } else { "-".into() };
+        eprintln!(
+            "  {:<width$}  {:>9.1}%  {:>7.1}%  {:>7}  {:>5}",
+            t.name,
+            100.0 * t.allocation_fraction,
+            100.0 * d,
+            ratio,
+            t.users.len()
+        );
+    }
+    Ok(())
+}

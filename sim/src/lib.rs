@@ -1,0 +1,7 @@
+pub mod trace;
+pub mod cluster;
+pub mod metrics;
+pub mod sim;
+pub mod import;
+pub mod augment;
+pub mod plot;

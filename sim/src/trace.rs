@@ -1,0 +1,470 @@
+//! The canonical trace: one job a row.
+//!
+//! ```text
+//! job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority
+//! 17,3600,7200,8,pretrain,alice,training,14400,true,0
+//! ```
+//! `submit_s` and `duration_s` are seconds (submit relative to the trace's
+//! start), `class` one of [`Class`], `contract_s` the declared minimum
+//! runtime (0 = unallocated), `priority` the user's priority inside the team
+//! (higher first). Unknown columns are ignored; a bad row is an error with
+//! its line number, never dropped. Documented in docs/traces.md.
+
+use std::fmt;
+use thiserror::Error;
+
+/// What kind of work a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    Training,
+    BatchInference,
+    Quantization,
+    Realtime,
+    Debug,
+    Interactive,
+}
+
+impl Class {
+    pub const ALL: [Class; 6] = [
+        Class::Training,
+        Class::BatchInference,
+        Class::Quantization,
+        Class::Realtime,
+        Class::Debug,
+        Class::Interactive,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Training => "training",
+            Class::BatchInference => "batch_inference",
+            Class::Quantization => "quantization",
+            Class::Realtime => "realtime",
+            Class::Debug => "debug",
+            Class::Interactive => "interactive",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Class> {
+        Class::ALL.into_iter().find(|c| c.name() == s.trim())
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One job of a trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceJob {
+    pub job_id: u64,
+    pub submit_s: u64,
+    pub duration_s: u64,
+    pub gpus: u32,
+    pub account: String,
+    pub user: String,
+    pub class: Class,
+    pub contract_s: u64,
+    pub resumable: bool,
+    pub priority: i32,
+}
+
+/// A trace: jobs in submit order (ties by job id).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Trace {
+    pub jobs: Vec<TraceJob>,
+}
+
+impl Trace {
+    /// Put the jobs in the canonical order: by `(submit_s, job_id)`.
+    pub fn sort(&mut self) {
+        self.jobs.sort_by_key(|j| (j.submit_s, j.job_id));
+    }
+
+    /// Seconds from the first submission to the last (0 for fewer than two
+    /// jobs). This is the "span" of the shared traces' README.
+    pub fn span_s(&self) -> u64 {
+        let first = self.jobs.iter().map(|j| j.submit_s).min();
+        let last = self.jobs.iter().map(|j| j.submit_s).max();
+        match (first, last) {
+            (Some(a), Some(b)) => b - a,
+            _ => 0,
+        }
+    }
+
+    /// GPU-hours the trace asks for: Σ gpus × duration_s / 3600.
+    pub fn gpu_hours(&self) -> f64 {
+        self.jobs.iter().map(|j| f64::from(j.gpus) * j.duration_s as f64).sum::<f64>() / 3600.0
+    }
+
+    /// Mean GPUs busy if every job ran at once on arrival: GPU-hours over the
+    /// span (0 for a span of 0). Demand per unit time; a replay on a cluster
+    /// of `mean_busy_gpus() / 2.5` GPUs asks for 2.5x its supply.
+    pub fn mean_busy_gpus(&self) -> f64 {
+        match self.span_s() {
+            0 => 0.0,
+            span => self.gpu_hours() * 3600.0 / span as f64,
+        }
+    }
+
+    /// The largest job id (0 for an empty trace).
+    pub fn max_job_id(&self) -> u64 {
+        self.jobs.iter().map(|j| j.job_id).max().unwrap_or(0)
+    }
+
+    /// Jobs per class, in [`Class::ALL`] order (classes with no job included).
+    pub fn class_counts(&self) -> Vec<(Class, usize)> {
+        Class::ALL.iter().map(|&c| (c, self.jobs.iter().filter(|j| j.class == c).count())).collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TraceError {
+    #[error("header: lacks column `{0}` (need job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority, in any order)")]
+    MissingColumn(&'static str),
+    #[error("the trace is empty (no header; expected job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority)")]
+    Empty,
+    #[error("line {line}: column `{column}`: {problem}")]
+    Row { line: usize, column: &'static str, problem: String },
+    #[error("line {line}: header: column `{column}` appears twice (each column at most once)")]
+    DuplicateColumn { line: usize, column: &'static str },
+    #[error("line {line}: {found} comma-separated fields, the header has {expected} (one value per header column)")]
+    FieldCount { line: usize, expected: usize, found: usize },
+}
+
+pub const COLUMNS: [&str; 10] =
+    ["job_id", "submit_s", "duration_s", "gpus", "account", "user", "class", "contract_s", "resumable", "priority"];
+
+// Indices into COLUMNS.
+const JOB_ID: usize = 0;
+const SUBMIT_S: usize = 1;
+const DURATION_S: usize = 2;
+const GPUS: usize = 3;
+const ACCOUNT: usize = 4;
+const USER: usize = 5;
+const CLASS: usize = 6;
+const CONTRACT_S: usize = 7;
+const RESUMABLE: usize = 8;
+const PRIORITY: usize = 9;
+
+/// What a column allows, for messages.
+const ALLOWED: [&str; 10] = [
+    "a whole number >= 0",
+    "whole seconds >= 0",
+    "whole seconds >= 1",
+    "an integer >= 1",
+    "a name without spaces, commas or quotes (`-` for none)",
+    "a name without spaces, commas or quotes (`-` for none)",
+    "one of training|batch_inference|quantization|realtime|debug|interactive",
+    "whole seconds >= 0 (0 = unallocated)",
+    "true or false",
+    "an integer (higher runs first inside the team)",
+];
+
+fn bad(line: usize, col: usize, raw: &str) -> TraceError {
+    let problem = if raw.is_empty() {
+        format!("empty; expected {}", ALLOWED[col])
+    } else {
+        format!("expected {}, found `{}`", ALLOWED[col], raw)
+    };
+    TraceError::Row { line, column: COLUMNS[col], problem }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || matches!(c, ',' | '"' | '\''))
+}
+
+/// Parse the canonical CSV format.
+///
+/// The first non-blank line is the header; columns are found by name (any
+/// order, each at most once), unknown columns are ignored, blank lines are
+/// skipped and fields are trimmed. Every bad value is an error naming its
+/// line (1-based, counting blank lines) and column; a job id seen twice is
+/// an error. The jobs come back sorted by `(submit_s, job_id)`.
+pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
+    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+    let (header_line, header) = lines.next().ok_or(TraceError::Empty)?;
+    let header = header.strip_prefix('\u{feff}').unwrap_or(header);
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let mut index = [0usize; 10];
+    for (col, name) in COLUMNS.iter().enumerate() {
+        let mut found = names.iter().enumerate().filter(|(_, n)| *n == name).map(|(i, _)| i);
+        index[col] = found.next().ok_or(TraceError::MissingColumn(name))?;
+        if found.next().is_some() {
+            return Err(TraceError::DuplicateColumn { line: header_line, column: name });
+        }
+    }
+
+    let mut jobs = Vec::new();
+    let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for (line, row) in lines {
+        let fields: Vec<&str> = row.split(',').map(str::trim).collect();
+        if fields.len() != names.len() {
+            return Err(TraceError::FieldCount { line, expected: names.len(), found: fields.len() });
+        }
+        let get = |col: usize| fields[index[col]];
+        let num = |col: usize, min: u64| -> Result<u64, TraceError> {
+            let raw = get(col);
+            raw.parse::<u64>().ok().filter(|&v| v >= min).ok_or_else(|| bad(line, col, raw))
+        };
+        let name = |col: usize| -> Result<String, TraceError> {
+            let raw = get(col);
+            if valid_name(raw) {
+                Ok(raw.to_string())
+            } else {
+                Err(bad(line, col, raw))
+            }
+        };
+        let job_id = num(JOB_ID, 0)?;
+        let submit_s = num(SUBMIT_S, 0)?;
+        let duration_s = num(DURATION_S, 1)?;
+        let gpus = get(GPUS).parse::<u32>().ok().filter(|&g| g >= 1).ok_or_else(|| bad(line, GPUS, get(GPUS)))?;
+        let account = name(ACCOUNT)?;
+        let user = name(USER)?;
+        let class = Class::parse(get(CLASS)).ok_or_else(|| bad(line, CLASS, get(CLASS)))?;
+        let contract_s = num(CONTRACT_S, 0)?;
+        let resumable = match get(RESUMABLE) {
+            "true" => true,
+            "false" => false,
+            raw => return Err(bad(line, RESUMABLE, raw)),
+        };
+        let priority = get(PRIORITY).parse::<i32>().map_err(|_| bad(line, PRIORITY, get(PRIORITY)))?;
+        if let Some(first) = seen.insert(job_id, line) {
+            return Err(TraceError::Row {
+                line,
+                column: COLUMNS[JOB_ID],
+                problem: format!("job id {job_id} is already used on line {first} (job ids must be unique)"),
+            });
+        }
+        jobs.push(TraceJob {
+            job_id,
+            submit_s,
+            duration_s,
+            gpus,
+            account,
+            user,
+            class,
+            contract_s,
+            resumable,
+            priority,
+        });
+    }
+    let mut trace = Trace { jobs };
+    trace.sort();
+    Ok(trace)
+}
+
+/// Write the canonical CSV: the header in [`COLUMNS`] order, then one row
+/// per job in the trace's order, `\n` after every line. [`parse_csv`] reads
+/// it back to the same trace (when the trace is sorted and its names valid).
+pub fn to_csv(trace: &Trace) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(64 * (trace.jobs.len() + 1));
+    out.push_str(&COLUMNS.join(","));
+    out.push('\n');
+    for j in &trace.jobs {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{}",
+            j.job_id,
+            j.submit_s,
+            j.duration_s,
+            j.gpus,
+            j.account,
+            j.user,
+            j.class,
+            j.contract_s,
+            j.resumable,
+            j.priority
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority";
+
+    fn job(job_id: u64, submit_s: u64, class: Class) -> TraceJob {
+        TraceJob {
+            job_id,
+            submit_s,
+            duration_s: 7200,
+            gpus: 8,
+            account: "pretrain".into(),
+            user: "alice".into(),
+            class,
+            contract_s: 3600,
+            resumable: true,
+            priority: 0,
+        }
+    }
+
+    #[test]
+    fn parses_valid_rows_sorted_by_submit_then_id() {
+        let text = format!(
+            "{HEADER}\n\
+             17,3600,7200,8,pretrain,alice,training,3600,true,0\n\
+             \n\
+             5,3600,7200,8,pretrain,alice,debug,3600,true,0\n\
+             2,0,7200,8,pretrain,alice,realtime,3600,true,0\n"
+        );
+        let trace = parse_csv(&text).unwrap();
+        assert_eq!(
+            trace.jobs,
+            vec![job(2, 0, Class::Realtime), job(5, 3600, Class::Debug), job(17, 3600, Class::Training)]
+        );
+    }
+
+    #[test]
+    fn columns_in_any_order_unknown_ignored_crlf_and_spaces() {
+        let text = "note, priority,resumable,contract_s,class,user,account,gpus,duration_s,submit_s,job_id\r\n\
+                    hello, -3 ,false,0,interactive,bob,-,1,60,10,1\r\n";
+        let trace = parse_csv(text).unwrap();
+        assert_eq!(
+            trace.jobs,
+            vec![TraceJob {
+                job_id: 1,
+                submit_s: 10,
+                duration_s: 60,
+                gpus: 1,
+                account: "-".into(),
+                user: "bob".into(),
+                class: Class::Interactive,
+                contract_s: 0,
+                resumable: false,
+                priority: -3,
+            }]
+        );
+    }
+
+    #[test]
+    fn contract_may_exceed_duration() {
+        let text = format!("{HEADER}\n1,0,60,1,a,b,debug,900,false,0\n");
+        assert_eq!(parse_csv(&text).unwrap().jobs[0].contract_s, 900);
+    }
+
+    #[test]
+    fn bad_rows_name_line_column_and_what_is_allowed() {
+        let good = ["1", "0", "60", "1", "acct", "user", "training", "0", "false", "0"];
+        // (column index, bad value, expected message); the bad row is line 3
+        // (line 2 is a valid job 9).
+        let cases: &[(usize, &str, &str)] = &[
+            (0, "x", "line 3: column `job_id`: expected a whole number >= 0, found `x`"),
+            (0, "-1", "line 3: column `job_id`: expected a whole number >= 0, found `-1`"),
+            (0, "9", "line 3: column `job_id`: job id 9 is already used on line 2 (job ids must be unique)"),
+            (1, "-5", "line 3: column `submit_s`: expected whole seconds >= 0, found `-5`"),
+            (1, "1.5", "line 3: column `submit_s`: expected whole seconds >= 0, found `1.5`"),
+            (2, "0", "line 3: column `duration_s`: expected whole seconds >= 1, found `0`"),
+            (2, "", "line 3: column `duration_s`: empty; expected whole seconds >= 1"),
+            (3, "0", "line 3: column `gpus`: expected an integer >= 1, found `0`"),
+            (3, "2.0", "line 3: column `gpus`: expected an integer >= 1, found `2.0`"),
+            (3, "99999999999", "line 3: column `gpus`: expected an integer >= 1, found `99999999999`"),
+            (
+                4,
+                "",
+                "line 3: column `account`: empty; expected a name without spaces, commas or quotes (`-` for none)",
+            ),
+            (
+                5,
+                "a b",
+                "line 3: column `user`: expected a name without spaces, commas or quotes (`-` for none), found `a b`",
+            ),
+            (
+                6,
+                "gaming",
+                "line 3: column `class`: expected one of training|batch_inference|quantization|realtime|debug|interactive, found `gaming`",
+            ),
+            (
+                6,
+                "Training",
+                "line 3: column `class`: expected one of training|batch_inference|quantization|realtime|debug|interactive, found `Training`",
+            ),
+            (7, "-1", "line 3: column `contract_s`: expected whole seconds >= 0 (0 = unallocated), found `-1`"),
+            (7, "1h", "line 3: column `contract_s`: expected whole seconds >= 0 (0 = unallocated), found `1h`"),
+            (8, "yes", "line 3: column `resumable`: expected true or false, found `yes`"),
+            (8, "1", "line 3: column `resumable`: expected true or false, found `1`"),
+            (9, "high", "line 3: column `priority`: expected an integer (higher runs first inside the team), found `high`"),
+        ];
+        for (col, value, want) in cases {
+            let mut row = good;
+            row[*col] = value;
+            let text = format!("{HEADER}\n9,0,60,1,a,u,debug,0,false,0\n{}\n", row.join(","));
+            let err = parse_csv(&text).expect_err(&format!("column {col} value {value:?} should fail"));
+            assert_eq!(err.to_string(), *want, "column {col} value {value:?}");
+        }
+    }
+
+    #[test]
+    fn structural_errors() {
+        let cases: &[(String, &str)] = &[
+            (String::new(), "the trace is empty (no header; expected job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority)"),
+            ("\n  \n".into(), "the trace is empty (no header; expected job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority)"),
+            (
+                "job_id,submit_s,duration_s,account,user,class,contract_s,resumable,priority\n".into(),
+                "header: lacks column `gpus` (need job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority, in any order)",
+            ),
+            (format!("\n{HEADER},gpus\n"), "line 2: header: column `gpus` appears twice (each column at most once)"),
+            (
+                format!("{HEADER}\n1,0,60,1,a,u,debug,0,false\n"),
+                "line 2: 9 comma-separated fields, the header has 10 (one value per header column)",
+            ),
+            (
+                format!("{HEADER}\n\n\n1,0,60,1,a,u,debug,0,false,0,extra\n"),
+                "line 4: 11 comma-separated fields, the header has 10 (one value per header column)",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_csv(text).unwrap_err().to_string(), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn header_only_is_an_empty_trace() {
+        assert_eq!(parse_csv(&format!("{HEADER}\n")).unwrap(), Trace::default());
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut jobs = Vec::new();
+        for (i, class) in Class::ALL.into_iter().enumerate() {
+            let i = i as u64;
+            jobs.push(TraceJob {
+                job_id: 100 - i,
+                submit_s: i * 10,
+                duration_s: 60 + i,
+                gpus: 1 + i as u32,
+                account: format!("team{i}"),
+                user: format!("team{i}-u1"),
+                class,
+                contract_s: i * 60,
+                resumable: i % 2 == 0,
+                priority: i as i32 - 2,
+            });
+        }
+        let trace = Trace { jobs };
+        let text = to_csv(&trace);
+        assert!(text.starts_with(&format!("{HEADER}\n")));
+        assert_eq!(text.lines().nth(1), Some("100,0,60,1,team0,team0-u1,training,0,true,-2"));
+        assert_eq!(parse_csv(&text).unwrap(), trace);
+        assert_eq!(to_csv(&parse_csv(&text).unwrap()), text);
+    }
+
+    #[test]
+    fn span_and_gpu_hours() {
+        let mut t = Trace { jobs: vec![job(1, 100, Class::Training), job(2, 3700, Class::Debug)] };
+        assert_eq!(t.span_s(), 3600);
+        assert_eq!(t.gpu_hours(), 32.0); // 2 jobs x 8 GPUs x 2 h
+        assert_eq!(t.mean_busy_gpus(), 32.0);
+        assert_eq!(t.max_job_id(), 2);
+        t.jobs.truncate(1);
+        assert_eq!(t.span_s(), 0);
+        assert_eq!(t.mean_busy_gpus(), 0.0);
+        assert_eq!(Trace::default().span_s(), 0);
+        assert_eq!(Trace::default().gpu_hours(), 0.0);
+    }
+}
