@@ -123,10 +123,9 @@ const EF_ALLOWED: [&str; 4] = ["a non-empty id", "whole seconds >= 0", "whole se
 /// `training`, contract 0, not resumable, priority 0. A duration or GPU
 /// count of 0 is an error with its line (the published files have none).
 pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = crate::trace::csv_lines(text);
     let (_, header) = lines.next().ok_or(ImportError::Empty)?;
-    let header = header.strip_prefix('\u{feff}').unwrap_or(header);
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let names = crate::trace::csv_header(header);
     let mut index = [0usize; 4];
     for (col, name) in EF_COLUMNS.iter().enumerate() {
         index[col] = names.iter().position(|n| n == name).ok_or(ImportError::MissingColumn(name))?;

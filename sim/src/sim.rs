@@ -147,6 +147,8 @@ struct Sim<'a> {
     ledger: Ledger,
     marks: BTreeMap<u64, u64>,
     fs: FairShare,
+    /// The budgets at the simulated cluster size.
+    alloc: tally_allocator::Allocation,
     /// Each team's standing in `fs` (looked up once per re-plan).
     standings: Vec<Option<Standing>>,
     // multifactor
@@ -237,7 +239,8 @@ impl<'a> Sim<'a> {
         }
         let teams = shares.len();
         let ledger = config.new_ledger();
-        let fs = config.fair_share(&ledger, origin).unwrap_or_else(|_| FairShare::compute(&config.tree, &alloc, &ledger.usage(origin)));
+        // Ranked at the simulated size (fixed GPU-hour budgets depend on it).
+        let fs = FairShare::compute(&config.tree, &alloc, &ledger.usage(origin));
         let rt_reserve = if policy == Policy::Fifo { realtime_daily_peaks(trace, origin) } else { Vec::new() };
         let standings = team_names.iter().map(|t| fs.standing(t).cloned()).collect();
         Ok(Sim {
@@ -255,6 +258,7 @@ impl<'a> Sim<'a> {
             marks: BTreeMap::new(),
             standings,
             fs,
+            alloc,
             usage: vec![0.0; teams],
             usage_at: origin,
             mf_marks: vec![0; trace.jobs.len()],
@@ -356,9 +360,7 @@ impl<'a> Sim<'a> {
                     charge_from_mark(&mut self.marks, &j.job, &self.config.tree, &mut self.ledger, j.run_start, now);
                 }
                 self.ledger.prune(now);
-                if let Ok(fs) = self.config.fair_share(&self.ledger, now) {
-                    self.fs = fs;
-                }
+                self.fs = FairShare::compute(&self.config.tree, &self.alloc, &self.ledger.usage(now));
                 self.standings = self.team_names.iter().map(|t| self.fs.standing(t).cloned()).collect();
             }
             Policy::Multifactor => {

@@ -176,6 +176,16 @@ fn valid_name(s: &str) -> bool {
     !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || matches!(c, ',' | '"' | '\''))
 }
 
+/// Non-blank lines with their 1-based numbers (blank lines still count).
+pub(crate) fn csv_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty())
+}
+
+/// Column names of a CSV header (a UTF-8 byte-order mark dropped).
+pub(crate) fn csv_header(header: &str) -> Vec<&str> {
+    header.strip_prefix('\u{feff}').unwrap_or(header).split(',').map(str::trim).collect()
+}
+
 /// Parse the canonical CSV format.
 ///
 /// The first non-blank line is the header; columns are found by name (any
@@ -184,10 +194,9 @@ fn valid_name(s: &str) -> bool {
 /// line (1-based, counting blank lines) and column; a job id seen twice is
 /// an error. The jobs come back sorted by `(submit_s, job_id)`.
 pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = csv_lines(text);
     let (header_line, header) = lines.next().ok_or(TraceError::Empty)?;
-    let header = header.strip_prefix('\u{feff}').unwrap_or(header);
-    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let names = csv_header(header);
     let mut index = [0usize; 10];
     for (col, name) in COLUMNS.iter().enumerate() {
         let mut found = names.iter().enumerate().filter(|(_, n)| *n == name).map(|(i, _)| i);

@@ -20,10 +20,9 @@
 use slurm_sys::{job_desc_msg_t, job_record_t, NO_VAL};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Mutex;
-use tally_slurm::follower::Follower;
-use tally_slurm::guard::{guard, install_panic_hook, lock};
-use tally_slurm::host::Host;
-use tally_slurm::slurm_log::{self, c_text, SlurmLogger};
+use tally_slurm::follower::{self, Follower};
+use tally_slurm::guard::{guard, lock};
+use tally_slurm::slurm_log::{c_text, SlurmLogger};
 use tally_slurm::submit::{check, Refusal, SubmitView};
 use tally_slurm::view::{read_job, read_job_desc};
 
@@ -45,11 +44,7 @@ fn code(r: Refusal) -> c_int {
 #[no_mangle]
 pub extern "C" fn init() -> c_int {
     guard("init", || SUCCESS, || {
-        install_panic_hook();
-        slurm_log::init(&LOGGER, false);
-        let f = Follower::start(tally_config::default_path(), None, Host::lookup().is_some());
-        slurm_log::set_debug(f.config().debug);
-        *lock(&FOLLOWER) = Some(f);
+        follower::install(&FOLLOWER, &LOGGER, None);
         SUCCESS
     })
 }
@@ -57,9 +52,7 @@ pub extern "C" fn init() -> c_int {
 #[no_mangle]
 pub extern "C" fn fini() -> c_int {
     guard("fini", || SUCCESS, || {
-        if let Some(f) = lock(&FOLLOWER).take() {
-            f.stop();
-        }
+        follower::uninstall(&FOLLOWER);
         SUCCESS
     })
 }

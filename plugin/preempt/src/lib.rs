@@ -25,10 +25,9 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tally_allocator::{may_preempt, victim_rank};
 use tally_slurm::engine::to_job;
-use tally_slurm::follower::Follower;
-use tally_slurm::guard::{guard, install_panic_hook, lock};
-use tally_slurm::host::Host;
-use tally_slurm::slurm_log::{self, SlurmLogger};
+use tally_slurm::follower::{self, Follower};
+use tally_slurm::guard::{guard, lock};
+use tally_slurm::slurm_log::SlurmLogger;
 use tally_slurm::statefile;
 use tally_slurm::view::{c_string, read_job};
 
@@ -46,14 +45,9 @@ fn now() -> u64 {
 #[no_mangle]
 pub extern "C" fn init() -> c_int {
     guard("init", || SUCCESS, || {
-        install_panic_hook();
-        slurm_log::init(&LOGGER, false);
         // SAFETY: libslurmfull's global config, loaded before plugins.
         let dir = unsafe { c_string(slurm_sys::slurm_conf.state_save_location) };
-        let state = dir.map(|d| statefile::path_in(std::path::Path::new(&d)));
-        let f = Follower::start(tally_config::default_path(), state, Host::lookup().is_some());
-        slurm_log::set_debug(f.config().debug);
-        *lock(&FOLLOWER) = Some(f);
+        follower::install(&FOLLOWER, &LOGGER, dir.map(|d| statefile::path_in(std::path::Path::new(&d))));
         SUCCESS
     })
 }
@@ -61,9 +55,7 @@ pub extern "C" fn init() -> c_int {
 #[no_mangle]
 pub extern "C" fn fini() -> c_int {
     guard("fini", || SUCCESS, || {
-        if let Some(f) = lock(&FOLLOWER).take() {
-            f.stop();
-        }
+        follower::uninstall(&FOLLOWER);
         SUCCESS
     })
 }

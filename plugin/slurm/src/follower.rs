@@ -150,3 +150,21 @@ impl Follower {
         }
     }
 }
+
+/// `init` of a plugin that only follows tally.toml (and the ledger): set
+/// up logging and start a [`Follower`] in `slot` (a thread only inside
+/// slurmctld).
+pub fn install(slot: &Mutex<Option<Follower>>, logger: &'static crate::slurm_log::SlurmLogger, state_path: Option<PathBuf>) {
+    crate::guard::install_panic_hook();
+    crate::slurm_log::init(logger, false);
+    let f = Follower::start(tally_config::default_path(), state_path, crate::host::Host::lookup().is_some());
+    crate::slurm_log::set_debug(f.config().debug);
+    *lock(slot) = Some(f);
+}
+
+/// `fini` of such a plugin: stop and join the follower.
+pub fn uninstall(slot: &Mutex<Option<Follower>>) {
+    if let Some(f) = lock(slot).take() {
+        f.stop();
+    }
+}
