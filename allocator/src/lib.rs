@@ -13,6 +13,8 @@
 //! - [`preempt`]: [`may_preempt`] and [`order_victims`], the one preemption rule.
 //! - [`fairness`]: owed versus delivered GPU-hours.
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
+//! - [`plan`]: the rolling-horizon planner (fast mode, FIFO baseline,
+//!   validator; HiGHS full mode behind the `highs` feature).
 //!
 //! The crate does no IO, has no unsafe code and knows no Slurm type: the
 //! plugins, the simulator and the reports hand it owned [`Job`] values.
@@ -26,6 +28,7 @@ pub mod fairness;
 pub mod fairshare;
 pub mod job;
 pub mod ledger;
+pub mod plan;
 pub mod preempt;
 pub mod priority;
 pub mod state;

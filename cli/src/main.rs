@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod check;
 mod demo;
 mod share;
+mod plan;
 mod sim;
 mod trace;
 
@@ -49,6 +50,9 @@ enum Command {
     },
     /// Replay a trace through fifo, multifactor and tally, side by side.
     Sim(sim::SimArgs),
+    /// Plan a scenario's horizon (the rolling-horizon planner) against FIFO
+    /// with peak reservation.
+    Plan(plan::PlanArgs),
     /// Walk through the rules on a config: a week of usage, the fair-share
     /// ranking, the job order and a preemption decision (no Slurm needed).
     Demo {
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Demo { config, gpus } => demo::run(config, gpus),
         Command::Trace { command } => trace::run(command),
         Command::Sim(args) => sim::run_cmd(args),
+        Command::Plan(args) => plan::run_cmd(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

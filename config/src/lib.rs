@@ -22,6 +22,7 @@ use tally_allocator::{
 };
 
 pub mod raw;
+pub mod scenario;
 
 /// Where slurmctld and the CLI look unless told otherwise.
 pub const DEFAULT_PATH: &str = "/etc/slurm/tally.toml";
@@ -72,7 +73,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl ConfigError {
-    fn one(file: &str, key: &str, line: Option<usize>, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn one(file: &str, key: &str, line: Option<usize>, message: impl Into<String>) -> ConfigError {
         ConfigError { file: file.to_string(), problems: vec![Problem { key: key.to_string(), line, message: message.into() }] }
     }
 }

@@ -97,6 +97,11 @@ impl<'de> Deserialize<'de> for Duration {
 
 /// Parse TOML into [`RawConfig`]; on failure (key path, line, message).
 pub fn parse(text: &str) -> Result<RawConfig, (String, Option<usize>, String)> {
+    parse_as(text)
+}
+
+/// Parse TOML into any raw type; on failure (key path, line, message).
+pub fn parse_as<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, (String, Option<usize>, String)> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         // Spanned<T> shows up as a private segment of the path: drop it.

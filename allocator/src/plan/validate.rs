@@ -1,0 +1,154 @@
+//! The independent checker: every plan, from any mode, is validated and
+//! scored here, against the scenario alone.
+
+use super::{Plan, Scenario};
+use std::collections::BTreeSet;
+use thiserror::Error;
+
+/// A broken constraint.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Violation {
+    #[error("job {0} is placed twice")]
+    Twice(u64),
+    #[error("job {0} is not in the scenario")]
+    Unknown(u64),
+    #[error("job {job}: {gpus} GPUs is not a power of two")]
+    NotPowerOfTwo { job: u64, gpus: u32 },
+    #[error("job {job}: block at GPU {first} is not aligned to its size {gpus} (or straddles nodes)")]
+    Unaligned { job: u64, first: u32, gpus: u32 },
+    #[error("job {job}: block {first}..{end} is outside the cluster")]
+    Outside { job: u64, first: u32, end: u32 },
+    #[error("job {job} starts at step {start}, before its arrival at {arrival}")]
+    BeforeArrival { job: u64, start: usize, arrival: usize },
+    #[error("pinned job {0} was moved")]
+    PinnedMoved(u64),
+    #[error("pinned job {0} was dropped")]
+    PinnedDropped(u64),
+    #[error("GPU {gpu} used twice at step {step}")]
+    Overlap { gpu: u32, step: usize },
+    #[error("service {service}: {swaps} GPUs change hands between steps {step} and {next}, cap {cap}")]
+    Swaps { service: String, step: usize, next: usize, swaps: u32, cap: u32 },
+    #[error("service {service} has {got} steps, the horizon {want}")]
+    Horizon { service: String, got: usize, want: usize },
+    #[error("plan has {got} services, the scenario {want}")]
+    Services { got: usize, want: usize },
+}
+
+/// The figures of a valid plan.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Score {
+    /// Σ priority × decay^t × GPUs over batch GPU-steps − penalty × Σ weight × unmet.
+    pub value: f64,
+    pub batch_value: f64,
+    pub unmet_gpu_steps: u64,
+    /// Weighted unmet × penalty (the cost part of `value`).
+    pub unmet_cost: f64,
+    pub batch_gpu_steps: u64,
+    pub realtime_gpu_steps: u64,
+    /// (batch + served realtime GPU-steps) ÷ (GPUs × steps).
+    pub utilisation: f64,
+    /// Per step: GPUs busy (batch + realtime).
+    pub busy: Vec<u32>,
+    /// Jobs placed inside the horizon.
+    pub placed: usize,
+    /// Free GPUs per step that no block of the smallest waiting job's size
+    /// could use (fragmentation), summed over steps.
+    pub fragmented_gpu_steps: u64,
+}
+
+/// Check every constraint and score the plan.
+pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
+    let steps = s.steps;
+    let mut used: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); steps];
+    let mut seen = BTreeSet::new();
+    let mut score = Score { busy: vec![0; steps], ..Score::default() };
+    let per_node = s.gpus_per_node.max(1);
+    for p in &plan.batch {
+        if !seen.insert(p.job_id) {
+            return Err(Violation::Twice(p.job_id));
+        }
+        let job = s.jobs.iter().find(|j| j.id == p.job_id).ok_or(Violation::Unknown(p.job_id))?;
+        let g = job.gpus;
+        if !g.is_power_of_two() {
+            return Err(Violation::NotPowerOfTwo { job: job.id, gpus: g });
+        }
+        // Aligned to its size: within a node for g ≤ node, whole nodes above.
+        let align = if g <= per_node { g } else { per_node };
+        if p.first_gpu % align != 0 || (g <= per_node && p.first_gpu / per_node != (p.first_gpu + g - 1) / per_node) {
+            return Err(Violation::Unaligned { job: job.id, first: p.first_gpu, gpus: g });
+        }
+        if p.first_gpu + g > s.gpus {
+            return Err(Violation::Outside { job: job.id, first: p.first_gpu, end: p.first_gpu + g });
+        }
+        match job.pinned {
+            Some((start, first)) if (start, first) != (p.start_step, p.first_gpu) => return Err(Violation::PinnedMoved(job.id)),
+            None if p.start_step < job.arrival_step => {
+                return Err(Violation::BeforeArrival { job: job.id, start: p.start_step, arrival: job.arrival_step })
+            }
+            _ => {}
+        }
+        for t in p.start_step..(p.start_step + job.duration_steps).min(steps) {
+            for gpu in p.first_gpu..p.first_gpu + g {
+                if !used[t].insert(gpu) {
+                    return Err(Violation::Overlap { gpu, step: t });
+                }
+            }
+            score.batch_gpu_steps += u64::from(g);
+            score.busy[t] += g;
+            score.batch_value += job.priority * s.decay.powi(t as i32) * f64::from(g);
+        }
+        if p.start_step < steps {
+            score.placed += 1;
+        }
+    }
+    for j in s.jobs.iter().filter(|j| j.pinned.is_some()) {
+        if !seen.contains(&j.id) {
+            return Err(Violation::PinnedDropped(j.id));
+        }
+    }
+    if plan.realtime.len() != s.services.len() {
+        return Err(Violation::Services { got: plan.realtime.len(), want: s.services.len() });
+    }
+    for (svc, held) in s.services.iter().zip(&plan.realtime) {
+        if held.len() != steps {
+            return Err(Violation::Horizon { service: svc.name.clone(), got: held.len(), want: steps });
+        }
+        for t in 0..steps {
+            for &gpu in &held[t] {
+                if gpu >= s.gpus {
+                    return Err(Violation::Outside { job: 0, first: gpu, end: gpu + 1 });
+                }
+                if !used[t].insert(gpu) {
+                    return Err(Violation::Overlap { gpu, step: t });
+                }
+            }
+            let n = held[t].len() as u32;
+            score.busy[t] += n;
+            let served = n.min(svc.demand.get(t).copied().unwrap_or(0));
+            score.realtime_gpu_steps += u64::from(served);
+            let unmet = svc.demand.get(t).copied().unwrap_or(0).saturating_sub(n);
+            score.unmet_gpu_steps += u64::from(unmet);
+            score.unmet_cost += s.penalty * svc.weight * f64::from(unmet);
+            if t + 1 < steps {
+                let (a, b): (BTreeSet<u32>, BTreeSet<u32>) = (held[t].iter().copied().collect(), held[t + 1].iter().copied().collect());
+                let swaps = a.symmetric_difference(&b).count() as u32;
+                if swaps > svc.swap_cap {
+                    return Err(Violation::Swaps { service: svc.name.clone(), step: t, next: t + 1, swaps, cap: svc.swap_cap });
+                }
+            }
+        }
+    }
+    score.value = score.batch_value - score.unmet_cost;
+    let capacity = (u64::from(s.gpus) * steps as u64).max(1) as f64;
+    score.utilisation = (score.batch_gpu_steps + score.realtime_gpu_steps) as f64 / capacity;
+    // Fragmentation: free GPUs that cannot hold the smallest unplaced job's block.
+    let waiting: Vec<u32> = s.jobs.iter().filter(|j| !seen.contains(&j.id)).map(|j| j.gpus).collect();
+    if let Some(&g) = waiting.iter().min() {
+        for t in 0..steps {
+            let free = s.gpus - used[t].len() as u32;
+            let blocks = (0..s.gpus / g.max(1)).filter(|b| (b * g..(b + 1) * g).all(|x| !used[t].contains(&x))).count() as u32;
+            score.fragmented_gpu_steps += u64::from(free.saturating_sub(blocks * g));
+        }
+    }
+    Ok(score)
+}

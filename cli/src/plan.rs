@@ -1,0 +1,249 @@
+//! `tally plan`: plan a scenario's horizon (fast mode, or HiGHS full mode
+//! when built with it) and compare it with FIFO with peak reservation.
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use tally_allocator::format_duration;
+use tally_allocator::plan::{fast, fifo, validate, Plan, Scenario, Score};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The greedy heuristic (legal by construction, microseconds).
+    Fast,
+    /// The MIP in HiGHS, warm-started with the fast plan.
+    #[cfg(feature = "highs")]
+    Full,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PlanArgs {
+    /// Scenario file (TOML, docs/planner.md).
+    #[arg(long, value_name = "FILE")]
+    pub scenario: PathBuf,
+    #[arg(long, value_enum, default_value = "fast")]
+    pub mode: Mode,
+    /// Print the plans and figures as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw the plan's grid as SVG into this file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Full mode: solver time limit.
+    #[cfg(feature = "highs")]
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub time_limit: String,
+    /// Full mode: relative MIP gap at which to stop.
+    #[cfg(feature = "highs")]
+    #[arg(long, value_name = "GAP", default_value_t = 0.01)]
+    pub gap: f64,
+}
+
+struct Solved {
+    label: &'static str,
+    plan: Plan,
+    score: Score,
+    bound: Option<f64>,
+    micros: u128,
+}
+
+fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
+    let t = std::time::Instant::now();
+    let p = fast::plan(s);
+    let fast_us = t.elapsed().as_micros();
+    let score = validate(s, &p).map_err(|e| format!("fast plan invalid (a bug): {e}"))?;
+    match a.mode {
+        Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, micros: fast_us }),
+        #[cfg(feature = "highs")]
+        Mode::Full => {
+            use tally_allocator::plan::full;
+            let limit = tally_allocator::parse_duration(&a.time_limit).map_err(|e| format!("--time-limit: {e}"))?;
+            let opts = full::FullOptions { time_limit_s: limit.max(1) as f64, mip_rel_gap: a.gap };
+            let t = std::time::Instant::now();
+            match full::plan(s, &p, &opts) {
+                Ok(r) => {
+                    let score = validate(s, &r.plan).map_err(|e| format!("full plan invalid (a bug): {e}"))?;
+                    Ok(Solved { label: "full", plan: r.plan, score, bound: Some(r.bound), micros: t.elapsed().as_micros() })
+                }
+                Err(e) => {
+                    eprintln!("full mode failed ({e}); using the fast plan");
+                    Ok(Solved { label: "fast", plan: p, score, bound: None, micros: fast_us })
+                }
+            }
+        }
+    }
+}
+
+const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// `cells[gpu][step]`: ' ' idle, a job letter, or a service mark.
+fn cells(s: &Scenario, p: &Plan) -> Vec<Vec<char>> {
+    let mut g = vec![vec!['.'; s.steps]; s.gpus as usize];
+    let mut order: Vec<u64> = s.jobs.iter().map(|j| j.id).collect();
+    order.sort();
+    for b in &p.batch {
+        let j = s.jobs.iter().find(|j| j.id == b.job_id).expect("validated");
+        let c = CHARS[order.iter().position(|&i| i == j.id).unwrap_or(0) % CHARS.len()] as char;
+        for t in b.start_step..(b.start_step + j.duration_steps).min(s.steps) {
+            for gpu in b.first_gpu..b.first_gpu + j.gpus {
+                g[gpu as usize][t] = c;
+            }
+        }
+    }
+    for (k, held) in p.realtime.iter().enumerate() {
+        let c = ['@', '#', '%', '&', '*'][k % 5];
+        for (t, gpus) in held.iter().enumerate() {
+            for &gpu in gpus {
+                g[gpu as usize][t] = c;
+            }
+        }
+    }
+    g
+}
+
+fn print_grid(s: &Scenario, p: &Plan) {
+    let g = cells(s, p);
+    // One row per GPU up to 64 GPUs, else one per node (its first GPU).
+    let stride = if s.gpus <= 64 { 1 } else { s.gpus_per_node as usize };
+    println!("{:>8}  {}", "step", (0..s.steps).map(|t| if t % 10 == 0 { char::from(b'0' + ((t / 10) % 10) as u8) } else { ' ' }).collect::<String>());
+    for (i, row) in g.iter().enumerate().step_by(stride) {
+        let label = if stride == 1 { format!("gpu {i}") } else { format!("node {}", i / stride) };
+        println!("{label:>8}  {}", row.iter().collect::<String>());
+    }
+}
+
+fn idle_windows(score: &Score, s: &Scenario) -> String {
+    // Maximal runs of steps with at least one GPU idle.
+    let mut out = Vec::new();
+    let mut t = 0;
+    while t < s.steps {
+        if score.busy[t] < s.gpus {
+            let start = t;
+            let mut min_free = s.gpus;
+            while t < s.steps && score.busy[t] < s.gpus {
+                min_free = min_free.min(s.gpus - score.busy[t]);
+                t += 1;
+            }
+            out.push(format!("steps {start}-{} (>= {min_free} GPUs free)", t - 1));
+        } else {
+            t += 1;
+        }
+    }
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out.join(", ")
+    }
+}
+
+fn coverage_risk(s: &Scenario, p: &Plan) -> String {
+    let mut out = Vec::new();
+    for (k, svc) in s.services.iter().enumerate() {
+        let short: Vec<String> = (0..s.steps)
+            .filter(|&t| (p.realtime[k][t].len() as u32) < svc.demand[t])
+            .map(|t| format!("{t} ({}/{})", p.realtime[k][t].len(), svc.demand[t]))
+            .collect();
+        out.push(format!("{}: {}", svc.name, if short.is_empty() { "covered at every step".to_string() } else { format!("short at steps {}", short.join(", ")) }));
+    }
+    if out.is_empty() {
+        "no services".into()
+    } else {
+        out.join("; ")
+    }
+}
+
+fn plan_json(s: &Scenario, p: &Plan, score: &Score) -> Value {
+    json!({
+        "batch": p.batch.iter().map(|b| {
+            let (g, d) = s.jobs.iter().find(|j| j.id == b.job_id).map_or((0, 0), |j| (j.gpus, j.duration_steps));
+            json!({ "job": b.job_id, "start_step": b.start_step, "steps": d, "gpus": (b.first_gpu..b.first_gpu + g).collect::<Vec<_>>() })
+        }).collect::<Vec<_>>(),
+        "realtime": s.services.iter().zip(&p.realtime).map(|(svc, held)| json!({ "service": svc.name, "gpus_per_step": held })).collect::<Vec<_>>(),
+        "score": {
+            "value": score.value, "batch_value": score.batch_value, "unmet_gpu_steps": score.unmet_gpu_steps,
+            "unmet_cost": score.unmet_cost, "utilisation": score.utilisation, "jobs_placed": score.placed,
+            "fragmented_gpu_steps": score.fragmented_gpu_steps, "busy_per_step": score.busy,
+        },
+    })
+}
+
+fn svg(s: &Scenario, p: &Plan) -> String {
+    let g = cells(s, p);
+    let (cw, ch) = (900.0 / s.steps as f64, (480.0 / f64::from(s.gpus)).min(12.0));
+    let palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 960 {h}\" font-family=\"sans-serif\" font-size=\"12\"><rect width=\"960\" height=\"{h}\" fill=\"white\"/><text x=\"30\" y=\"18\">plan: GPUs (rows) x steps (columns); grey = realtime, white = idle</text>",
+        h = 40.0 + ch * f64::from(s.gpus)
+    );
+    for (i, row) in g.iter().enumerate() {
+        for (t, &c) in row.iter().enumerate() {
+            let fill = match c {
+                '.' => continue,
+                '@' | '#' | '%' | '&' | '*' => "#888888".to_string(),
+                c => palette[(c as usize) % palette.len()].to_string(),
+            };
+            out.push_str(&format!(
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{fill}\" stroke=\"white\" stroke-width=\"0.3\"/>",
+                30.0 + cw * t as f64,
+                30.0 + ch * i as f64,
+                cw,
+                ch
+            ));
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
+    let s = tally_config::scenario::load(&a.scenario).map_err(|e| e.to_string())?;
+    let ours = solve(&s, &a)?;
+    let base_plan = fifo::plan(&s);
+    let base = validate(&s, &base_plan).map_err(|e| format!("fifo plan invalid (a bug): {e}"))?;
+    if let Some(path) = &a.svg {
+        std::fs::write(path, svg(&s, &ours.plan)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if a.json {
+        let out = json!({
+            "scenario": a.scenario.display().to_string(),
+            "mode": ours.label,
+            "plan": plan_json(&s, &ours.plan, &ours.score),
+            "bound": ours.bound,
+            "fifo": plan_json(&s, &base_plan, &base),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    println!(
+        "{}: {} GPUs ({} per node), {} steps of {}, {} jobs, {} services, penalty {}, decay {}",
+        a.scenario.display(),
+        s.gpus,
+        s.gpus_per_node,
+        s.steps,
+        format_duration(s.step_s),
+        s.jobs.len(),
+        s.services.len(),
+        s.penalty,
+        s.decay
+    );
+    println!("\nPlan ({} mode; letters = batch jobs by id, @ # = realtime services, . = idle):", ours.label);
+    print_grid(&s, &ours.plan);
+    println!("\n{:<28}{:>14}{:>14}{:>12}", "", ours.label, "fifo+peak", "ratio");
+    let row = |name: &str, x: f64, y: f64, pct: bool| {
+        let f = |v: f64| if pct { format!("{:.1}%", 100.0 * v) } else { format!("{v:.1}") };
+        let r = if y.abs() > 1e-12 { format!("{:.2}x", x / y) } else { "-".into() };
+        println!("{name:<28}{:>14}{:>14}{r:>12}", f(x), f(y));
+    };
+    row("utilisation", ours.score.utilisation, base.utilisation, true);
+    row("value", ours.score.value, base.value, false);
+    row("unmet realtime GPU-steps", ours.score.unmet_gpu_steps as f64, base.unmet_gpu_steps as f64, false);
+    row("jobs placed in the horizon", ours.score.placed as f64, base.placed as f64, false);
+    row("fragmented GPU-steps", ours.score.fragmented_gpu_steps as f64, base.fragmented_gpu_steps as f64, false);
+    println!("per-step utilisation: {}", ours.score.busy.iter().map(|b| format!("{}", 100 * b / s.gpus.max(1))).collect::<Vec<_>>().join(" "));
+    if let Some(bound) = ours.bound {
+        println!("proven bound {bound:.1}: gap {:.2}%", 100.0 * (bound - ours.score.value) / bound.abs().max(1e-9));
+    }
+    println!("planned in {} us", ours.micros);
+    println!("idle windows (forecast): {}", idle_windows(&ours.score, &s));
+    println!("realtime coverage risk: {}", coverage_risk(&s, &ours.plan));
+    Ok(())
+}
