@@ -25,7 +25,7 @@ pub struct SimArgs {
     /// GPUs per node (default: [cluster] gpus_per_node of the config).
     #[arg(long, value_name = "N")]
     pub gpus_per_node: Option<u32>,
-    /// Policies to compare, comma-separated: fifo, multifactor, tally.
+    /// Policies to compare, comma-separated: fifo, multifactor, tally, planner.
     #[arg(long, value_name = "LIST", default_value = "fifo,multifactor,tally")]
     pub compare: String,
     /// Re-plan period of multifactor and tally (the plugin's calc_period).
@@ -66,13 +66,13 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     }
     let mut policies = Vec::new();
     for name in a.compare.split(',').filter(|s| !s.trim().is_empty()) {
-        let p = Policy::parse(name).ok_or_else(|| format!("--compare: unknown policy `{}` (known: fifo, multifactor, tally)", name.trim()))?;
+        let p = Policy::parse(name).ok_or_else(|| format!("--compare: unknown policy `{}` (known: fifo, multifactor, tally, planner)", name.trim()))?;
         if !policies.contains(&p) {
             policies.push(p);
         }
     }
     if policies.is_empty() {
-        return Err("--compare: name at least one policy (fifo, multifactor, tally)".into());
+        return Err("--compare: name at least one policy (fifo, multifactor, tally, planner)".into());
     }
     if a.gpus == 0 {
         return Err("--gpus must be at least 1".into());

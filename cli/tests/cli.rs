@@ -134,7 +134,7 @@ fn sim_refuses_bad_input_with_line_numbers() {
     let good = temp_config("good.csv", MICRO_TRACE);
     let (ok, _, err) = tally(&["sim", "--trace", &good, "--config", &config, "--gpus", "4", "--compare", "fifo,lottery"]);
     assert!(!ok);
-    assert!(err.contains("unknown policy `lottery` (known: fifo, multifactor, tally)"), "{err}");
+    assert!(err.contains("unknown policy `lottery` (known: fifo, multifactor, tally, planner)"), "{err}");
 }
 
 #[test]

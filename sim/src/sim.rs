@@ -36,15 +36,20 @@ pub enum Policy {
     Multifactor,
     /// Budgets, the sliding window, contracts, unallocated fill, the rule.
     Tally,
+    /// The rolling-horizon planner (`allocator::plan::fast`): every re-plan
+    /// plans the next 24 h for the oldest waiting jobs (the running ones
+    /// pinned) and orders the queue by planned start; no preemption.
+    Planner,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 3] = [Policy::Fifo, Policy::Multifactor, Policy::Tally];
+    pub const ALL: [Policy; 4] = [Policy::Fifo, Policy::Multifactor, Policy::Tally, Policy::Planner];
     pub fn name(self) -> &'static str {
         match self {
             Policy::Fifo => "fifo",
             Policy::Multifactor => "multifactor",
             Policy::Tally => "tally",
+            Policy::Planner => "planner",
         }
     }
     pub fn parse(s: &str) -> Option<Policy> {
@@ -160,6 +165,8 @@ struct Sim<'a> {
     rt_reserve: Vec<u32>,
     rt_busy: u32,
     nonrt_blocked: u32,
+    /// Planner: each job's planned start step (u32::MAX: not planned).
+    plan_rank: Vec<u32>,
     rec: Recorder,
     log: Option<Vec<Happening>>,
     preemptions: u64,
@@ -267,6 +274,7 @@ impl<'a> Sim<'a> {
             rt_busy: 0,
             nonrt_blocked: 0,
             rec: Recorder::new(origin, teams),
+            plan_rank: vec![u32::MAX; trace.jobs.len()],
             log: log.then(Vec::new),
             preemptions: 0,
             wasted_gpu_s: 0.0,
@@ -288,6 +296,7 @@ impl<'a> Sim<'a> {
         match self.policy {
             // Arrival order: earlier first (ties: job id, by the sort).
             Policy::Fifo => -(j.job.submit_s as i64),
+            Policy::Planner => -i64::from(self.plan_rank[i]),
             Policy::Tally => i64::from(job_priority_with(&j.job, self.standings[j.team].as_ref(), &self.config.priority, now).value),
             Policy::Multifactor => {
                 // priority = 10000·F + 1000·age + 2000·qos,  F = 2^(−U/S)
@@ -305,7 +314,7 @@ impl<'a> Sim<'a> {
     fn group_of(&self, i: usize) -> GroupKey {
         let j = &self.jobs[i];
         match self.policy {
-            Policy::Fifo => (0, 0),
+            Policy::Fifo | Policy::Planner => (0, 0),
             Policy::Multifactor => (j.team, u8::from(high_qos(j.class))),
             Policy::Tally => (j.team, u8::from(j.job.contract.is_allocated())),
         }
@@ -316,6 +325,7 @@ impl<'a> Sim<'a> {
         let inside = match self.policy {
             // The inside-team field as job_priority clamps it.
             Policy::Tally => -j.job.within_team.clamp(priority::INSIDE_MIN, priority::INSIDE_MAX),
+            Policy::Planner => self.plan_rank[i].min(i32::MAX as u32) as i32,
             _ => 0,
         };
         (inside, j.job.submit_s, j.job.id, i)
@@ -354,6 +364,7 @@ impl<'a> Sim<'a> {
     fn replan(&mut self, now: u64) {
         match self.policy {
             Policy::Fifo => {}
+            Policy::Planner => self.plan_queue(now),
             Policy::Tally => {
                 for &i in &self.running {
                     let j = &self.jobs[i];
@@ -397,6 +408,63 @@ impl<'a> Sim<'a> {
     fn fifo_reserve(&self, now: u64) -> u32 {
         let day = ((now - self.origin) / 86_400) as usize;
         self.rt_reserve.get(day).copied().unwrap_or(0)
+    }
+
+    /// Planner: plan the next 24 h for the oldest waiting jobs, running
+    /// jobs pinned where they run, and re-rank the queue by planned start.
+    fn plan_queue(&mut self, now: u64) {
+        use tally_allocator::plan::{fast, PlanJob, Scenario};
+        let per_node = self.cluster.gpus_per_node;
+        let mut jobs = Vec::new();
+        // Running jobs: contiguous blocks packed per node in start order.
+        let mut offset = vec![0u32; self.cluster.nodes()];
+        let mut pinned_id = 1u64 << 62;
+        for &i in &self.running {
+            let j = &self.jobs[i];
+            let left = (j.run_start + j.remaining_s).saturating_sub(now);
+            for &(n, g) in &j.placement {
+                let first = n as u32 * per_node + offset[n];
+                offset[n] += g;
+                let steps = left.div_ceil(PLAN_STEP_S).max(1) as usize;
+                jobs.push(PlanJob { id: pinned_id, gpus: g, duration_steps: steps, priority: 1.0, arrival_step: 0, pinned: Some((0, first)) });
+                pinned_id += 1;
+            }
+        }
+        let mut waiting: Vec<usize> = self.groups.values().flat_map(|g| g.iter().map(|&(_, _, _, i)| i)).collect();
+        waiting.sort_by_key(|&i| (self.jobs[i].job.submit_s, self.jobs[i].job.id));
+        for &i in waiting.iter().take(PLAN_JOBS) {
+            let j = &self.jobs[i];
+            jobs.push(PlanJob {
+                id: i as u64,
+                gpus: j.job.gpus.next_power_of_two().min(self.cluster.total()),
+                duration_steps: j.remaining_s.div_ceil(PLAN_STEP_S).max(1) as usize,
+                priority: f64::from(j.priority_col.max(0)) + 1.0,
+                arrival_step: 0,
+                pinned: None,
+            });
+        }
+        let scenario = Scenario {
+            gpus: self.cluster.total(),
+            gpus_per_node: per_node,
+            steps: PLAN_STEPS,
+            step_s: PLAN_STEP_S,
+            decay: 0.97,
+            penalty: 8.0,
+            jobs,
+            services: Vec::new(),
+        };
+        let plan = fast::plan(&scenario);
+        for &i in &waiting {
+            self.plan_rank[i] = u32::MAX;
+        }
+        for p in plan.batch.iter().filter(|p| p.job_id < 1 << 62) {
+            self.plan_rank[p.job_id as usize] = p.start_step as u32;
+        }
+        // Re-key the queue (one group) by the new ranks.
+        self.groups.clear();
+        for &i in &waiting {
+            self.enqueue(i);
+        }
     }
 
     /// Where job `i` fits now (FIFO keeps its realtime reservation free).
@@ -474,7 +542,7 @@ impl<'a> Sim<'a> {
                 self.decay_to(now);
                 self.mf_charge(i, now);
             }
-            Policy::Fifo => {}
+            Policy::Fifo | Policy::Planner => {}
         }
         let j = &mut self.jobs[i];
         j.job.start_s = None;
@@ -528,7 +596,7 @@ impl<'a> Sim<'a> {
     fn victims(&self, i: usize, now: u64, pool: &mut Option<VictimPool<usize>>) -> Vec<usize> {
         let p = &self.jobs[i];
         match self.policy {
-            Policy::Fifo => Vec::new(),
+            Policy::Fifo | Policy::Planner => Vec::new(),
             Policy::Tally => {
                 let pool = pool.get_or_insert_with(|| VictimPool::new(self.running.iter().map(|&v| (v, &self.jobs[v].job)), &self.fs, now));
                 pool.for_preemptor(&p.job, &self.fs)
@@ -671,6 +739,12 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 }
+
+/// The planner policy's horizon: 24 steps of 1 h, for at most this many of
+/// the oldest waiting jobs.
+const PLAN_STEPS: usize = 24;
+const PLAN_STEP_S: u64 = 3600;
+const PLAN_JOBS: usize = 100;
 
 /// Jobs that do not fit and may try to preempt in one scheduling pass (at a
 /// submission or a re-plan), in priority order.

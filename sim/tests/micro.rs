@@ -182,3 +182,15 @@ fn same_input_same_result() {
         assert_eq!(run_logged(&tr, &config(), p, settings()), run_logged(&tr, &config(), p, settings()));
     }
 }
+
+#[test]
+fn planner_orders_the_queue_by_the_plan() {
+    // 1 holds all 4 GPUs until 100; 2 (priority 0) and 3 (priority 5) wait.
+    // At the re-plan at 60 the plan starts 3 first: it runs at 100, then 2.
+    let mut tr = trace(&[(1, 0, 100, 4, "a", T, 0, false), (2, 10, 50, 4, "b", T, 0, false), (3, 20, 50, 4, "a", T, 0, false)]);
+    tr.jobs[2].priority = 5;
+    let log = schedule(Policy::Planner, &tr);
+    assert_eq!(log, vec![start(0, 1), End { t: 100, job: 1 }, start(100, 3), End { t: 150, job: 3 }, start(150, 2), End { t: 200, job: 2 }]);
+    // FIFO: arrival order.
+    assert!(schedule(Policy::Fifo, &tr).contains(&start(100, 2)));
+}
