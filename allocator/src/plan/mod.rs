@@ -23,6 +23,8 @@
 
 pub mod fast;
 pub mod fifo;
+#[cfg(feature = "highs")]
+pub mod full;
 pub mod validate;
 
 pub use validate::{validate, Score, Violation};
