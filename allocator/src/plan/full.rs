@@ -1294,36 +1294,4 @@ mod tests {
             assert!(r.objective >= trivial_value - 1e-9);
         }
     }
-
-    /// Timing on the sizes the planner is meant for (release build):
-    /// `cargo test --release -p tally-allocator --features highs -- --ignored full_bench --nocapture`
-    /// (`FULL_BENCH_LIMIT=10` for a 10 s budget).
-    #[test]
-    #[ignore]
-    fn full_bench() {
-        let limit = std::env::var("FULL_BENCH_LIMIT").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
-        for &(gpus, njobs, steps, nsvc) in &[(64u32, 30usize, 24usize, 2usize), (512, 300, 48, 4)] {
-            for seed in 0..5 {
-                let s = random(seed + 100, gpus, njobs, steps, nsvc);
-                let t0 = Instant::now();
-                let warm = fast::plan(&s);
-                let fast_s = t0.elapsed().as_secs_f64();
-                let fast_value = validate(&s, &warm).unwrap().value;
-                let mip = Mip::build(&s, Some(&warm));
-                let (cols, rows) = (mip.problem.num_cols(), mip.problem.num_rows());
-                let t1 = Instant::now();
-                let r = plan(&s, &warm, &FullOptions { time_limit_s: limit, ..FullOptions::default() }).unwrap();
-                let full_s = t1.elapsed().as_secs_f64();
-                eprintln!(
-                    "{gpus} GPUs/{njobs} jobs/{steps} steps seed {seed}: {cols} cols {rows} rows; fast {fast_value:.1} in {fast_s:.3}s; \
-                     full {:.1} bound {:.1} gap {:.4} {:?} in {full_s:.3}s; +{:.2}%",
-                    r.objective,
-                    r.bound,
-                    r.gap,
-                    r.status,
-                    100.0 * (r.objective - fast_value) / fast_value.abs().max(1e-9)
-                );
-            }
-        }
-    }
 }
