@@ -164,7 +164,10 @@ pub fn install(slot: &Mutex<Option<Follower>>, logger: &'static crate::slurm_log
 
 /// `fini` of such a plugin: stop and join the follower.
 pub fn uninstall(slot: &Mutex<Option<Follower>>) {
-    if let Some(f) = lock(slot).take() {
+    // Release the slot before joining the thread: the plugin's call paths
+    // never wait on a join.
+    let taken = lock(slot).take();
+    if let Some(f) = taken {
         f.stop();
     }
 }
