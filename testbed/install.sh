@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Tally test bed: install what the loopback Slurm cluster needs (Debian 12, as root).
+# Tally: install what the project needs (Debian 12, as root): the loopback Slurm cluster's
+# packages, and what the planner's HiGHS solver builds with (cmake, a C++ compiler, libclang
+# for the highs-sys bindings).
 # Idempotent: a fast no-op when everything is already installed at the right version.
 # Slurm packages are pinned to 22.05.8-4+deb12u3; nothing is installed with recommends.
 # The emulator packages (slurm-wlm-emulator, slurm-client-emulator) are never installed: they
@@ -11,7 +13,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SLURM_PKGS=(slurmctld slurmd slurm-client libslurm-dev slurm-wlm-basic-plugins-dev slurmdbd)
-OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils)
+OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils
+            cmake g++ libclang-dev)
 
 [[ $(id -u) == 0 ]] || die "install.sh must run as root"
 
@@ -31,7 +34,7 @@ missing() {
 t0=$(now)
 mapfile -t todo < <(missing)
 if (( ${#todo[@]} == 0 )); then
-    log "install: all packages present (${TB_SLURM_VERSION} for Slurm) [$(elapsed "$t0")s]"
+    log "install: all packages present (${TB_SLURM_VERSION} for Slurm, cmake and libclang for HiGHS) [$(elapsed "$t0")s]"
     exit 0
 fi
 log "install: to install: ${todo[*]}"

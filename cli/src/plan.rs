@@ -42,8 +42,11 @@ struct Solved {
     label: &'static str,
     plan: Plan,
     score: Score,
-    bound: Option<f64>,
+    /// Full mode: the solver's proven bound, and whether it proved its model optimal.
+    bound: Option<(f64, bool)>,
     micros: u128,
+    /// Full mode: the fast plan it started from (for the side-by-side).
+    fast: Option<Score>,
 }
 
 fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
@@ -52,7 +55,7 @@ fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
     let fast_us = t.elapsed().as_micros();
     let score = validate(s, &p).map_err(|e| format!("fast plan invalid (a bug): {e}"))?;
     match a.mode {
-        Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, micros: fast_us }),
+        Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, micros: fast_us, fast: None }),
         #[cfg(feature = "highs")]
         Mode::Full => {
             use tally_allocator::plan::full;
@@ -61,12 +64,13 @@ fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
             let t = std::time::Instant::now();
             match full::plan(s, &p, &opts) {
                 Ok(r) => {
-                    let score = validate(s, &r.plan).map_err(|e| format!("full plan invalid (a bug): {e}"))?;
-                    Ok(Solved { label: "full", plan: r.plan, score, bound: Some(r.bound), micros: t.elapsed().as_micros() })
+                    let full_score = validate(s, &r.plan).map_err(|e| format!("full plan invalid (a bug): {e}"))?;
+                    let optimal = r.status == full::FullStatus::Optimal;
+                    Ok(Solved { label: "full", plan: r.plan, score: full_score, bound: Some((r.bound, optimal)), micros: t.elapsed().as_micros(), fast: Some(score) })
                 }
                 Err(e) => {
                     eprintln!("full mode failed ({e}); using the fast plan");
-                    Ok(Solved { label: "fast", plan: p, score, bound: None, micros: fast_us })
+                    Ok(Solved { label: "fast", plan: p, score, bound: None, micros: fast_us, fast: None })
                 }
             }
         }
@@ -207,7 +211,9 @@ pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
             "scenario": a.scenario.display().to_string(),
             "mode": ours.label,
             "plan": plan_json(&s, &ours.plan, &ours.score),
-            "bound": ours.bound,
+            "bound": ours.bound.map(|(b, _)| b),
+            "bound_optimal": ours.bound.map(|(_, o)| o),
+            "fast_value": ours.fast.as_ref().map(|f| f.value),
             "fifo": plan_json(&s, &base_plan, &base),
         });
         println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
@@ -227,20 +233,42 @@ pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
     );
     println!("\nPlan ({} mode; letters = batch jobs by id, @ # = realtime services, . = idle):", ours.label);
     print_grid(&s, &ours.plan);
-    println!("\n{:<28}{:>14}{:>14}{:>12}", "", ours.label, "fifo+peak", "ratio");
-    let row = |name: &str, x: f64, y: f64, pct: bool| {
-        let f = |v: f64| if pct { format!("{:.1}%", 100.0 * v) } else { format!("{v:.1}") };
-        let r = if y.abs() > 1e-12 { format!("{:.2}x", x / y) } else { "-".into() };
-        println!("{name:<28}{:>14}{:>14}{r:>12}", f(x), f(y));
+    let mut cols: Vec<(&str, &Score)> = vec![(ours.label, &ours.score)];
+    if let Some(f) = &ours.fast {
+        cols.push(("fast", f));
+    }
+    cols.push(("fifo+peak", &base));
+    print!("\n{:<28}", "");
+    for (name, _) in &cols {
+        print!("{name:>14}");
+    }
+    println!("{:>14}", format!("{}/fifo", ours.label));
+    let row = |name: &str, f: &dyn Fn(&Score) -> f64, pct: bool| {
+        let show = |v: f64| if pct { format!("{:.1}%", 100.0 * v) } else { format!("{v:.1}") };
+        print!("{name:<28}");
+        for (_, sc) in &cols {
+            print!("{:>14}", show(f(sc)));
+        }
+        let (x, y) = (f(&ours.score), f(&base));
+        println!("{:>14}", if y.abs() > 1e-12 { format!("{:.2}x", x / y) } else { "-".into() });
     };
-    row("utilisation", ours.score.utilisation, base.utilisation, true);
-    row("value", ours.score.value, base.value, false);
-    row("unmet realtime GPU-steps", ours.score.unmet_gpu_steps as f64, base.unmet_gpu_steps as f64, false);
-    row("jobs placed in the horizon", ours.score.placed as f64, base.placed as f64, false);
-    row("fragmented GPU-steps", ours.score.fragmented_gpu_steps as f64, base.fragmented_gpu_steps as f64, false);
+    row("utilisation", &|sc| sc.utilisation, true);
+    row("value", &|sc| sc.value, false);
+    row("unmet realtime GPU-steps", &|sc| sc.unmet_gpu_steps as f64, false);
+    row("jobs placed in the horizon", &|sc| sc.placed as f64, false);
+    row("fragmented GPU-steps", &|sc| sc.fragmented_gpu_steps as f64, false);
     println!("per-step utilisation: {}", ours.score.busy.iter().map(|b| format!("{}", 100 * b / s.gpus.max(1))).collect::<Vec<_>>().join(" "));
-    if let Some(bound) = ours.bound {
-        println!("proven bound {bound:.1}: gap {:.2}%", 100.0 * (bound - ours.score.value) / bound.abs().max(1e-9));
+    let below = |v: f64, bound: f64| 100.0 * (bound - v).max(0.0) / bound.abs().max(1e-9);
+    match (ours.bound, &ours.fast) {
+        (Some((bound, _)), _) if !bound.is_finite() => println!("bound: HiGHS proved none within the time limit"),
+        (Some((bound, optimal)), Some(f)) => println!(
+            "bound {bound:.1} ({}): full within {:.2}%, fast within {:.2}%",
+            if optimal { "HiGHS proved its model optimal" } else { "HiGHS's dual bound at the time limit" },
+            below(ours.score.value, bound),
+            below(f.value, bound)
+        ),
+        _ if cfg!(feature = "highs") => println!("bound: --mode full proves one (HiGHS)"),
+        _ => println!("bound: needs full mode (this tally was built without HiGHS)"),
     }
     println!("planned in {} us", ours.micros);
     println!("idle windows (forecast): {}", idle_windows(&ours.score, &s));

@@ -194,3 +194,28 @@ fn plan_beats_fifo_and_its_json_plan_checks_out() {
     assert!(!ok);
     assert!(err.contains(":5: jobs[0].gpus: 3 is not a power of two of at most 8 GPUs"), "{err}");
 }
+
+#[test]
+fn full_mode_reports_a_bound_no_plan_exceeds() {
+    // Full mode is in the default build (HiGHS). Its bound must cover its own
+    // plan, the fast plan and FIFO, and the table shows all three.
+    let (ok, out, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["mode"], "full", "{err}");
+    let bound = v["bound"].as_f64().expect("a finite bound on an 8-GPU scenario");
+    let full = v["plan"]["score"]["value"].as_f64().unwrap();
+    let fast = v["fast_value"].as_f64().unwrap();
+    let fifo = v["fifo"]["score"]["value"].as_f64().unwrap();
+    assert!(full >= fast - 1e-9, "full mode never worse than its warm start: {full} < {fast}");
+    for x in [full, fast, fifo] {
+        assert!(x <= bound + 1e-6 * bound.abs(), "value {x} above the bound {bound}");
+    }
+    let (ok, out, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("full          fast     fifo+peak     full/fifo"), "{out}");
+    assert!(out.contains("bound ") && out.contains("fast within "), "{out}");
+    let (ok, _, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--time-limit", "soon"]);
+    assert!(!ok);
+    assert!(err.contains("--time-limit"), "{err}");
+}

@@ -23,6 +23,7 @@
 
 pub mod fast;
 pub mod fifo;
+pub mod queue;
 #[cfg(feature = "highs")]
 pub mod full;
 pub mod validate;
