@@ -84,7 +84,7 @@ proptest! {
         }).collect();
         let spec_key = |j: &Job| {
             let p = job_priority(j, &fs, &rules, NOW);
-            let team_rank = fs.standing(&j.account).map_or(u32::MAX, |s| s.rank).min(2047);
+            let team_rank = fs.standing(&j.account).map_or(u32::MAX, |s| s.rank).min(1023);
             (j.is_allocated(&fs), std::cmp::Reverse(team_rank), j.within_team.clamp(-512, 511), ((NOW - j.submit_s) / 60).min(1023), p.value)
         };
         for a in &jobs {

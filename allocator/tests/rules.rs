@@ -131,9 +131,19 @@ fn priority_bit_layout() {
     let fs = World::new(100).share("a", None, 50.0).share("b", None, 50.0).used("a", "u", 800.0).fs();
     let j = Job::new(1, "b", "u").contract(60, false).submitted(NOW - 125).within_team(-3);
     let p = job_priority(&j, &fs, &PriorityRules::default(), NOW);
-    // b ranks first (rank 0): team = 2047 - 0
-    assert_eq!(p.value, (1 << 31) | (2047 << 20) | ((512 - 3) << 10) | 2);
-    assert_eq!(priority::decode(p.value), (true, 2047, -3, 2));
+    // b ranks first (rank 0): team = 1023 - 0
+    assert_eq!(p.value, (1 << 31) | (1023 << 20) | ((512 - 3) << 10) | 2);
+    assert_eq!(priority::decode(p.value), (true, false, 1023, -3, 2));
+    // The planner's bit sits between the tier and the team: a job the plan
+    // starts now outranks any team's job of its tier, never the other tier.
+    let planned = p.planned(true);
+    assert_eq!(planned.value, p.value | (1 << 30));
+    assert_eq!(priority::decode(planned.value), (true, true, 1023, -3, 2));
+    assert_eq!(planned.planned(false), p);
+    let a = job_priority(&Job::new(4, "a", "u").contract(60, false).submitted(NOW), &fs, &PriorityRules::default(), NOW);
+    assert!(a.planned(true).value > p.value, "a ranks below b, but the plan starts a now");
+    let free = job_priority(&Job::new(5, "a", "u").submitted(NOW), &fs, &PriorityRules::default(), NOW);
+    assert!(free.planned(true).value < a.value, "planned unallocated work stays below allocated work");
     // Unknown account: unallocated, lowest team value, never 0.
     let lost = Job::new(2, "nope", "u").within_team(i32::MIN).submitted(NOW);
     let p = job_priority(&lost, &fs, &PriorityRules::default(), NOW);

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use tally_allocator::plan::queue::QueueRules;
 use tally_allocator::{
     AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, Ledger, MissingContract, OrgTree,
     PriorityRules, TreeError,
@@ -88,6 +89,14 @@ pub struct Cluster {
     pub gpus_per_node: u32,
 }
 
+/// `[planner]`: Dharma's rolling horizon inside slurmctld.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Planner {
+    /// Re-plan period, seconds (default 30 min).
+    pub interval_s: u64,
+    pub rules: QueueRules,
+}
+
 /// What the job_submit plugin enforces beyond the contract syntax.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubmitPolicy {
@@ -110,6 +119,8 @@ pub struct Config {
     pub priority: PriorityRules,
     /// How often the plugin's thread charges usage and re-ranks.
     pub calc_period_s: u64,
+    /// `[planner]`: the rolling-horizon planner thread, if enabled.
+    pub planner: Option<Planner>,
     pub tree: OrgTree,
     /// user → account, for clusters without slurmdbd.
     pub users: BTreeMap<String, String>,
@@ -220,6 +231,51 @@ impl Config {
             bad("priority.age_unit", None, "must be longer than 0 (default \"1m\")".into());
         }
 
+        let planner = raw.planner.and_then(|pl| {
+            let enabled = pl.enabled.unwrap_or(false);
+            let interval_s = pl.interval.map_or(1800, |d| d.0);
+            let step_s = pl.step.map_or(3600, |d| d.0);
+            let horizon_s = pl.horizon.map_or(86_400, |d| d.0);
+            let decay = pl.decay.unwrap_or(0.97);
+            let max_jobs = pl.max_jobs.unwrap_or(300);
+            let default_duration_s = pl.default_duration.map_or(3600, |d| d.0);
+            let mut ok = true;
+            let mut bad = |key: &str, message: String| {
+                ok = false;
+                bad(key, None, message)
+            };
+            if interval_s == 0 {
+                bad("planner.interval", "must be longer than 0 (default \"30m\"; Dharma re-plans every 30-60 min)".into());
+            }
+            if step_s == 0 {
+                bad("planner.step", "must be longer than 0 (default \"1h\")".into());
+            } else if horizon_s < step_s || horizon_s / step_s > 1000 {
+                bad(
+                    "planner.horizon",
+                    format!(
+                        "{} must hold 1 to 1000 steps of {} (default \"24h\")",
+                        tally_allocator::format_duration(horizon_s),
+                        tally_allocator::format_duration(step_s)
+                    ),
+                );
+            }
+            if !(decay > 0.0 && decay <= 1.0) {
+                bad("planner.decay", format!("{decay} is not in (0, 1] (default 0.97 per step)"));
+            }
+            if !(1..=100_000).contains(&max_jobs) {
+                bad("planner.max_jobs", format!("{max_jobs} is not in 1..=100000 (default 300)"));
+            }
+            if default_duration_s == 0 {
+                bad("planner.default_duration", "must be longer than 0 (default \"1h\")".into());
+            }
+            if enabled && cluster.gpus.is_none() {
+                bad("planner.enabled", "the planner needs the cluster's size: set [cluster] gpus (and gpus_per_node)".into());
+            }
+            let steps = (horizon_s / step_s.max(1)) as usize;
+            (enabled && ok)
+                .then_some(Planner { interval_s, rules: QueueRules { step_s, steps, decay, max_jobs, default_duration_s } })
+        });
+
         // Accounts.
         let mut specs = Vec::new();
         let mut account_lines = BTreeMap::new();
@@ -267,6 +323,7 @@ impl Config {
             submit,
             priority: PriorityRules { age_unit_s },
             calc_period_s,
+            planner,
             tree,
             users: raw.users,
             debug: raw.log.and_then(|l| l.debug).unwrap_or(false),

@@ -13,6 +13,7 @@ pub struct RawConfig {
     pub ledger: Option<RawLedger>,
     pub contracts: Option<RawContracts>,
     pub priority: Option<RawPriority>,
+    pub planner: Option<RawPlanner>,
     pub log: Option<RawLog>,
     #[serde(default)]
     pub accounts: BTreeMap<String, Spanned<RawAccount>>,
@@ -50,6 +51,18 @@ pub struct RawContracts {
 pub struct RawPriority {
     pub calc_period: Option<Duration>,
     pub age_unit: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlanner {
+    pub enabled: Option<bool>,
+    pub interval: Option<Duration>,
+    pub step: Option<Duration>,
+    pub horizon: Option<Duration>,
+    pub decay: Option<f64>,
+    pub max_jobs: Option<usize>,
+    pub default_duration: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -101,7 +101,7 @@ const BROKEN: &[(&str, &str)] = &[
     ("[contracts]\nmissing = \"9h\"\n", "t.toml: contracts.missing: default contract 9h exceeds contracts.max 8h"),
     ("[cluster]\ngpus = 0\n", "t.toml: cluster.gpus: must be at least 1 (or left out to count the nodes' GPUs)"),
     ("[cluster]\ngpus = -3\n", "t.toml:2: cluster.gpus: invalid value: integer `-3`, expected u32"),
-    ("[clutser]\ngpus = 3\n", "t.toml:1: clutser: unknown field `clutser`, expected one of `cluster`, `ledger`, `contracts`, `priority`, `log`, `accounts`, `users`"),
+    ("[clutser]\ngpus = 3\n", "t.toml:1: clutser: unknown field `clutser`, expected one of `cluster`, `ledger`, `contracts`, `priority`, `planner`, `log`, `accounts`, `users`"),
     ("[users]\nalice = \"ghost\"\n", "t.toml: users.alice: account `ghost` is not declared under [accounts]"),
     ("[accounts.root]\nshare = 5\n", "t.toml:1: accounts.root: `root` is the implicit top of the tree and cannot be declared"),
     (
@@ -109,6 +109,15 @@ const BROKEN: &[(&str, &str)] = &[
         "t.toml:3: accounts.a: children of `a` are given 500.0 GPU-hours per window, more than its 134.4",
     ),
     ("[accounts.a\nshare = 5\n", "t.toml:1: invalid table header\nexpected `.`, `]`"),
+    (
+        "[planner]\nenabled = true\n",
+        "t.toml: planner.enabled: the planner needs the cluster's size: set [cluster] gpus (and gpus_per_node)",
+    ),
+    ("[planner]\ninterval = \"0s\"\n", "t.toml: planner.interval: must be longer than 0 (default \"30m\"; Dharma re-plans every 30-60 min)"),
+    ("[planner]\nstep = \"1h\"\nhorizon = \"30m\"\n", "t.toml: planner.horizon: 30m must hold 1 to 1000 steps of 1h (default \"24h\")"),
+    ("[planner]\ndecay = 1.5\n", "t.toml: planner.decay: 1.5 is not in (0, 1] (default 0.97 per step)"),
+    ("[planner]\nmax_jobs = 0\n", "t.toml: planner.max_jobs: 0 is not in 1..=100000 (default 300)"),
+    ("[planner]\nhorizon = 24\n", "t.toml:2: planner.horizon: `24` has no unit: write it as a string such as \"24m\" or \"24h\""),
 ];
 
 #[test]
@@ -122,6 +131,18 @@ fn broken_configs_name_file_line_key_and_expectation() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+#[test]
+fn planner_is_off_by_default_and_configurable() {
+    assert_eq!(Config::parse(GOOD, "good.toml").unwrap().planner, None);
+    let text = format!("{GOOD}\n[planner]\nenabled = true\ninterval = \"45m\"\nstep = \"30m\"\nhorizon = \"12h\"\nmax_jobs = 50\n");
+    let p = Config::parse(&text, "good.toml").unwrap().planner.expect("enabled");
+    assert_eq!((p.interval_s, p.rules.step_s, p.rules.steps, p.rules.max_jobs), (2700, 1800, 24, 50));
+    assert_eq!((p.rules.decay, p.rules.default_duration_s), (0.97, 3600));
+    // Written but not enabled: validated, not run.
+    let text = format!("{GOOD}\n[planner]\ninterval = \"45m\"\n");
+    assert_eq!(Config::parse(&text, "good.toml").unwrap().planner, None);
 }
 
 #[test]

@@ -413,52 +413,35 @@ impl<'a> Sim<'a> {
     /// Planner: plan the next 24 h for the oldest waiting jobs, running
     /// jobs pinned where they run, and re-rank the queue by planned start.
     fn plan_queue(&mut self, now: u64) {
-        use tally_allocator::plan::{fast, PlanJob, Scenario};
-        let per_node = self.cluster.gpus_per_node;
-        let mut jobs = Vec::new();
-        // Running jobs: contiguous blocks packed per node in start order.
-        let mut offset = vec![0u32; self.cluster.nodes()];
-        let mut pinned_id = 1u64 << 62;
-        for &i in &self.running {
-            let j = &self.jobs[i];
-            let left = (j.run_start + j.remaining_s).saturating_sub(now);
-            for &(n, g) in &j.placement {
-                let first = n as u32 * per_node + offset[n];
-                offset[n] += g;
-                let steps = left.div_ceil(PLAN_STEP_S).max(1) as usize;
-                jobs.push(PlanJob { id: pinned_id, gpus: g, duration_steps: steps, priority: 1.0, arrival_step: 0, pinned: Some((0, first)) });
-                pinned_id += 1;
-            }
-        }
+        use tally_allocator::plan::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
+        let running: Vec<RunningJob> = self
+            .running
+            .iter()
+            .map(|&i| {
+                let j = &self.jobs[i];
+                let nodes = j.placement.iter().map(|&(n, g)| (n as u32, g)).collect();
+                RunningJob { nodes, remaining_s: Some((j.run_start + j.remaining_s).saturating_sub(now)) }
+            })
+            .collect();
         let mut waiting: Vec<usize> = self.groups.values().flat_map(|g| g.iter().map(|&(_, _, _, i)| i)).collect();
         waiting.sort_by_key(|&i| (self.jobs[i].job.submit_s, self.jobs[i].job.id));
-        for &i in waiting.iter().take(PLAN_JOBS) {
-            let j = &self.jobs[i];
-            jobs.push(PlanJob {
-                id: i as u64,
-                gpus: j.job.gpus.next_power_of_two().min(self.cluster.total()),
-                duration_steps: j.remaining_s.div_ceil(PLAN_STEP_S).max(1) as usize,
-                priority: f64::from(j.priority_col.max(0)) + 1.0,
-                arrival_step: 0,
-                pinned: None,
-            });
-        }
-        let scenario = Scenario {
-            gpus: self.cluster.total(),
-            gpus_per_node: per_node,
-            steps: PLAN_STEPS,
-            step_s: PLAN_STEP_S,
-            decay: 0.97,
-            penalty: 8.0,
-            jobs,
-            services: Vec::new(),
-        };
-        let plan = fast::plan(&scenario);
+        // The oldest PLAN_JOBS jobs, valued by the trace's priority (Dharma's
+        // priority × time decay); the durations are the true remaining work.
+        let queue: Vec<WaitingJob> = waiting
+            .iter()
+            .take(PLAN_JOBS)
+            .map(|&i| {
+                let j = &self.jobs[i];
+                WaitingJob { id: i as u64, gpus: j.job.gpus, duration_s: Some(j.remaining_s), value: Some(f64::from(j.priority_col.max(0)) + 1.0) }
+            })
+            .collect();
+        let rules = QueueRules { step_s: PLAN_STEP_S, steps: PLAN_STEPS, decay: 0.97, max_jobs: PLAN_JOBS, default_duration_s: PLAN_STEP_S };
+        let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &rules, &running, &queue);
         for &i in &waiting {
             self.plan_rank[i] = u32::MAX;
         }
-        for p in plan.batch.iter().filter(|p| p.job_id < 1 << 62) {
-            self.plan_rank[p.job_id as usize] = p.start_step as u32;
+        for (&i, &step) in &plan.start_step {
+            self.plan_rank[i as usize] = step as u32;
         }
         // Re-key the queue (one group) by the new ranks.
         self.groups.clear();

@@ -12,6 +12,7 @@
 #include "src/common/list.h"            /* List, list_* */
 #include "src/common/xmalloc.h"         /* slurm_xcalloc, slurm_xfree, xfree_ptr */
 #include "src/common/xstring.h"         /* xstrdup */
+#include "src/common/bitstring.h"       /* bit_test, bit_size (node_bitmap) */
 #include "src/common/read_config.h"     /* slurm_conf */
 #include "src/common/slurm_protocol_defs.h" /* priority_factors_request_msg_t */
 #include "slurm/slurm_errno.h"          /* SLURM_SUCCESS, ESLURM_* */

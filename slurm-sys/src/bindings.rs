@@ -93,6 +93,7 @@ pub type ListDelF = ::core::option::Option<
     unsafe extern "C" fn(x: *mut ::core::ffi::c_void),
 >;
 pub type bitstr_t = i64;
+pub type bitoff_t = bitstr_t;
 pub type dynamic_plugin_data_t = dynamic_plugin_data;
 pub type job_desc_msg_t = job_descriptor;
 pub type priority_factors_object_t = priority_factors_object;
@@ -870,6 +871,8 @@ pub const PREEMPT_DATA_MODE: slurm_preempt_data_type_t = 1;
 pub const PREEMPT_DATA_PRIO: slurm_preempt_data_type_t = 2;
 pub const PREEMPT_DATA_GRACE_TIME: slurm_preempt_data_type_t = 3;
 extern "C" {
+    pub fn bit_test(b: *mut bitstr_t, bit: bitoff_t) -> ::core::ffi::c_int;
+    pub fn bit_size(b: *mut bitstr_t) -> bitoff_t;
     pub fn list_create(f: ListDelF) -> List;
     pub fn list_destroy(l: List);
     pub fn list_count(l: List) -> ::core::ffi::c_int;

@@ -6,11 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-CONFIG=$ROOT/tests/e2e/tally.toml
 RUN=${TALLY_RUN_DIR:-/var/tmp/tally-testbed}
+# A copy: the planner test turns [planner] on in it and reconfigures.
+CONFIG=$RUN/e2e-tally.toml
 
 make --no-print-directory plugins build
 mkdir -p "$RUN"
+cp tests/e2e/tally.toml "$CONFIG"
 target/release/tally config check "$CONFIG" >/dev/null
 target/release/tally config accounts "$CONFIG" >"$RUN/e2e-accounts"
 

@@ -236,7 +236,7 @@ fn e2e_4_sprio_shows_tallys_factors() {
         assert_eq!(total, site + age + fs + js + qos - nice_col, "job {id}: columns add up to PRIORITY");
         assert_eq!(total as u64, prio(id), "job {id}: sprio agrees with squeue");
         let team = if id == nice { "tier_busy" } else { "tier_idle" };
-        assert_eq!(fs, i64::from(2047 - r[team]) << 20, "job {id}: FAIRSHARE is the team's rank");
+        assert_eq!(fs, i64::from(1023 - r[team]) << 20, "job {id}: FAIRSHARE is the team's rank");
         if id == free {
             assert_eq!(site, 0, "unallocated: SITE 0");
         } else {
@@ -344,5 +344,66 @@ fn e2e_8_debug_job_starts_within_seconds_on_a_full_cluster() {
     let wait = t.elapsed().as_secs_f64();
     println!("debug job (2 GPUs, contract=10m) waited {wait:.1} s on a full cluster");
     assert_eq!(fillers.iter().filter(|&&f| state(f) != "RUNNING").count(), 1, "one filler made room");
+    clean();
+}
+
+/// Turns `[planner]` on in the test bed's config copy (and reconfigures);
+/// restores the config and the partition whatever happens.
+struct PlannerOn {
+    original: String,
+}
+
+impl PlannerOn {
+    fn new() -> PlannerOn {
+        let original = std::fs::read_to_string(config()).unwrap();
+        let on = format!("{original}\n[planner]\nenabled = true\ninterval = \"2s\"\nstep = \"10m\"\nhorizon = \"4h\"\n");
+        std::fs::write(config(), on).unwrap();
+        sh("scontrol", &["reconfigure"]);
+        PlannerOn { original }
+    }
+}
+
+impl Drop for PlannerOn {
+    fn drop(&mut self) {
+        let _ = Command::new("scontrol").args(["update", "PartitionName=gpu", "State=UP"]).status();
+        let _ = std::fs::write(config(), &self.original);
+        let _ = Command::new("scontrol").arg("reconfigure").status();
+    }
+}
+
+#[test]
+fn e2e_9_planner_starts_the_job_that_fits_the_hole_first() {
+    clean();
+    let _on = PlannerOn::new();
+    // plan_busy holds node 1 whole and half of node 2 (and so ranks below plan_idle).
+    let big = submit("pb", 8, "contract=1h", 900);
+    wait_until(60, "the 8-GPU job to run", || state(big) == "RUNNING");
+    let half = submit("pb", 4, "contract=1h", 900);
+    wait_until(60, "the 4-GPU job to run", || state(half) == "RUNNING");
+    // Nothing new starts while the partition is down: the queue stays for us to read.
+    sh("scontrol", &["update", "PartitionName=gpu", "State=DOWN"]);
+    let whole = submit("pi", 8, "contract=1h", 600); // needs a free node: none until `big` ends
+    let fits = submit("pb", 4, "contract=1h", 600); // fits the 4 GPUs left on node 2
+    let r = ranks();
+    wait_until(30, "usage to rank plan_busy below plan_idle", || {
+        let r = ranks();
+        r["plan_idle"] < r["plan_busy"]
+    });
+    const PLAN: u64 = 1 << 30;
+    wait_until(30, "the planner to mark the job that fits", || prio(fits) & PLAN != 0);
+    let (p_whole, p_fits) = (prio(whole), prio(fits));
+    println!("ranks {r:?}; priority of the 8-GPU job of plan_idle {p_whole:#x}, of the 4-GPU job of plan_busy {p_fits:#x}");
+    assert_eq!(p_whole & PLAN, 0, "the 8-GPU job cannot start now: no plan bit");
+    assert!((p_whole >> 20) & 0x3ff > (p_fits >> 20) & 0x3ff, "plan_idle's team field is the better one");
+    assert!(p_fits > p_whole, "the job the plan starts now goes first");
+    // sprio: the plan bit is the PARTITION column.
+    let sp = sh("sprio", &["-h", "-j", &fits.to_string(), "-o", "%i %P"]);
+    assert!(sp.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()) == Some(PLAN as f64), "sprio: {sp}");
+    let log = std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld.log")).unwrap_or_default();
+    assert!(log.contains("priority/tally: plan: "), "the planner logs each re-plan");
+    // Open the partition: the 4-GPU job starts; the 8-GPU one still waits for a node.
+    sh("scontrol", &["update", "PartitionName=gpu", "State=UP"]);
+    wait_until(60, "the planned job to start", || state(fits) == "RUNNING");
+    assert_eq!(state(whole), "PENDING");
     clean();
 }

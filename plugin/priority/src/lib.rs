@@ -17,9 +17,16 @@
 //! the state file. Lock order everywhere: slurmctld's lock, then the engine's
 //! mutex.
 //!
+//! With `[planner] enabled = true`, a second thread re-plans every
+//! `planner.interval`: it copies the jobs (and running jobs' nodes) under
+//! the job *read* lock, plans with the lock released
+//! (`tally_slurm::planner::replan`, fast mode, milliseconds), publishes the
+//! [`PlanBoard`] `priority_p_set` reads, then takes the write lock only to
+//! set the changed priorities. Never inside `priority_p_set`.
+//!
 //! sprio columns (their sum is the job's priority, see docs/design.md):
 //! SITE = 2³¹−1 for allocated jobs (0 otherwise), JOBSIZE = the missing 1,
-//! FAIRSHARE = (2047 − rank)·2²⁰, QOS = 512·2¹⁰ (base of the inside-team
+//! PARTITION = 2³⁰ for a job the planner starts now, FAIRSHARE = (1023 − rank)·2²⁰, QOS = 512·2¹⁰ (base of the inside-team
 //! field), NICE = −within_team·2¹⁰, AGE = age steps.
 
 // The exported functions take slurmctld's pointers by the C ABI: they cannot
@@ -34,13 +41,14 @@ use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tally_slurm::engine::{priority_of, Engine, Ranking};
+use tally_slurm::engine::{changed_priorities, priority_of, Engine, PlanBoard, Ranking};
 use tally_slurm::follower::{initial_config, load_config};
 use tally_slurm::guard::{guard, install_panic_hook, lock};
 use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::{self, SlurmLogger};
 use tally_slurm::statefile::{self, Loaded};
-use tally_slurm::view::{job_pointers, read_job, RunState};
+use tally_slurm::planner::{replan, Placed};
+use tally_slurm::view::{job_nodes, job_pointers, read_job, RunState};
 use tally_slurm::worker::{Wake, Worker};
 
 // ---- identity ------------------------------------------------------------
@@ -66,11 +74,14 @@ struct Shared {
 struct Running {
     shared: Arc<Shared>,
     worker: Option<Worker>,
+    planner: Option<Worker>,
 }
 
 static PLUGIN: Mutex<Option<Running>> = Mutex::new(None);
 /// What `priority_p_set` reads: swapped by the thread, never waited on.
 static RANKING: Mutex<Option<Arc<Ranking>>> = Mutex::new(None);
+/// The planner's last committed step (None: no planner), swapped likewise.
+static PLAN: Mutex<Option<Arc<PlanBoard>>> = Mutex::new(None);
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -78,6 +89,10 @@ fn now() -> u64 {
 
 fn current_ranking() -> Option<Arc<Ranking>> {
     lock(&RANKING).clone()
+}
+
+fn current_plan() -> Option<Arc<PlanBoard>> {
+    lock(&PLAN).clone()
 }
 
 fn publish(engine: &Engine) {
@@ -147,7 +162,10 @@ pub extern "C" fn init() -> c_int {
         let worker = Worker::spawn("tally-recalc", move |wake| recalc(&host, &s2, wake))
             .map_err(|e| log::error!("cannot start the recalculation thread: {e}"))
             .ok();
-        *lock(&PLUGIN) = Some(Running { shared, worker });
+        let planner = Worker::spawn("tally-plan", move |wake| plan_round(&host, wake))
+            .map_err(|e| log::error!("cannot start the planner thread: {e}"))
+            .ok();
+        *lock(&PLUGIN) = Some(Running { shared, worker, planner });
         SUCCESS
     })
 }
@@ -156,9 +174,12 @@ pub extern "C" fn init() -> c_int {
 pub extern "C" fn fini() -> c_int {
     guard("fini", || SUCCESS, || {
         let running = lock(&PLUGIN).take();
-        if let Some(w) = running.and_then(|r| r.worker) {
-            w.stop();
+        if let Some(r) = running {
+            for w in [r.planner, r.worker].into_iter().flatten() {
+                w.stop();
+            }
         }
+        *lock(&PLAN) = None;
         SUCCESS
     })
 }
@@ -186,8 +207,9 @@ fn tick(host: &Host, shared: &Shared) {
         let jobs: Vec<(*mut job_record_t, _)> =
             unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
         let views: Vec<_> = jobs.iter().map(|(_, v)| v.clone()).collect();
+        let plan = current_plan();
         let mut engine = lock(&shared.engine);
-        let report = engine.tick(t, &views);
+        let report = engine.tick(t, &views, plan.as_deref());
         for &(i, prio) in &report.priorities {
             let job = jobs[i].0;
             // SAFETY: pointer from job_list, still under the write lock.
@@ -205,6 +227,71 @@ fn tick(host: &Host, shared: &Shared) {
         );
     });
     save(shared);
+}
+
+// ---- the planner thread -----------------------------------------------------------
+
+/// One round of the planner thread: re-plan if `[planner]` is enabled in the
+/// config in force, else clear the board. Returns the time to the next round.
+fn plan_round(host: &Host, wake: Wake) -> Duration {
+    /// How often a disabled planner looks whether a reconfigure enabled it.
+    const IDLE: Duration = Duration::from_secs(5);
+    if wake == Wake::Stop {
+        return IDLE;
+    }
+    let Some(r) = current_ranking() else { return IDLE };
+    let Some(interval) = r.config.planner.filter(|_| r.config.cluster.gpus.is_some()).map(|p| p.interval_s) else {
+        if lock(&PLAN).take().is_some() {
+            log::info!("planner disabled: the plan bit is cleared at the next recalculation");
+        }
+        return IDLE;
+    };
+    let began = std::time::Instant::now();
+    let t = now();
+    // 1. Copy the jobs out under the read lock.
+    let jobs: Vec<Placed> = host.with_jobs(Access::ReadJobs, |list| {
+        // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
+        unsafe { job_pointers(list) }
+            .into_iter()
+            .filter_map(|p| {
+                let view = unsafe { read_job(p) }?;
+                let nodes = if view.state == RunState::Running { unsafe { job_nodes(p) } } else { Vec::new() };
+                Some(Placed { view, nodes })
+            })
+            .collect()
+    });
+    // 2. Plan with no lock held.
+    let Some(re) = replan(&r, &jobs, t) else { return IDLE };
+    let board = Arc::new(re.board);
+    *lock(&PLAN) = Some(board.clone());
+    // 3. Set the priorities that changed, under the write lock.
+    let changed = host.with_jobs(Access::WriteJobs, |list| {
+        // SAFETY: job_list under the job write lock (with_jobs).
+        let live: Vec<(*mut job_record_t, _)> =
+            unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
+        let views: Vec<_> = live.iter().map(|(_, v)| v.clone()).collect();
+        let changed = changed_priorities(&r, &views, t, Some(&board));
+        for &(i, prio) in &changed {
+            let job = live[i].0;
+            // SAFETY: pointer from job_list, still under the write lock.
+            unsafe { (*job).priority = prio };
+        }
+        if !changed.is_empty() {
+            host.touch(t as i64);
+        }
+        changed.len()
+    });
+    log::info!(
+        "plan: {} running, {} waiting ({} considered, {} planned within the horizon); starts now: {:?}; {} priorities changed; {} ms",
+        re.running,
+        re.waiting,
+        re.plan.considered,
+        re.plan.start_step.len(),
+        board.starts_now,
+        changed,
+        began.elapsed().as_millis()
+    );
+    Duration::from_secs(interval.max(1))
 }
 
 /// Write the ledger (outside slurmctld's lock).
@@ -247,7 +334,7 @@ pub extern "C" fn priority_p_set(last_prio: u32, job_ptr: *mut job_record_t) -> 
             return v.priority;
         }
         let Some(r) = current_ranking() else { return 1 };
-        let p = priority_of(&r, &v, now());
+        let p = priority_of(&r, &v, now(), current_plan().as_deref());
         if r.config.debug {
             log::debug!("job {} ({:?}/{}) priority {} (allocated={}, rank={:?})", v.job_id, v.account, v.user, p.value, p.allocated, p.rank);
         }
@@ -288,6 +375,7 @@ pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factor
     guard("priority_p_get_priority_factors_list", std::ptr::null_mut, || {
         let Some(host) = Host::lookup() else { return std::ptr::null_mut() };
         let Some(r) = current_ranking() else { return std::ptr::null_mut() };
+        let plan = current_plan();
         let t = now();
         // SAFETY: req is NULL or a valid request for this call.
         let req = unsafe { req.as_ref() };
@@ -323,7 +411,7 @@ pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factor
                         continue;
                     }
                 }
-                let prio = priority_of(&r, &v, t);
+                let prio = priority_of(&r, &v, t, plan.as_deref());
                 // SAFETY: xmalloc equivalent; zeroed; freed by Slurm.
                 let obj = unsafe {
                     slurm_sys::slurm_xcalloc(
@@ -351,6 +439,7 @@ pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factor
                     o.partition = (*p).partition;
                     o.priority_site = NICE_OFFSET + tier * ((1u32 << 31) - 1);
                     o.priority_js = f64::from(tier);
+                    o.priority_part = if prio.planned { f64::from(1u32 << 30) } else { 0.0 };
                     o.priority_fs = f64::from(prio.team) * f64::from(1u32 << 20);
                     o.priority_qos = 512.0 * 1024.0;
                     o.nice = (i64::from(NICE_OFFSET) - within * 1024) as u32;

@@ -122,6 +122,30 @@ fn plugin_in_a_fake_slurmctld() {
         assert!(with_lock(|| set(0, b.ptr())) > with_lock(|| set(0, a.ptr())));
         assert_eq!(fini(), 0);
 
+        // ---- [planner] on: its thread plans the queue and sets the plan bit
+        // of the pending jobs it starts now (all fit on an empty cluster),
+        // under the write lock; held jobs stay held; sprio shows the bit.
+        std::fs::write(
+            &config,
+            "[cluster]\ngpus = 16\n[priority]\ncalc_period = \"1h\"\n[planner]\nenabled = true\ninterval = \"1s\"\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n",
+        )
+        .unwrap();
+        let locks = LOCKS_TAKEN.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(init(), 0);
+        const PLAN: u32 = 1 << 30;
+        wait_until("the planner to mark the queue", Duration::from_secs(15), || jobs[1..5].iter().all(|j| p(j) & PLAN != 0));
+        assert!(LOCKS_TAKEN.load(std::sync::atomic::Ordering::SeqCst) > locks);
+        assert_eq!(p(&jobs[5]), 0, "held jobs stay held");
+        assert!(p(&jobs[3]) < 1 << 31, "the plan bit never lifts unallocated work into the allocated tier");
+        assert_eq!(with_lock(|| set(0, jobs[2].ptr())) & PLAN, PLAN, "priority_p_set reads the last plan");
+        let out = factors(std::ptr::null_mut(), 0);
+        for o in host.list_items(out) {
+            let o = &*o.cast::<priority_factors_object_t>();
+            assert_eq!(o.priority_part, f64::from(PLAN), "job {}: PARTITION is the plan bit", o.job_id);
+        }
+        host.list_destroy(out);
+        assert_eq!(fini(), 0);
+
         // ---- a corrupt ledger is set aside, not fatal
         std::fs::write(dir.join("tally/ledger.state"), "garbage").unwrap();
         assert_eq!(init(), 0);

@@ -11,8 +11,8 @@
 //!    window;
 //! 3. re-ranks the accounts and computes every pending job's priority.
 //!
-//! `priority_p_set` reads the last [`Ranking`] only: no IO, no waiting on the
-//! engine.
+//! `priority_p_set` reads the last [`Ranking`] and [`PlanBoard`] only: no
+//! IO, no waiting on the engine.
 
 use crate::view::{JobView, RunState};
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +26,20 @@ pub struct Ranking {
     pub config: Arc<Config>,
     pub fs: FairShare,
     pub computed_at: u64,
+}
+
+/// The planner thread's last committed step: the jobs its plan starts now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanBoard {
+    pub starts_now: BTreeSet<u32>,
+    /// When it was planned (Unix seconds).
+    pub planned_at: u64,
+}
+
+impl PlanBoard {
+    pub fn starts(board: Option<&PlanBoard>, job_id: u32) -> bool {
+        board.is_some_and(|b| b.starts_now.contains(&job_id))
+    }
 }
 
 /// What one tick did.
@@ -69,10 +83,28 @@ pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::Con
     (job, err)
 }
 
-/// The priority of a job under a ranking (the one call `priority_p_set` makes).
-pub fn priority_of(r: &Ranking, v: &JobView, now: u64) -> Priority {
+/// The priority of a job under a ranking and the planner's last committed
+/// step (the one call `priority_p_set` makes).
+pub fn priority_of(r: &Ranking, v: &JobView, now: u64, plan: Option<&PlanBoard>) -> Priority {
     let (job, _) = to_job(&r.config, v);
-    job_priority(&job, &r.fs, &r.config.priority, now)
+    job_priority(&job, &r.fs, &r.config.priority, now).planned(PlanBoard::starts(plan, v.job_id))
+}
+
+/// New priorities of the pending jobs among `jobs` (index, value) whose
+/// priority differs from what slurmctld has. Held jobs (priority 0) stay
+/// held; an admin's priority stays.
+pub fn changed_priorities(r: &Ranking, jobs: &[JobView], now: u64, plan: Option<&PlanBoard>) -> Vec<(usize, u32)> {
+    let mut out = Vec::new();
+    for (i, v) in jobs.iter().enumerate() {
+        if v.state != RunState::Pending || v.priority == 0 || v.direct_set_prio {
+            continue;
+        }
+        let p = priority_of(r, v, now, plan).value;
+        if p != v.priority {
+            out.push((i, p));
+        }
+    }
+    out
 }
 
 fn rank(config: &Arc<Config>, snapshot: &Snapshot, now: u64) -> Ranking {
@@ -151,8 +183,9 @@ impl Engine {
         charge_from_mark(&mut self.snapshot.charged_until, &job, &self.config.tree, &mut self.snapshot.ledger, v.start_s, to)
     }
 
-    /// One recalculation over every job slurmctld knows.
-    pub fn tick(&mut self, now: u64, jobs: &[JobView]) -> TickReport {
+    /// One recalculation over every job slurmctld knows, under the
+    /// planner's last committed step (`None`: no planner).
+    pub fn tick(&mut self, now: u64, jobs: &[JobView], plan: Option<&PlanBoard>) -> TickReport {
         let mut report = TickReport { jobs_seen: jobs.len(), ..TickReport::default() };
         for v in jobs {
             report.charged_gpu_s += self.charge(v, now);
@@ -163,17 +196,10 @@ impl Engine {
         self.snapshot.ledger.prune(now);
         self.ranking = Arc::new(rank(&self.config, &self.snapshot, now));
 
-        for (i, v) in jobs.iter().enumerate() {
+        for v in jobs {
             self.warn_once(v);
-            // Held jobs (priority 0) stay held; an admin's priority stays.
-            if v.state != RunState::Pending || v.priority == 0 || v.direct_set_prio {
-                continue;
-            }
-            let p = priority_of(&self.ranking, v, now).value;
-            if p != v.priority {
-                report.priorities.push((i, p));
-            }
         }
+        report.priorities = changed_priorities(&self.ranking, jobs, now, plan);
         report
     }
 

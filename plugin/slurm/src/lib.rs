@@ -10,6 +10,8 @@
 //!   only place that dereferences job pointers.
 //! - [`engine`]: safe, host-free logic: charging the ledger from job views,
 //!   re-ranking, computing priorities. Unit-tested without Slurm.
+//! - [`planner`]: the planner thread's work, host-free: jobs → the plan's
+//!   committed step ([`engine::PlanBoard`]).
 //! - [`statefile`]: atomic save and careful load of the ledger.
 //! - [`worker`]: the background thread shape (tick, reload, stop) of every
 //!   plugin; [`follower`]: config and ledger followed from disk by the
@@ -26,6 +28,7 @@ pub mod engine;
 pub mod follower;
 pub mod guard;
 pub mod host;
+pub mod planner;
 pub mod slurm_log;
 pub mod statefile;
 pub mod submit;

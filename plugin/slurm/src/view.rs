@@ -135,6 +135,24 @@ pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
     })
 }
 
+/// The node indices (bits of `node_bitmap`, the order of slurmctld's node
+/// table) a job runs on; empty when it holds none.
+///
+/// # Safety
+/// `job` is NULL or a valid `job_record_t` of slurmctld, and slurmctld's job
+/// lock (read or write) is held for the duration of the call.
+pub unsafe fn job_nodes(job: *const job_record_t) -> Vec<u32> {
+    // SAFETY: caller's contract.
+    let Some(j) = (unsafe { job.as_ref() }) else { return Vec::new() };
+    let bits = j.node_bitmap;
+    if bits.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: a live bitmap of the job (same lock); bit_size/bit_test only read it.
+    let n = unsafe { slurm_sys::bit_size(bits) }.max(0);
+    (0..n).filter(|&i| unsafe { slurm_sys::bit_test(bits, i) } != 0).map(|i| i as u32).collect()
+}
+
 /// Read a submission or update request.
 ///
 /// # Safety

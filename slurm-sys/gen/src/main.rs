@@ -62,6 +62,9 @@ const FUNCTIONS: &[&str] = &[
     "slurm_destroy_priority_factors_object",
     "lock_slurmctld",
     "unlock_slurmctld",
+    // A running job's nodes (job_record_t.node_bitmap), for the planner.
+    "bit_test",
+    "bit_size",
 ];
 
 /// Global variables and `#define` constants. `job_list` and `last_job_update`

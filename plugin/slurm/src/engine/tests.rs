@@ -51,10 +51,10 @@ fn running(mut v: JobView, start: u64) -> JobView {
 fn charges_running_allocated_jobs_once() {
     let mut e = engine();
     let j = running(view(1, "a", "alice", "contract=1h"), T0);
-    e.tick(T0 + 60, &[j.clone()]);
-    e.tick(T0 + 120, &[j.clone()]);
+    e.tick(T0 + 60, &[j.clone()], None);
+    e.tick(T0 + 120, &[j.clone()], None);
     // The same tick twice charges nothing more.
-    let r = e.tick(T0 + 120, &[j.clone()]);
+    let r = e.tick(T0 + 120, &[j.clone()], None);
     assert_eq!(r.charged_gpu_s, 0.0);
     assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / 3600.0);
 }
@@ -67,7 +67,7 @@ fn unallocated_and_unknown_jobs_are_not_charged() {
         running(view(2, "ghost", "alice", "contract=1h"), T0),
         running(view(3, "a", "alice", "contract=99h"), T0), // refused contract → unallocated
     ];
-    let r = e.tick(T0 + 600, &jobs);
+    let r = e.tick(T0 + 600, &jobs, None);
     assert_eq!(r.charged_gpu_s, 0.0);
     assert!(e.usage_by_account(T0 + 600).is_empty());
 }
@@ -75,7 +75,7 @@ fn unallocated_and_unknown_jobs_are_not_charged() {
 #[test]
 fn users_map_stands_in_for_accounting() {
     let mut e = engine();
-    e.tick(T0 + 3600, &[running(view(1, "", "bob", "contract=1h"), T0)]);
+    e.tick(T0 + 3600, &[running(view(1, "", "bob", "contract=1h"), T0)], None);
     assert_eq!(e.usage_by_account(T0 + 3600)["b"], 2.0);
 }
 
@@ -83,16 +83,16 @@ fn users_map_stands_in_for_accounting() {
 fn stopped_jobs_are_charged_to_their_end_only() {
     let mut e = engine();
     let mut j = running(view(1, "a", "alice", "contract=1h"), T0);
-    e.tick(T0 + 60, &[j.clone()]);
+    e.tick(T0 + 60, &[j.clone()], None);
     // Requeued (preempted) at +90: pending again with start/end of the last run.
     j.state = RunState::Pending;
     j.end_s = T0 + 90;
-    e.tick(T0 + 120, &[j.clone()]);
-    e.tick(T0 + 180, &[j.clone()]);
+    e.tick(T0 + 120, &[j.clone()], None);
+    e.tick(T0 + 180, &[j.clone()], None);
     assert_eq!(e.usage_by_account(T0 + 180)["a"], 2.0 * 90.0 / 3600.0);
     // Runs again from +300: charged from its new start, not from +90.
     let j = running(JobView { end_s: 0, ..j }, T0 + 300);
-    e.tick(T0 + 360, &[j]);
+    e.tick(T0 + 360, &[j], None);
     assert_eq!(e.usage_by_account(T0 + 360)["a"], 2.0 * 150.0 / 3600.0);
 }
 
@@ -100,11 +100,11 @@ fn stopped_jobs_are_charged_to_their_end_only() {
 fn marks_survive_a_restart_so_nothing_is_charged_twice() {
     let mut e = engine();
     let j = running(view(7, "a", "alice", "contract=1h"), T0);
-    e.tick(T0 + 600, &[j.clone()]);
+    e.tick(T0 + 600, &[j.clone()], None);
     let saved = e.state_text(T0 + 600);
     let snap = Snapshot::parse(&saved, 3600, 7 * 86_400).unwrap();
     let mut again = Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), Some(snap), T0 + 700);
-    again.tick(T0 + 900, &[j]);
+    again.tick(T0 + 900, &[j], None);
     assert_eq!(again.usage_by_account(T0 + 900)["a"], 2.0 * 900.0 / 3600.0);
 }
 
@@ -117,7 +117,7 @@ fn pending_priorities_follow_usage_and_skip_held_and_admin_set() {
     let held = JobView { priority: 0, ..view(4, "b", "bob", "contract=1h") };
     let admin = JobView { direct_set_prio: true, priority: 5, ..view(5, "b", "bob", "") };
     let jobs = [busy, pa, pb, held, admin];
-    let r = e.tick(T0 + 3600, &jobs);
+    let r = e.tick(T0 + 3600, &jobs, None);
     let prio: BTreeMap<u32, u32> = r.priorities.iter().map(|&(i, p)| (jobs[i].job_id, p)).collect();
     assert_eq!(prio.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
     // b used nothing, a used 2 GPU-hours: b's job first.
@@ -129,18 +129,18 @@ fn pending_priorities_follow_usage_and_skip_held_and_admin_set() {
 #[test]
 fn forgotten_jobs_lose_their_marks_and_old_usage_leaves() {
     let mut e = engine();
-    e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)]);
+    e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)], None);
     assert_eq!(e.snapshot().charged_until.len(), 1);
-    e.tick(T0 + 7200, &[]);
+    e.tick(T0 + 7200, &[], None);
     assert!(e.snapshot().charged_until.is_empty());
-    e.tick(T0 + 8 * 86_400, &[]);
+    e.tick(T0 + 8 * 86_400, &[], None);
     assert!(e.usage_by_account(T0 + 8 * 86_400).is_empty());
 }
 
 #[test]
 fn reload_keeps_usage() {
     let mut e = engine();
-    e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)]);
+    e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)], None);
     let mut c = Config::parse(CONFIG, "test.toml").unwrap();
     c.debug = true;
     e.set_config(c, T0 + 3600);

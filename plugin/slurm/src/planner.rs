@@ -1,0 +1,148 @@
+//! The planner thread's work, without Slurm: from slurmctld's jobs (copied
+//! out under its read lock) to the [`PlanBoard`] of jobs the plan starts
+//! now. The rule itself is `tally_allocator::plan::queue`, shared with the
+//! simulator's `planner` policy.
+
+use crate::engine::{priority_of, PlanBoard, Ranking};
+use crate::view::{JobView, RunState};
+use tally_allocator::plan::queue::{plan_queue, QueuePlan, RunningJob, WaitingJob};
+
+/// A job and the node indices it runs on (empty unless running).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub view: JobView,
+    pub nodes: Vec<u32>,
+}
+
+/// What a re-plan saw and decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replan {
+    pub board: PlanBoard,
+    pub plan: QueuePlan,
+    pub running: usize,
+    pub waiting: usize,
+}
+
+/// Plan the queue under the ranking's config (`None` without `[planner]`
+/// or `[cluster] gpus`). Waiting jobs are the pending, eligible (begin time
+/// passed), not held jobs that ask for GPUs, in Tally's order without the
+/// plan bit (so the last plan does not feed the next one).
+pub fn replan(r: &Ranking, jobs: &[Placed], now: u64) -> Option<Replan> {
+    let config = &r.config;
+    let planner = config.planner?;
+    let gpus = config.cluster.gpus?;
+    let running: Vec<RunningJob> = jobs
+        .iter()
+        .filter(|p| p.view.state == RunState::Running && p.view.gpus > 0 && !p.nodes.is_empty())
+        .map(|p| {
+            // Slurm gives a multi-node GPU job the same count on each node.
+            let n = p.nodes.len() as u32;
+            let (each, extra) = (p.view.gpus / n, p.view.gpus % n);
+            let nodes = p.nodes.iter().enumerate().map(|(k, &node)| (node, each + u32::from((k as u32) < extra))).collect();
+            let remaining_s = p.view.time_limit_s.map(|limit| (p.view.start_s + limit).saturating_sub(now));
+            RunningJob { nodes, remaining_s }
+        })
+        .collect();
+    let mut waiting: Vec<(u32, u64, &JobView)> = jobs
+        .iter()
+        .map(|p| &p.view)
+        .filter(|v| v.state == RunState::Pending && v.priority != 0 && v.gpus > 0 && v.begin_s <= now)
+        .map(|v| (priority_of(r, v, now, None).value, v.submit_s, v))
+        .collect();
+    waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.job_id.cmp(&b.2.job_id)));
+    let queue: Vec<WaitingJob> =
+        waiting.iter().map(|(_, _, v)| WaitingJob { id: u64::from(v.job_id), gpus: v.gpus, duration_s: v.time_limit_s, value: None }).collect();
+    let plan = plan_queue(gpus, config.cluster.gpus_per_node, &planner.rules, &running, &queue);
+    let board = PlanBoard { starts_now: plan.starts_now().filter_map(|id| u32::try_from(id).ok()).collect(), planned_at: now };
+    Some(Replan { board, plan, running: running.len(), waiting: queue.len() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{changed_priorities, Engine};
+    use tally_config::Config;
+
+    const T0: u64 = 1_796_083_200;
+
+    fn config(planner: bool) -> Config {
+        let text = format!(
+            "[cluster]\ngpus = 16\ngpus_per_node = 8\n[planner]\nenabled = {planner}\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n[users]\nalice = \"a\"\nbob = \"b\"\n"
+        );
+        Config::parse(&text, "test.toml").unwrap()
+    }
+
+    fn job(id: u32, user: &str, gpus: u32, state: RunState, nodes: Vec<u32>) -> Placed {
+        let view = JobView {
+            job_id: id,
+            state,
+            account: None,
+            user: user.into(),
+            user_id: 1000,
+            comment: Some("contract=1h".into()),
+            partition: None,
+            gpus,
+            submit_s: T0,
+            begin_s: T0,
+            start_s: if state == RunState::Running { T0 } else { 0 },
+            end_s: 0,
+            nice: 0,
+            time_limit_s: Some(7200),
+            priority: 1,
+            direct_set_prio: false,
+        };
+        Placed { view, nodes }
+    }
+
+    #[test]
+    fn the_job_that_fits_the_hole_gets_the_plan_bit_over_a_better_ranked_one() {
+        // b has used GPUs (ranks below a). Node 0 is full, node 1 half full.
+        let mut e = Engine::new(config(true), None, T0);
+        let busy = vec![job(1, "bob", 8, RunState::Running, vec![0]), job(2, "bob", 4, RunState::Running, vec![1])];
+        let views: Vec<JobView> = busy.iter().map(|p| p.view.clone()).collect();
+        e.tick(T0 + 600, &views, None);
+        let r = e.ranking();
+        assert!(r.fs.outranks("a", "b"));
+        let mut jobs = busy;
+        jobs.push(job(10, "alice", 8, RunState::Pending, vec![])); // a: a whole node, none free
+        jobs.push(job(11, "bob", 4, RunState::Pending, vec![])); // b: fits node 1 now
+        let t = T0 + 600;
+        let before: Vec<u32> = jobs[2..].iter().map(|p| priority_of(&r, &p.view, t, None).value).collect();
+        assert!(before[0] > before[1], "without a plan a's job comes first");
+        let re = replan(&r, &jobs, t).expect("planner enabled");
+        assert_eq!((re.running, re.waiting), (2, 2));
+        assert_eq!(re.board.starts_now.iter().copied().collect::<Vec<_>>(), vec![11]);
+        let views: Vec<JobView> = jobs.iter().map(|p| p.view.clone()).collect();
+        let changed = changed_priorities(&r, &views, t, Some(&re.board));
+        let p10 = changed.iter().find(|c| c.0 == 2).unwrap().1;
+        let p11 = changed.iter().find(|c| c.0 == 3).unwrap().1;
+        assert!(p11 > p10, "the plan starts b's job now: it goes first");
+        assert_eq!(p11 & (1 << 30), 1 << 30);
+        assert_eq!(p10 & (1 << 30), 0);
+    }
+
+    #[test]
+    fn no_planner_no_board_and_held_or_future_jobs_are_not_planned() {
+        let e = Engine::new(config(false), None, T0);
+        assert!(replan(&e.ranking(), &[job(1, "alice", 1, RunState::Pending, vec![])], T0).is_none());
+        let e = Engine::new(config(true), None, T0);
+        let mut held = job(1, "alice", 1, RunState::Pending, vec![]);
+        held.view.priority = 0;
+        let mut later = job(2, "alice", 1, RunState::Pending, vec![]);
+        later.view.begin_s = T0 + 3600;
+        let cpu_only = job(3, "alice", 0, RunState::Pending, vec![]);
+        let re = replan(&e.ranking(), &[held, later, cpu_only, job(4, "bob", 2, RunState::Pending, vec![])], T0).unwrap();
+        assert_eq!(re.waiting, 1);
+        assert_eq!(re.board.starts_now.iter().copied().collect::<Vec<_>>(), vec![4]);
+    }
+
+    #[test]
+    fn multi_node_jobs_hold_their_share_of_each_node() {
+        let e = Engine::new(config(true), None, T0);
+        // 16 GPUs over both nodes: nothing fits now; a 1-GPU job waits 2 h.
+        let jobs = vec![job(1, "bob", 16, RunState::Running, vec![0, 1]), job(2, "alice", 1, RunState::Pending, vec![])];
+        let re = replan(&e.ranking(), &jobs, T0).unwrap();
+        assert!(re.board.starts_now.is_empty());
+        assert_eq!(re.plan.start_step.get(&2), Some(&2));
+    }
+}
