@@ -89,3 +89,108 @@ fn dilation_is_the_least_curve_within_the_cap() {
     assert_eq!(fast::dilate(&[4, 4], 0), vec![4, 4]);
     assert_eq!(fast::dilate(&[], 3), Vec::<u32>::new());
 }
+
+/// A deterministic generator of small random scenarios: node sizes that
+/// are and are not powers of two, pinned jobs, zero to two services,
+/// horizons below and above 32 and 64 steps.
+fn random_scenario(seed: u64) -> Scenario {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut pick = |n: u64| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) % n
+    };
+    let (gpus, per_node) = [(4, 4), (8, 8), (16, 8), (32, 8), (12, 6), (64, 8), (16, 4)][pick(7) as usize];
+    let steps = [4, 12, 24, 40, 64, 70][pick(6) as usize];
+    let mut jobs = Vec::new();
+    // Up to two pinned jobs in disjoint nodes' first GPUs.
+    for n in 0..pick(3) as u32 {
+        let first = n * per_node;
+        if first + per_node <= gpus {
+            let g = [1, 2, 4][pick(3) as usize].min(1 << per_node.trailing_zeros());
+            let mut j = job(100 + u64::from(n), g, 1 + pick(steps as u64) as usize, 1.0 + pick(10) as f64, 0);
+            j.pinned = Some((0, first));
+            jobs.push(j);
+        }
+    }
+    for id in 1..=(3 + pick(25)) {
+        let g = [1, 2, 4, 8, 16][pick(5) as usize].min(gpus);
+        let g = if g > per_node && g % per_node != 0 { 1 } else { g };
+        jobs.push(job(id, g, 1 + pick((steps as u64 / 2).max(1)) as usize, 1.0 + pick(10) as f64, pick(steps as u64) as usize));
+    }
+    let services = (0..pick(3))
+        .map(|i| Service {
+            name: format!("s{i}"),
+            demand: (0..steps).map(|_| pick(u64::from(gpus / 4).max(1) + 1) as u32).collect(),
+            swap_cap: 1 + pick(3) as u32,
+            weight: 10.0,
+        })
+        .collect();
+    Scenario { gpus, gpus_per_node: per_node, steps, step_s: 3600, decay: 0.97, penalty: 8.0, jobs, services }
+}
+
+#[test]
+fn fast_plans_validate_match_their_value_and_beat_the_single_greedy() {
+    for seed in 0..300 {
+        let s = random_scenario(seed);
+        let (p, value) = fast::plan_scored(&s);
+        let score = validate(&s, &p).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        // The incremental scorer is the validator's value.
+        assert!((score.value - value).abs() <= 1e-9 * value.abs().max(1.0), "seed {seed}: {} vs {value}", score.value);
+        // Never worse than the single greedy order it starts from.
+        let g = validate(&s, &fast::greedy(&s)).unwrap_or_else(|e| panic!("seed {seed}: greedy {e}"));
+        assert!(score.value >= g.value - 1e-9, "seed {seed}: {} < greedy {}", score.value, g.value);
+        // Deterministic.
+        assert_eq!(fast::plan(&s), p, "seed {seed}");
+        // Pinned jobs unmoved (the validator checks it too).
+        for j in s.jobs.iter().filter(|j| j.pinned.is_some()) {
+            let (start, first) = j.pinned.unwrap();
+            assert!(p.batch.contains(&Placed { job_id: j.id, start_step: start, first_gpu: first }));
+        }
+    }
+}
+
+#[test]
+fn the_search_finds_the_optimum_the_priority_greedy_misses() {
+    // 4 GPUs, 2 steps: A (2 GPUs × 2 steps, priority 5) and B (4 GPUs × 1
+    // step, priority 4). By priority, A takes step 0 and B never fits:
+    // 5·2·(1 + 0.95) = 19.5. Optimum: B at 0 (16), A at 1 running past the
+    // horizon (5·2·0.95 = 9.5): 25.5.
+    let s = scenario(4, 2, vec![job(1, 2, 2, 5.0, 0), job(2, 4, 1, 4.0, 0)], vec![]);
+    let greedy = validate(&s, &fast::greedy(&s)).unwrap();
+    assert!((greedy.value - 19.5).abs() < 1e-9);
+    let p = fast::plan(&s);
+    let score = validate(&s, &p).unwrap();
+    assert!((score.value - 25.5).abs() < 1e-9, "{}", score.value);
+    assert!(p.batch.contains(&Placed { job_id: 2, start_step: 0, first_gpu: 0 }));
+}
+
+#[test]
+fn best_fit_keeps_a_node_whole() {
+    // 8 GPUs in two nodes of 4; GPU 7 busy (pinned) over both steps. A
+    // 1-GPU job taking the lowest block (GPU 0) leaves no free 4-GPU block
+    // for the 4-GPU job; next to the busy GPU it leaves node 0 whole.
+    let mut pinned = job(9, 1, 2, 1.0, 0);
+    pinned.pinned = Some((0, 7));
+    let mut s = scenario(8, 2, vec![pinned, job(1, 1, 2, 9.0, 0), job(2, 4, 2, 5.0, 0)], vec![]);
+    s.gpus_per_node = 4;
+    let greedy = validate(&s, &fast::greedy(&s)).unwrap();
+    let score = validate(&s, &fast::plan(&s)).unwrap();
+    let all = 1.0 + 0.95;
+    assert!((score.value - (1.0 + 9.0 + 4.0 * 5.0) * all).abs() < 1e-9, "{}", score.value);
+    assert!((greedy.value - 10.0 * all).abs() < 1e-9, "{}", greedy.value);
+}
+
+#[test]
+fn runs_past_the_horizon_and_long_horizons() {
+    // 40 steps (the step masks' tail): a 30-step job arriving at 35 runs
+    // from its arrival past the horizon.
+    let s = scenario(8, 40, vec![job(1, 8, 30, 2.0, 35)], vec![]);
+    let p = fast::plan(&s);
+    validate(&s, &p).unwrap();
+    assert_eq!(p.batch, vec![Placed { job_id: 1, start_step: 35, first_gpu: 0 }]);
+    // Over 64 steps: the single greedy, still valid.
+    let s = scenario(8, 80, vec![job(1, 4, 30, 2.0, 0), job(2, 8, 10, 3.0, 5)], vec![svc(vec![1; 80], 1)]);
+    let p = fast::plan(&s);
+    validate(&s, &p).unwrap();
+    assert_eq!(p, fast::greedy(&s));
+}

@@ -1,0 +1,569 @@
+//! Fast mode's decoder and search (see the module doc of `fast`): an order
+//! of batch jobs and a block rule decode into a plan, the value of which is
+//! summed as the plan is built; a counted work budget bounds the passes.
+
+use super::super::{Placed, Plan, Scenario};
+use super::{greedy, layouts, place_layout, place_pinned, Grid};
+
+/// Horizons up to this many steps use the search (one `u64` per block
+/// holds its step mask).
+const MAX_STEPS: usize = 64;
+
+/// How much fast mode may do, in work units: a candidate block examined
+/// is one, a job decoded four.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    /// Decodes wanted (the single greedy's work times this) …
+    pub passes: u64,
+    /// … but at least this much work (small instances: many passes) …
+    pub work_min: u64,
+    /// … and at most this much (big instances: few passes) …
+    pub work_max: u64,
+    /// … and always this many decodes (≥ 1: the single greedy).
+    pub min_passes: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget { passes: 60, work_min: 45_000, work_max: 4_000_000, min_passes: 4 }
+    }
+}
+
+/// Bits `a..b` of a step mask.
+fn range(a: usize, b: usize) -> u64 {
+    if a >= b {
+        0
+    } else {
+        (!0u64 >> (64 - (b - a))) << a
+    }
+}
+
+/// Bit `t` set when bits `t..t + d` of `m` are all set.
+fn runs(m: u64, d: usize) -> u64 {
+    if d == 0 {
+        return !0;
+    }
+    let (mut x, mut have) = (m, 1);
+    while have < d {
+        let s = have.min(d - have);
+        x &= x >> s;
+        have += s;
+    }
+    x
+}
+
+/// Free steps per aligned block: level `k` holds, per block `b`, a mask
+/// with bit `t` set when GPUs `b·2^k .. (b+1)·2^k` are all free at step `t`
+/// (bits from the horizon on are always set). One flat vector, so a copy
+/// is one `memcpy`.
+#[derive(Debug, Clone)]
+struct Packer {
+    bits: Vec<u64>,
+    /// Start of each level in `bits` (and, last, its length).
+    at: Vec<usize>,
+    gpus: u32,
+}
+
+impl Packer {
+    fn from_grid(grid: &Grid, gpus: u32, steps: usize, top_level: usize) -> Packer {
+        let beyond = !range(0, steps);
+        let mut bits: Vec<u64> = (0..gpus).map(|g| (0..steps).filter(|&t| grid.is_free(t, g, 1)).fold(beyond, |m, t| m | 1 << t)).collect();
+        let mut at = vec![0, bits.len()];
+        for k in 1..=top_level {
+            let prev = at[k - 1];
+            for b in 0..(gpus >> k) as usize {
+                let m = bits[prev + 2 * b] & bits[prev + 2 * b + 1];
+                bits.push(m);
+            }
+            at.push(bits.len());
+        }
+        Packer { bits, at, gpus }
+    }
+
+    fn level(&self, k: usize) -> &[u64] {
+        &self.bits[self.at[k]..self.at[k + 1]]
+    }
+
+    /// Steps at which GPUs `first..first + g` are all free (`first` and `g`
+    /// multiples of a block size, as every candidate is).
+    fn mask(&self, first: u32, g: u32) -> u64 {
+        let levels = self.at.len() - 1;
+        let size = g.trailing_zeros() as usize;
+        if size < levels && first % g == 0 {
+            return self.bits[self.at[size] + (first >> size) as usize];
+        }
+        let k = ((first | g).trailing_zeros() as usize).min(levels - 1);
+        let (a, b) = ((first >> k) as usize, ((first + g) >> k) as usize);
+        self.level(k)[a..b].iter().fold(!0, |m, &x| m & x)
+    }
+
+    fn take(&mut self, first: u32, g: u32, from: usize, to: usize) {
+        let keep = !range(from, to);
+        for x in &mut self.bits[first as usize..(first + g) as usize] {
+            *x &= keep;
+        }
+        for k in 1..self.at.len() - 1 {
+            let (prev, cur) = (self.at[k - 1], self.at[k]);
+            let lo = (first >> k) as usize;
+            let hi = (((first + g - 1) >> k) as usize + 1).min(self.at[k + 1] - cur);
+            for b in lo..hi {
+                self.bits[cur + b] = self.bits[prev + 2 * b] & self.bits[prev + 2 * b + 1];
+            }
+        }
+    }
+}
+
+/// How a block is chosen among those free at the earliest start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    Lowest,
+    Highest,
+    /// The block whose buddies (the sibling block at each size up to the
+    /// node) are busiest over the run, then the shortest free window.
+    Buddy,
+    /// The shortest free window around the run, then the busiest buddies.
+    Time,
+}
+
+const RULES: [Rule; 4] = [Rule::Lowest, Rule::Buddy, Rule::Time, Rule::Highest];
+
+/// A batch job as the decoder sees it.
+#[derive(Debug, Clone)]
+struct Job {
+    id: u64,
+    gpus: u32,
+    /// log2 of `gpus`: the index of its candidate list.
+    size: usize,
+    /// Duration clipped to the horizon.
+    dur: usize,
+    arrival: usize,
+    priority: f64,
+    /// Its value when it starts at its arrival (the most it can bring).
+    ideal: f64,
+}
+
+/// The state before every `every`-th position of a decoded order, and the
+/// value so far.
+type Mark = (Packer, f64);
+
+/// Where a decoding resumes: the current plan, its marks, the first
+/// position that changed.
+type Resume<'a> = (&'a Decoded, &'a [Mark], usize);
+
+/// A decoded order.
+#[derive(Debug, Clone)]
+struct Decoded {
+    layout: usize,
+    rule: Rule,
+    order: Vec<u32>,
+    /// Per job (index into `jobs`): start step and first GPU.
+    starts: Vec<Option<(usize, u32)>>,
+    value: f64,
+}
+
+struct Ctx {
+    steps: usize,
+    per_node: u32,
+    jobs: Vec<Job>,
+    /// Per size (log2): the first GPUs of the legal blocks.
+    cands: Vec<Vec<u32>>,
+    /// `prefix[t]` = Σ_{u<t} decay^u.
+    prefix: Vec<f64>,
+    /// Per layout: the grid after pinned jobs and bands, and the constant
+    /// part of the value (pinned batch value − unmet realtime cost).
+    bases: Vec<(Packer, f64)>,
+    work: u64,
+}
+
+impl Ctx {
+    /// Value of job `j` started at `t` (its steps inside the horizon).
+    fn value(&self, j: &Job, t: usize) -> f64 {
+        let end = (t + j.dur).min(self.steps);
+        j.priority * f64::from(j.gpus) * (self.prefix[end] - self.prefix[t.min(end)])
+    }
+
+    /// Steps at which `j` may start in a block free at the steps of `m`:
+    /// its run fits, or (bits past step 63 being out of `m`) it runs free
+    /// from there to the horizon's end.
+    fn fits(&self, m: u64, j: &Job) -> u64 {
+        let r = runs(m, j.dur);
+        if self.steps + j.dur > 64 {
+            let busy = !m & range(0, self.steps);
+            r | range(64 - busy.leading_zeros() as usize, self.steps)
+        } else {
+            r
+        }
+    }
+
+    /// Earliest start and block for job `j` under `rule`.
+    fn find(&mut self, p: &Packer, j: &Job, rule: Rule) -> Option<(usize, u32)> {
+        if j.arrival >= self.steps {
+            return None;
+        }
+        let allowed = range(j.arrival, self.steps);
+        let cands = &self.cands[j.size];
+        let mut best: Option<(usize, u64, u32)> = None;
+        let mut seen = 0u64;
+        match rule {
+            Rule::Lowest | Rule::Highest => {
+                let mut visit = |first: u32| {
+                    seen += 1;
+                    let r = self.fits(p.mask(first, j.gpus), j) & allowed;
+                    if r != 0 {
+                        let t = r.trailing_zeros() as usize;
+                        if best.is_none_or(|b| t < b.0) {
+                            best = Some((t, 0, first));
+                        }
+                    }
+                    best.is_some_and(|b| b.0 == j.arrival)
+                };
+                if rule == Rule::Lowest {
+                    for &first in cands {
+                        if visit(first) {
+                            break;
+                        }
+                    }
+                } else {
+                    for &first in cands.iter().rev() {
+                        if visit(first) {
+                            break;
+                        }
+                    }
+                }
+            }
+            Rule::Buddy | Rule::Time => {
+                for &first in cands {
+                    seen += 1;
+                    let m = p.mask(first, j.gpus);
+                    let r = self.fits(m, j) & allowed;
+                    if r == 0 {
+                        continue;
+                    }
+                    let t = r.trailing_zeros() as usize;
+                    if best.is_some_and(|b| t > b.0) {
+                        continue;
+                    }
+                    let bad = self.badness(p, first, j, m, t, rule);
+                    if best.is_none_or(|b| (t, bad) < (b.0, b.1)) {
+                        best = Some((t, bad, first));
+                    }
+                }
+            }
+        }
+        self.work += seen;
+        best.map(|(t, _, first)| (t, first))
+    }
+
+    /// Lower is a better fit: sibling blocks busy over the run (nearest
+    /// first) and the free steps left around the run in this block.
+    fn badness(&self, p: &Packer, first: u32, j: &Job, m: u64, t: usize, rule: Rule) -> u64 {
+        let steps = self.steps;
+        let end = (t + j.dur).min(steps);
+        let w = range(t, end);
+        let full = (end - t) as u64;
+        let gpus = p.gpus;
+        let node = first / self.per_node;
+        let (mut buddy, mut size, mut depth) = (0u64, j.gpus, 0);
+        while size < self.per_node && depth < 6 {
+            let sib = (first & !(size - 1)) ^ size;
+            let busy = if sib + size > gpus || sib / self.per_node != node || (sib + size - 1) / self.per_node != node {
+                full
+            } else {
+                u64::from((!p.mask(sib, size) & w).count_ones())
+            };
+            buddy = buddy * 65 + busy;
+            size *= 2;
+            depth += 1;
+        }
+        for _ in depth..6 {
+            buddy *= 65;
+        }
+        let before = if t == 0 {
+            0
+        } else {
+            let busy = !m & range(0, t);
+            if busy == 0 {
+                t
+            } else {
+                t - 1 - (63 - busy.leading_zeros() as usize)
+            }
+        };
+        let after = if end >= steps { 0 } else { ((!m >> end).trailing_zeros() as usize).min(steps - end) };
+        let gap = (before + after) as u64;
+        const MAXB: u64 = 65u64.pow(6);
+        match rule {
+            Rule::Time => (gap << 40) | (MAXB - buddy),
+            _ => ((MAXB - buddy) << 8) | gap.min(255),
+        }
+    }
+
+    /// Decode `order` under `rule` on `layout`. With `from` (the current
+    /// plan, same layout and rule, and its marks) the decoding resumes at the
+    /// last mark at or before `changed`, the first position where `order`
+    /// differs from it. `marks[i]` receives the state before position
+    /// `i · every` (only the marks after the resumed one are written).
+    #[allow(clippy::too_many_arguments)]
+    fn decode(
+        &mut self,
+        scratch: &mut Packer,
+        marks: &mut [Mark],
+        every: usize,
+        from: Option<Resume<'_>>,
+        layout: usize,
+        order: Vec<u32>,
+        rule: Rule,
+    ) -> Decoded {
+        let (begin, mut value, mut starts) = match from {
+            Some((cur, cur_marks, changed)) => {
+                let m = changed / every;
+                scratch.clone_from(&cur_marks[m].0);
+                (m * every, cur_marks[m].1, cur.starts.clone())
+            }
+            None => {
+                scratch.clone_from(&self.bases[layout].0);
+                (0, self.bases[layout].1, vec![None; self.jobs.len()])
+            }
+        };
+        for (pos, &ji) in order.iter().enumerate().skip(begin) {
+            if pos % every == 0 && (pos > begin || from.is_none()) {
+                let mark = &mut marks[pos / every];
+                mark.0.clone_from(scratch);
+                mark.1 = value;
+            }
+            let j = self.jobs[ji as usize].clone();
+            self.work += 4;
+            starts[ji as usize] = self.find(scratch, &j, rule);
+            if let Some((t, first)) = starts[ji as usize] {
+                scratch.take(first, j.gpus, t, (t + j.dur).min(self.steps));
+                value += self.value(&j, t);
+            }
+        }
+        Decoded { layout, rule, order, starts, value }
+    }
+
+    /// Positions in `d.order` of the jobs that started after their arrival
+    /// or not at all.
+    fn late(&self, d: &Decoded) -> Vec<usize> {
+        d.order
+            .iter()
+            .enumerate()
+            .filter(|&(_, &ji)| {
+                let j = &self.jobs[ji as usize];
+                j.ideal > 0.0 && d.starts[ji as usize].is_none_or(|(t, _)| t > j.arrival)
+            })
+            .map(|(pos, _)| pos)
+            .collect()
+    }
+}
+
+/// Deterministic xorshift (the search never looks at the clock).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+}
+
+/// The orders tried, as sort keys over the jobs (the first is the single
+/// greedy's: priority, then bigger blocks, earlier arrival, id).
+fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
+    let idx: Vec<u32> = (0..jobs.len() as u32).collect();
+    let sorted = |cmp: &dyn Fn(&Job, &Job) -> std::cmp::Ordering| {
+        let mut o = idx.clone();
+        o.sort_by(|&a, &b| {
+            let (x, y) = (&jobs[a as usize], &jobs[b as usize]);
+            cmp(x, y).then(x.id.cmp(&y.id))
+        });
+        o
+    };
+    let by_prio = |x: &Job, y: &Job| y.priority.total_cmp(&x.priority);
+    let discounted = |j: &Job| j.priority * decay.powi(j.arrival as i32);
+    vec![
+        sorted(&|x, y| by_prio(x, y).then(y.gpus.cmp(&x.gpus)).then(x.arrival.cmp(&y.arrival))),
+        sorted(&|x, y| discounted(y).total_cmp(&discounted(x)).then(y.gpus.cmp(&x.gpus))),
+        sorted(&|x, y| y.ideal.total_cmp(&x.ideal)),
+        sorted(&|x, y| y.gpus.cmp(&x.gpus).then(by_prio(x, y)).then(x.arrival.cmp(&y.arrival))),
+        sorted(&|x, y| x.arrival.cmp(&y.arrival).then(by_prio(x, y)).then(y.gpus.cmp(&x.gpus))),
+        sorted(&|x, y| by_prio(x, y).then(x.dur.cmp(&y.dur)).then(y.gpus.cmp(&x.gpus))),
+        sorted(&|x, y| by_prio(x, y).then((y.gpus as usize * y.dur).cmp(&(x.gpus as usize * x.dur)))),
+        sorted(&|x, y| by_prio(x, y).then(x.gpus.cmp(&y.gpus)).then(x.arrival.cmp(&y.arrival))),
+    ]
+}
+
+/// The fast plan and its value.
+pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
+    if s.steps > MAX_STEPS || s.steps == 0 {
+        let p = greedy(s);
+        let v = super::super::validate(s, &p).map(|sc| sc.value).unwrap_or(f64::NEG_INFINITY);
+        return (p, v);
+    }
+    let steps = s.steps;
+    let per_node = s.gpus_per_node.max(1);
+    let mut prefix = vec![0.0; steps + 1];
+    for t in 0..steps {
+        prefix[t + 1] = prefix[t] + s.decay.powi(t as i32);
+    }
+    let mut jobs: Vec<Job> = s
+        .jobs
+        .iter()
+        .filter(|j| j.pinned.is_none() && j.gpus > 0 && j.gpus.is_power_of_two() && j.gpus <= s.gpus)
+        .map(|j| Job {
+            id: j.id,
+            gpus: j.gpus,
+            size: j.gpus.trailing_zeros() as usize,
+            dur: j.duration_steps.min(steps),
+            arrival: j.arrival_step,
+            priority: j.priority,
+            ideal: 0.0,
+        })
+        .collect();
+    let top_level = jobs.iter().map(|j| j.size).max().unwrap_or(0);
+    let cands: Vec<Vec<u32>> = (0..=top_level)
+        .map(|k| {
+            let g = 1u32 << k;
+            let step = if g <= per_node { g } else { per_node };
+            (0..)
+                .map(|i| i * step)
+                .take_while(|&first| first + g <= s.gpus)
+                .filter(|&first| g > per_node || first / per_node == (first + g - 1) / per_node)
+                .collect()
+        })
+        .collect();
+    // Pinned jobs and, per layout, the bands.
+    let mut grid = Grid::new(s.gpus, steps);
+    let mut pinned = Plan::default();
+    place_pinned(s, &mut grid, &mut pinned);
+    let pinned_value: f64 = s
+        .jobs
+        .iter()
+        .filter_map(|j| j.pinned.map(|(start, _)| (j, start)))
+        .map(|(j, start)| {
+            let (a, b) = (start.min(steps), (start + j.duration_steps).min(steps));
+            j.priority * f64::from(j.gpus) * (prefix[b] - prefix[a])
+        })
+        .sum();
+    let mut realtime = Vec::new();
+    let mut bases = Vec::new();
+    for layout in layouts(s.services.len()) {
+        let mut g = grid.clone();
+        let held = place_layout(s, &mut g, &layout);
+        let unmet: f64 = s
+            .services
+            .iter()
+            .zip(&held)
+            .map(|(svc, h)| {
+                let missing: u32 = (0..steps).map(|t| svc.demand.get(t).copied().unwrap_or(0).saturating_sub(h[t].len() as u32)).sum();
+                s.penalty * svc.weight * f64::from(missing)
+            })
+            .sum();
+        bases.push((Packer::from_grid(&g, s.gpus, steps, top_level), pinned_value - unmet));
+        realtime.push(held);
+    }
+    let mut ctx = Ctx { steps, per_node, jobs: Vec::new(), cands, prefix, bases, work: 0 };
+    for j in &mut jobs {
+        j.ideal = ctx.value(j, j.arrival);
+    }
+    ctx.jobs = jobs;
+    let orders = orders(&ctx.jobs, s.decay);
+    let mut scratch = ctx.bases[0].0.clone();
+    let n = ctx.jobs.len();
+    // Marks every `every` positions let a changed order resume decoding.
+    let every = n.div_ceil(16).max(1);
+    let mut marks = vec![(scratch.clone(), 0.0); n / every + 1];
+    let mut cand_marks = marks.clone();
+
+    // The single greedy first: its cost sets the budget.
+    let mut best = ctx.decode(&mut scratch, &mut marks, every, None, 0, orders[0].clone(), Rule::Lowest);
+    let pass = ctx.work.max(1);
+    let limit = (budget.passes * pass).max(budget.work_min).min(budget.work_max).max(budget.min_passes * pass);
+    // Two thirds for the seeds, the rest (at least) for the improvement.
+    let seed_limit = (limit / 3 * 2).max(budget.min_passes * pass);
+    let mut seeds = Vec::new();
+    for (oi, o) in orders.iter().enumerate() {
+        for rule in RULES {
+            for layout in 0..ctx.bases.len() {
+                if (oi, rule, layout) != (0, Rule::Lowest, 0) {
+                    seeds.push((o, rule, layout));
+                }
+            }
+        }
+    }
+    for (o, rule, layout) in seeds {
+        if ctx.work >= seed_limit {
+            break;
+        }
+        let d = ctx.decode(&mut scratch, &mut cand_marks, every, None, layout, o.clone(), rule);
+        if d.value > best.value {
+            best = d;
+            std::mem::swap(&mut marks, &mut cand_marks);
+        }
+    }
+
+    // Improvement: squeaky wheel and swaps on the best order.
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut cur = best.clone();
+    let mut late = ctx.late(&cur);
+    while ctx.work < limit && n >= 2 {
+        let mut order = cur.order.clone();
+        let mut rule = cur.rule;
+        let r = rng.below(100);
+        let changed;
+        if r < 55 && !late.is_empty() {
+            // One late job moves to a random earlier place.
+            let p = late[rng.below(late.len())];
+            if p == 0 {
+                continue;
+            }
+            let q = rng.below(p);
+            order[q..=p].rotate_right(1);
+            changed = q;
+        } else if r < 70 && !late.is_empty() {
+            // Every late job moves earlier by a random distance.
+            let mut key: Vec<(usize, u32)> = (0..n).map(|pos| (2 * pos + 1, order[pos])).collect();
+            for &p in &late {
+                key[p].0 = 2 * (p - rng.below(p + 1));
+            }
+            key.sort_by_key(|&(k, _)| k);
+            order = key.into_iter().map(|(_, ji)| ji).collect();
+            changed = order.iter().zip(&cur.order).position(|(a, b)| a != b).unwrap_or(n);
+        } else if r < 95 {
+            let i = rng.below(n - 1);
+            let k = i + 1 + rng.below((n - i - 1).min(4));
+            order.swap(i, k);
+            changed = i;
+        } else {
+            rule = RULES[rng.below(RULES.len())];
+            changed = 0;
+        }
+        if changed >= n && rule == cur.rule {
+            continue;
+        }
+        let from = if rule == cur.rule { Some((&cur, &marks[..], changed)) } else { None };
+        let d = ctx.decode(&mut scratch, &mut cand_marks, every, from, cur.layout, order, rule);
+        if d.value >= cur.value - 1e-12 * cur.value.abs() {
+            if d.value > best.value {
+                best = d.clone();
+            }
+            // The marks after the resumed one are the new plan's.
+            let resumed = if rule == cur.rule { changed / every + 1 } else { 0 };
+            for i in resumed..marks.len() {
+                std::mem::swap(&mut marks[i], &mut cand_marks[i]);
+            }
+            cur = d;
+            late = ctx.late(&cur);
+        }
+    }
+
+    let mut plan = pinned;
+    plan.realtime = std::mem::take(&mut realtime[best.layout]);
+    for (j, st) in ctx.jobs.iter().zip(&best.starts) {
+        if let Some((t, first)) = *st {
+            plan.batch.push(Placed { job_id: j.id, start_step: t, first_gpu: first });
+        }
+    }
+    (plan, best.value)
+}
