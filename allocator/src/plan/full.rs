@@ -2,6 +2,11 @@
 //! (feature `highs`), warm-started from the fast plan, decoded into GPU
 //! indices and checked by [`validate`](super::validate()).
 //!
+//! Small instances (the exact model estimated at ≤ `exact::MAX_NONZEROS`
+//! nonzeros: the shipped 8-GPU scenarios) are solved with the block-indexed
+//! model of `exact.rs` instead, whose optimum is the best valid plan and
+//! whose bound is true; everything below is the count model used otherwise.
+//!
 //! ## Formulation
 //!
 //! ```text
@@ -184,6 +189,23 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
         best.offer(Ok((warm.clone(), score)));
         warm
     });
+    // Small instances: the exact model (its optimum is the best valid plan).
+    if super::exact::fits(s) {
+        match super::exact::solve(s, best.plan(), left(), opts) {
+            Ok(out) => {
+                if let Some(p) = out.plan {
+                    best.offer(check(s, p));
+                }
+                if best.plan().is_some() {
+                    let status = if out.optimal { FullStatus::Optimal } else { FullStatus::TimeLimit };
+                    return best.finish(status, out.bound.unwrap_or(f64::INFINITY));
+                }
+            }
+            Err(FullError::Infeasible) => return Err(FullError::Infeasible),
+            // Otherwise the count model below, with the time left.
+            Err(_) => {}
+        }
+    }
     let mut mip = Mip::build(s, warm);
     let mut status = FullStatus::TimeLimit;
     let mut bound = f64::INFINITY;
@@ -280,11 +302,11 @@ fn solve_mip(mut model: Model, time_s: f64, opts: &FullOptions, start: Option<&[
     Ok(MipRun { sol, optimal, dual })
 }
 
-fn set<V: highs::HighsOptionValue>(model: &mut Model, name: &'static str, value: V) -> Result<(), FullError> {
+pub(super) fn set<V: highs::HighsOptionValue>(model: &mut Model, name: &'static str, value: V) -> Result<(), FullError> {
     model.try_set_option(name, value).map_err(|_| FullError::Option(name))
 }
 
-fn has_solution(m: &SolvedModel) -> bool {
+pub(super) fn has_solution(m: &SolvedModel) -> bool {
     m.int_info_value(c"primal_solution_status").ok() == Some(HighsSolutionStatus::Feasible as i64)
 }
 
@@ -342,7 +364,7 @@ fn decode_until(began: Instant, opts: &FullOptions) -> Instant {
 }
 
 /// Value of job `j` started at `t`, summed exactly as [`validate`] does.
-fn value(s: &Scenario, j: &PlanJob, t: usize) -> f64 {
+pub(super) fn value(s: &Scenario, j: &PlanJob, t: usize) -> f64 {
     let mut v = 0.0;
     for u in t..(t + j.duration_steps).min(s.steps) {
         v += j.priority * s.decay.powi(u as i32) * f64::from(j.gpus);
@@ -350,12 +372,12 @@ fn value(s: &Scenario, j: &PlanJob, t: usize) -> f64 {
     v
 }
 
-fn demand(s: &Scenario, svc: usize, t: usize) -> u32 {
+pub(super) fn demand(s: &Scenario, svc: usize, t: usize) -> u32 {
     s.services[svc].demand.get(t).copied().unwrap_or(0)
 }
 
 /// Legal first GPUs of a block of `g` (the validator's rule).
-fn firsts(s: &Scenario, g: u32) -> Vec<u32> {
+pub(super) fn firsts(s: &Scenario, g: u32) -> Vec<u32> {
     let per_node = s.gpus_per_node.max(1);
     if g == 0 || !g.is_power_of_two() || g > s.gpus {
         return Vec::new();
@@ -369,12 +391,12 @@ fn firsts(s: &Scenario, g: u32) -> Vec<u32> {
 
 /// Per-step GPU bitsets.
 #[derive(Debug, Clone)]
-struct Bits {
+pub(super) struct Bits {
     rows: Vec<Vec<u64>>,
 }
 
 impl Bits {
-    fn new(gpus: u32, steps: usize) -> Bits {
+    pub(super) fn new(gpus: u32, steps: usize) -> Bits {
         Bits { rows: vec![vec![0; (gpus as usize).div_ceil(64)]; steps] }
     }
     fn masks(first: u32, n: u32) -> impl Iterator<Item = (usize, u64)> {
@@ -392,13 +414,13 @@ impl Bits {
     fn count_in(row: &[u64], first: u32, n: u32) -> u32 {
         Self::masks(first, n).map(|(w, m)| (row[w] & m).count_ones()).sum()
     }
-    fn free(&self, t: usize, first: u32, n: u32) -> bool {
+    pub(super) fn free(&self, t: usize, first: u32, n: u32) -> bool {
         Self::free_in(&self.rows[t], first, n)
     }
-    fn get(&self, t: usize, gpu: u32) -> bool {
+    pub(super) fn get(&self, t: usize, gpu: u32) -> bool {
         self.rows[t][(gpu / 64) as usize] >> (gpu % 64) & 1 == 1
     }
-    fn set(&mut self, t: usize, first: u32, n: u32) {
+    pub(super) fn set(&mut self, t: usize, first: u32, n: u32) {
         for (w, m) in Self::masks(first, n) {
             self.rows[t][w] |= m;
         }
@@ -1178,7 +1200,10 @@ mod tests {
         // A sharp drop keeps idle GPUs within the cap instead of failing.
         let s = scenario(8, 3, vec![job(1, 2, 3, 1.0, 0)], vec![svc("chat", vec![6, 0, 0], 2)]);
         let r = solve(&s);
-        assert_eq!(r.plan.realtime[0].iter().map(Vec::len).collect::<Vec<_>>(), vec![6, 4, 2]);
+        let held: Vec<usize> = r.plan.realtime[0].iter().map(Vec::len).collect();
+        // (6, 4, 2) or, as idle GPUs cost nothing, (6, 4, 4): the same value.
+        assert!(held[..2] == [6, 4] && held[2] >= 2, "{held:?}");
+        assert_eq!(validate(&s, &r.plan).unwrap().unmet_gpu_steps, 0);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod fifo;
 pub mod queue;
 #[cfg(feature = "highs")]
 pub mod full;
+#[cfg(feature = "highs")] mod exact;
 pub mod validate;
 
 pub use validate::{validate, Score, Violation};
