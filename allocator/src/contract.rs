@@ -285,7 +285,8 @@ mod tests {
 
     #[test]
     fn contract_parser_rejects() {
-        let cases: &[(&str, fn(&ContractError) -> bool)] = &[
+        type Case = (&'static str, fn(&ContractError) -> bool);
+        let cases: &[Case] = &[
             ("contract=8h1m", |e| matches!(e, ContractError::TooLong { given_s: 28_860, max_s: 28_800 })),
             ("contract=9h", |e| matches!(e, ContractError::TooLong { .. })),
             ("contract=", |e| matches!(e, ContractError::Empty)),

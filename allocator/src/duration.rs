@@ -119,7 +119,8 @@ mod tests {
         for (s, want) in ok {
             assert_eq!(parse_duration(s), Ok(*want), "{s}");
         }
-        let bad: &[(&str, fn(&DurationError) -> bool)] = &[
+        type Case = (&'static str, fn(&DurationError) -> bool);
+        let bad: &[Case] = &[
             ("", |e| matches!(e, DurationError::Empty)),
             ("   ", |e| matches!(e, DurationError::Empty)),
             ("-1h", |e| matches!(e, DurationError::Negative(_))),

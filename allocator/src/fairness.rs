@@ -65,7 +65,7 @@ pub fn summarize<'a>(teams: impl IntoIterator<Item = (&'a str, &'a Delivery)>, t
             if r >= threshold {
                 ok += 1;
             }
-            if worst.as_ref().map_or(true, |(wn, w)| r < *w || (r == *w && name < wn.as_str())) {
+            if worst.as_ref().is_none_or(|(wn, w)| r < *w || (r == *w && name < wn.as_str())) {
                 worst = Some((name.to_string(), r));
             }
         }

@@ -118,8 +118,12 @@ pub fn eligible_victims<'a>(preemptor: &Job, running: impl IntoIterator<Item = &
 pub struct VictimPool<H> {
     /// (victim rank, highest id first, id, handle, account index when the
     /// preemptor must outrank it)
-    victims: Vec<(u32, std::cmp::Reverse<u64>, u64, H, Option<usize>)>,
+    victims: Vec<Victim<H>>,
 }
+
+/// (victim rank, highest id first, id, handle, account index when the
+/// preemptor must outrank it)
+type Victim<H> = (u32, std::cmp::Reverse<u64>, u64, H, Option<usize>);
 
 impl<H: Copy> VictimPool<H> {
     pub fn new<'a>(running: impl IntoIterator<Item = (H, &'a Job)>, fs: &FairShare, now: u64) -> VictimPool<H> {

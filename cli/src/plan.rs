@@ -88,8 +88,8 @@ fn cells(s: &Scenario, p: &Plan) -> Vec<Vec<char>> {
         let j = s.jobs.iter().find(|j| j.id == b.job_id).expect("validated");
         let c = CHARS[order.iter().position(|&i| i == j.id).unwrap_or(0) % CHARS.len()] as char;
         for t in b.start_step..(b.start_step + j.duration_steps).min(s.steps) {
-            for gpu in b.first_gpu..b.first_gpu + j.gpus {
-                g[gpu as usize][t] = c;
+            for row in &mut g[b.first_gpu as usize..(b.first_gpu + j.gpus) as usize] {
+                row[t] = c;
             }
         }
     }

@@ -123,6 +123,8 @@ struct SimJob {
 /// (descending), then submission — tier and team bits are shared by a group,
 /// the inside field sits above the age field, and age grows with waiting.
 type GroupKey = (usize, u8);
+/// A group's head in the merge heap: (key, earlier submit, lower id, job, group).
+type Head = (i64, Reverse<u64>, Reverse<u64>, usize, GroupKey);
 /// (inside-team order, submit, id, index): ascending = highest priority first.
 type Item = (i32, u64, u64, usize);
 type Group = BTreeSet<Item>;
@@ -347,7 +349,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Heap entry for the job after `after` in group `g` (or its head).
-    fn head(&self, g: GroupKey, after: Option<Item>, now: u64) -> Option<(i64, Reverse<u64>, Reverse<u64>, usize, GroupKey)> {
+    fn head(&self, g: GroupKey, after: Option<Item>, now: u64) -> Option<Head> {
         let set = self.groups.get(&g)?;
         let next = match after {
             None => set.iter().next(),
@@ -356,7 +358,7 @@ impl<'a> Sim<'a> {
         next.map(|&(_, submit, id, i)| (self.key(i, now), Reverse(submit), Reverse(id), i, g))
     }
 
-    fn heads(&self, now: u64) -> BinaryHeap<(i64, Reverse<u64>, Reverse<u64>, usize, GroupKey)> {
+    fn heads(&self, now: u64) -> BinaryHeap<Head> {
         self.groups.keys().filter_map(|&g| self.head(g, None, now)).collect()
     }
 

@@ -14,7 +14,9 @@ fn settings() -> Settings {
 }
 
 /// (id, submit, duration, gpus, team, class, contract, resumable)
-fn trace(rows: &[(u64, u64, u64, u32, &str, Class, u64, bool)]) -> Trace {
+type Row<'a> = (u64, u64, u64, u32, &'a str, Class, u64, bool);
+
+fn trace(rows: &[Row]) -> Trace {
     Trace {
         jobs: rows
             .iter()

@@ -87,9 +87,10 @@ pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
             }
             _ => {}
         }
-        for t in p.start_step..(p.start_step + job.duration_steps).min(steps) {
+        let end = (p.start_step + job.duration_steps).min(steps);
+        for (t, at_t) in used.iter_mut().enumerate().take(end).skip(p.start_step) {
             for gpu in p.first_gpu..p.first_gpu + g {
-                if !used[t].insert(gpu) {
+                if !at_t.insert(gpu) {
                     return Err(Violation::Overlap { gpu, step: t });
                 }
             }
@@ -144,9 +145,9 @@ pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
     // Fragmentation: free GPUs that cannot hold the smallest unplaced job's block.
     let waiting: Vec<u32> = s.jobs.iter().filter(|j| !seen.contains(&j.id)).map(|j| j.gpus).collect();
     if let Some(&g) = waiting.iter().min() {
-        for t in 0..steps {
-            let free = s.gpus - used[t].len() as u32;
-            let blocks = (0..s.gpus / g.max(1)).filter(|b| (b * g..(b + 1) * g).all(|x| !used[t].contains(&x))).count() as u32;
+        for at_t in &used {
+            let free = s.gpus - at_t.len() as u32;
+            let blocks = (0..s.gpus / g.max(1)).filter(|b| (b * g..(b + 1) * g).all(|x| !at_t.contains(&x))).count() as u32;
             score.fragmented_gpu_steps += u64::from(free.saturating_sub(blocks * g));
         }
     }

@@ -51,10 +51,10 @@ fn running(mut v: JobView, start: u64) -> JobView {
 fn charges_running_allocated_jobs_once() {
     let mut e = engine();
     let j = running(view(1, "a", "alice", "contract=1h"), T0);
-    e.tick(T0 + 60, &[j.clone()], None);
-    e.tick(T0 + 120, &[j.clone()], None);
+    e.tick(T0 + 60, std::slice::from_ref(&j), None);
+    e.tick(T0 + 120, std::slice::from_ref(&j), None);
     // The same tick twice charges nothing more.
-    let r = e.tick(T0 + 120, &[j.clone()], None);
+    let r = e.tick(T0 + 120, std::slice::from_ref(&j), None);
     assert_eq!(r.charged_gpu_s, 0.0);
     assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / 3600.0);
 }
@@ -83,12 +83,12 @@ fn users_map_stands_in_for_accounting() {
 fn stopped_jobs_are_charged_to_their_end_only() {
     let mut e = engine();
     let mut j = running(view(1, "a", "alice", "contract=1h"), T0);
-    e.tick(T0 + 60, &[j.clone()], None);
+    e.tick(T0 + 60, std::slice::from_ref(&j), None);
     // Requeued (preempted) at +90: pending again with start/end of the last run.
     j.state = RunState::Pending;
     j.end_s = T0 + 90;
-    e.tick(T0 + 120, &[j.clone()], None);
-    e.tick(T0 + 180, &[j.clone()], None);
+    e.tick(T0 + 120, std::slice::from_ref(&j), None);
+    e.tick(T0 + 180, std::slice::from_ref(&j), None);
     assert_eq!(e.usage_by_account(T0 + 180)["a"], 2.0 * 90.0 / 3600.0);
     // Runs again from +300: charged from its new start, not from +90.
     let j = running(JobView { end_s: 0, ..j }, T0 + 300);
@@ -100,7 +100,7 @@ fn stopped_jobs_are_charged_to_their_end_only() {
 fn marks_survive_a_restart_so_nothing_is_charged_twice() {
     let mut e = engine();
     let j = running(view(7, "a", "alice", "contract=1h"), T0);
-    e.tick(T0 + 600, &[j.clone()], None);
+    e.tick(T0 + 600, std::slice::from_ref(&j), None);
     let saved = e.state_text(T0 + 600);
     let snap = Snapshot::parse(&saved, 3600, 7 * 86_400).unwrap();
     let mut again = Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), Some(snap), T0 + 700);
