@@ -1296,6 +1296,49 @@ mod tests {
         Scenario { gpus, gpus_per_node: per_node, steps, step_s: 900, decay: 0.97, penalty: 8.0, jobs, services }
     }
 
+    /// The count model is a relaxation: on seeded random instances the fast
+    /// plan, fixed as a point of the model, is feasible at its validated
+    /// value, and the model's optimum (its bound) is at least the fast plan's
+    /// value and the exact model's proven optimum.
+    #[test]
+    fn count_bound_is_above_every_plan() {
+        let opts = FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0 };
+        for seed in 0..6 {
+            let s = random(seed, 32, 24, 8, 1 + seed as usize % 2);
+            let warm = fast::plan(&s);
+            let fast_value = validate(&s, &warm).unwrap().value;
+            let tol = 1e-6 * fast_value.abs().max(1.0);
+            // The fast plan as a fixed point of the model.
+            let mut mip = Mip::build(&s, Some(&warm));
+            if mip.num_cols == 0 {
+                continue;
+            }
+            let point = mip.cols_of(&s, &warm).expect("the fast plan maps to the count model");
+            let mut fixed = Model::try_new(std::mem::take(&mut mip.problem)).unwrap();
+            set(&mut fixed, "time_limit", 30.0).unwrap();
+            let all = mip.x.iter().flatten().flat_map(|(_, xs)| xs.iter()).chain(mip.h.iter().flatten()).chain(mip.u.iter().flatten());
+            for &c in all {
+                fixed.change_column_bounds(c, point[c.index()]..=point[c.index()]);
+            }
+            let solved = fixed.try_solve().unwrap();
+            assert_eq!(solved.status(), HighsModelStatus::Optimal, "seed {seed}: the fast plan is not a point of the count model");
+            let at = -solved.objective_value() + mip.pinned_value;
+            assert!((at - fast_value).abs() <= tol, "seed {seed}: fast plan worth {at} in the model, {fast_value} validated");
+            // The model's optimum.
+            let mut mip = Mip::build(&s, Some(&warm));
+            let model = Model::try_new(std::mem::take(&mut mip.problem)).unwrap();
+            // Its dual bound, proven optimal or stopped by the limit, bounds every plan.
+            let run = solve_mip(model, 30.0, &opts, Some(&point)).unwrap();
+            let bound = -run.dual.expect("a dual bound") + mip.pinned_value;
+            assert!(bound >= fast_value - tol, "seed {seed}: bound {bound} < fast plan {fast_value}");
+            let exact = super::super::exact::solve(&s, Some(&warm), 30.0, &opts).unwrap();
+            if let (true, Some(p)) = (exact.optimal, exact.plan) {
+                let best = validate(&s, &p).unwrap().value;
+                assert!(bound >= best - tol, "seed {seed}: bound {bound} < exact optimum {best}");
+            }
+        }
+    }
+
     #[test]
     fn random_plans_validate_and_beat_their_warm_start() {
         for seed in 0..12 {
