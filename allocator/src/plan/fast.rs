@@ -13,6 +13,15 @@
 //!    three layouts are tried: all bands stacked at the top in the given
 //!    order (below each other's peaks), the same in reverse order, and
 //!    bands alternating between the top and the bottom edge.
+//!    Then, with its own budget (80% of the bands' work, at most 1.5M
+//!    units), *elastic* layouts (`fast/elastic.rs`): batch decoded with the
+//!    services kept only as per-step counts (a short search of its own);
+//!    the services' curves cut into tokens (one GPU from a rise of the
+//!    curve to a fall), each token put on the GPU and end that collide
+//!    least with that batch plan, so the services move around the batch
+//!    blocks within their swap caps by construction; then batch decoded
+//!    and improved again around them. The best plan of either kind wins,
+//!    so the bands' plan is a floor.
 //! 3. Batch jobs are decoded from an *order*: each in turn starts at the
 //!    earliest step ≥ its arrival at which an aligned block of its size is
 //!    free for its whole run inside the horizon; among the blocks free at
@@ -40,10 +49,11 @@
 //! greedy's work, at least 45,000 units (small instances: hundreds of
 //! decodes) and at most 4,000,000 (1024 GPUs / 1,000 jobs: about a dozen),
 //! two thirds for the seeded passes. `cargo bench -p tally-allocator
-//! --bench plan`: 0.36 ms at 64 GPUs / 30 jobs / 24 steps, 24 ms at 1024 /
-//! 1,000 / 48. Horizons longer than 64 steps fall back to the single
+//! --bench plan`: 0.70 ms at 64 GPUs / 30 jobs / 24 steps, 28 ms at 1024 /
+//! 1,000 / 48 (with one service each). Horizons longer than 64 steps fall back to the single
 //! greedy order.
 
+pub(crate) mod elastic;
 mod pack;
 
 use super::{Placed, Plan, Scenario};

@@ -194,3 +194,57 @@ fn runs_past_the_horizon_and_long_horizons() {
     validate(&s, &p).unwrap();
     assert_eq!(p, fast::greedy(&s));
 }
+
+#[test]
+fn elastic_tokens_keep_the_swap_cap_and_avoid_the_busy() {
+    // Random busy masks and curves: the tokens stay off busy GPU-steps, hold
+    // the curve's count at every step and change by the curve's step.
+    let mut x = 12345u64;
+    let mut pick = |n: u64| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) % n
+    };
+    for _ in 0..200 {
+        let (gpus, steps) = (8usize, 12usize);
+        let cap = 1 + pick(3) as u32;
+        let demand: Vec<u32> = (0..steps).map(|_| pick(3) as u32).collect();
+        let r = fast::dilate(&demand, cap);
+        let beyond = !((1u64 << steps) - 1);
+        // Hard: a few pinned GPU-steps; soft: random batch.
+        let hard: Vec<u64> = (0..gpus).map(|_| if pick(4) == 0 { beyond | ((1 << steps) - 1) & !(1 << pick(steps as u64)) } else { !0 }).collect();
+        let soft: Vec<u64> = hard.iter().map(|&h| h & !(pick(1 << steps) & pick(1 << steps))).collect();
+        let mut work = 0;
+        let Some(held) = fast::elastic::place(&hard, &soft, steps, std::slice::from_ref(&r), &mut work) else { continue };
+        for t in 0..steps {
+            assert_eq!(held[0][t].len() as u32, r[t]);
+            for &g in &held[0][t] {
+                assert!(hard[g as usize] >> t & 1 == 1, "GPU {g} busy at {t}");
+            }
+            if t + 1 < steps {
+                let (a, b) = (&held[0][t], &held[0][t + 1]);
+                let swaps = a.iter().filter(|g| !b.contains(g)).count() + b.iter().filter(|g| !a.contains(g)).count();
+                assert!(swaps as u32 <= cap && swaps as u32 == r[t].abs_diff(r[t + 1]));
+            }
+        }
+    }
+}
+
+#[test]
+fn an_elastic_service_beats_the_fixed_band() {
+    // 4 GPUs, 2 steps; a pinned job on GPU 0 at step 0; a service of 1 GPU;
+    // a 2-GPU job of priority 10 arriving at 0. The band at the top (GPU 3)
+    // leaves no free aligned pair at step 0: the job waits (10·2·0.95 = 19).
+    // The service on GPU 1 lets it run at once on GPUs 2-3 (20).
+    let mut pinned = job(9, 1, 1, 1.0, 0);
+    pinned.pinned = Some((0, 0));
+    let mut s = scenario(4, 2, vec![pinned, job(1, 2, 1, 10.0, 0)], vec![svc(vec![1, 1], 2)]);
+    s.gpus_per_node = 4;
+    let band = validate(&s, &fast::greedy(&s)).unwrap();
+    assert!((band.value - (1.0 + 19.0)).abs() < 1e-9, "{}", band.value);
+    let p = fast::plan(&s);
+    let score = validate(&s, &p).unwrap();
+    assert!((score.value - (1.0 + 20.0)).abs() < 1e-9, "{}", score.value);
+    assert_eq!(score.unmet_gpu_steps, 0);
+    assert!(p.batch.contains(&Placed { job_id: 1, start_step: 0, first_gpu: 2 }));
+    assert_eq!(p.realtime[0][0], vec![1]);
+}

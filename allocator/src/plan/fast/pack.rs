@@ -3,7 +3,8 @@
 //! summed as the plan is built; a counted work budget bounds the passes.
 
 use super::super::{Placed, Plan, Scenario};
-use super::{greedy, layouts, place_layout, place_pinned, Grid};
+use super::elastic;
+use super::{clip, dilate, greedy, layouts, place_layout, place_pinned, Grid};
 
 /// Horizons up to this many steps use the search (one `u64` per block
 /// holds its step mask).
@@ -21,11 +22,16 @@ pub(crate) struct Budget {
     pub work_max: u64,
     /// … and always this many decodes (≥ 1: the single greedy).
     pub min_passes: u64,
+    /// With realtime services, this percentage of that work again for the
+    /// elastic layouts …
+    pub elastic_percent: u64,
+    /// … but at most this much.
+    pub elastic_max: u64,
 }
 
 impl Default for Budget {
     fn default() -> Budget {
-        Budget { passes: 60, work_min: 45_000, work_max: 4_000_000, min_passes: 4 }
+        Budget { passes: 60, work_min: 45_000, work_max: 4_000_000, min_passes: 4, elastic_percent: 80, elastic_max: 1_500_000 }
     }
 }
 
@@ -62,6 +68,9 @@ struct Packer {
     /// Start of each level in `bits` (and, last, its length).
     at: Vec<usize>,
     gpus: u32,
+    /// Elastic layout: per step, the GPUs batch may still take (the rest
+    /// is kept for the services); empty: no such limit.
+    cap: Vec<u32>,
 }
 
 impl Packer {
@@ -77,7 +86,16 @@ impl Packer {
             }
             at.push(bits.len());
         }
-        Packer { bits, at, gpus }
+        Packer { bits, at, gpus, cap: Vec::new() }
+    }
+
+    /// Steps at which `g` more GPUs fit under the per-step limit (bits from
+    /// the horizon on set).
+    fn cap_mask(&self, g: u32) -> u64 {
+        if self.cap.is_empty() {
+            return !0;
+        }
+        self.cap.iter().enumerate().fold(!range(0, self.cap.len()), |m, (t, &c)| if c >= g { m | 1 << t } else { m })
     }
 
     fn level(&self, k: usize) -> &[u64] {
@@ -98,6 +116,11 @@ impl Packer {
     }
 
     fn take(&mut self, first: u32, g: u32, from: usize, to: usize) {
+        if !self.cap.is_empty() {
+            for c in &mut self.cap[from..to] {
+                *c -= g;
+            }
+        }
         let keep = !range(from, to);
         for x in &mut self.bits[first as usize..(first + g) as usize] {
             *x &= keep;
@@ -172,6 +195,10 @@ struct Ctx {
     /// Per layout: the grid after pinned jobs and bands, and the constant
     /// part of the value (pinned batch value − unmet realtime cost).
     bases: Vec<(Packer, f64)>,
+    /// The services kept as counts: the index in `bases` of that grid
+    /// (batch decoded on it only guides where the services go) and their
+    /// curves.
+    elastic: Option<(usize, Vec<Vec<u32>>)>,
     work: u64,
 }
 
@@ -201,6 +228,7 @@ impl Ctx {
             return None;
         }
         let allowed = range(j.arrival, self.steps);
+        let room = p.cap_mask(j.gpus);
         let cands = &self.cands[j.size];
         let mut best: Option<(usize, u64, u32)> = None;
         let mut seen = 0u64;
@@ -208,7 +236,7 @@ impl Ctx {
             Rule::Lowest | Rule::Highest => {
                 let mut visit = |first: u32| {
                     seen += 1;
-                    let r = self.fits(p.mask(first, j.gpus), j) & allowed;
+                    let r = self.fits(p.mask(first, j.gpus) & room, j) & allowed;
                     if r != 0 {
                         let t = r.trailing_zeros() as usize;
                         if best.is_none_or(|b| t < b.0) {
@@ -234,7 +262,7 @@ impl Ctx {
             Rule::Buddy | Rule::Time => {
                 for &first in cands {
                     seen += 1;
-                    let m = p.mask(first, j.gpus);
+                    let m = p.mask(first, j.gpus) & room;
                     let r = self.fits(m, j) & allowed;
                     if r == 0 {
                         continue;
@@ -463,7 +491,31 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         bases.push((Packer::from_grid(&g, s.gpus, steps, top_level), pinned_value - unmet));
         realtime.push(held);
     }
-    let mut ctx = Ctx { steps, per_node, jobs: Vec::new(), cands, prefix, bases, work: 0 };
+    // The elastic layout: services as counts kept free, their GPUs chosen
+    // after the batch jobs.
+    let mut elastic_layout = None;
+    if !s.services.is_empty() {
+        let mut room: Vec<u32> = (0..steps).map(|t| (0..s.gpus).filter(|&g| grid.is_free(t, g, 1)).count() as u32).collect();
+        let mut curves = Vec::new();
+        let mut unmet = 0.0;
+        for svc in &s.services {
+            let mut demand = svc.demand.clone();
+            demand.resize(steps, 0);
+            let mut r = dilate(&demand, svc.swap_cap);
+            clip(&mut r, &room, svc.swap_cap);
+            for t in 0..steps {
+                room[t] -= r[t];
+                unmet += s.penalty * svc.weight * f64::from(demand[t].saturating_sub(r[t]));
+            }
+            curves.push(r);
+        }
+        let mut packer = Packer::from_grid(&grid, s.gpus, steps, top_level);
+        packer.cap = room;
+        elastic_layout = Some((bases.len(), curves));
+        bases.push((packer, pinned_value - unmet));
+        realtime.push(Vec::new());
+    }
+    let mut ctx = Ctx { steps, per_node, jobs: Vec::new(), cands, prefix, bases, elastic: elastic_layout, work: 0 };
     for j in &mut jobs {
         j.ideal = ctx.value(j, j.arrival);
     }
@@ -475,6 +527,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
     let every = n.div_ceil(16).max(1);
     let mut marks = vec![(scratch.clone(), 0.0); n / every + 1];
     let mut cand_marks = marks.clone();
+    let mut e_marks = marks.clone();
 
     // The single greedy first: its cost sets the budget.
     let mut best = ctx.decode(&mut scratch, &mut marks, every, None, 0, orders[0].clone(), Rule::Lowest);
@@ -482,10 +535,11 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
     let limit = (budget.passes * pass).max(budget.work_min).min(budget.work_max).max(budget.min_passes * pass);
     // Two thirds for the seeds, the rest (at least) for the improvement.
     let seed_limit = (limit / 3 * 2).max(budget.min_passes * pass);
+    let bands = realtime.len() - usize::from(ctx.elastic.is_some());
     let mut seeds = Vec::new();
     for (oi, o) in orders.iter().enumerate() {
         for rule in RULES {
-            for layout in 0..ctx.bases.len() {
+            for layout in 0..bands {
                 if (oi, rule, layout) != (0, Rule::Lowest, 0) {
                     seeds.push((o, rule, layout));
                 }
@@ -502,8 +556,104 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
             std::mem::swap(&mut marks, &mut cand_marks);
         }
     }
+    best = improve(&mut ctx, &mut scratch, &mut marks, &mut cand_marks, every, best, limit);
 
-    // Improvement: squeaky wheel and swaps on the best order.
+    // Elastic services: the same again on layouts whose services follow
+    // where a batch plan decoded with them as counts leaves room.
+    if let Some((counts, curves)) = ctx.elastic.clone() {
+        let extra = (limit * budget.elastic_percent / 100).min(budget.elastic_max);
+        let (e_seed_limit, e_limit) = (ctx.work + extra / 3 * 2, ctx.work + extra);
+        let mut found: Option<Decoded> = None;
+        // First a short search with the services as counts: the best such
+        // plan guides the first layout.
+        let mut guide = ctx.decode(&mut scratch, &mut e_marks, every, None, counts, orders[0].clone(), Rule::Lowest);
+        let g_seed_limit = ctx.work + extra / 6;
+        'g: for o in &orders {
+            for rule in RULES {
+                if ctx.work >= g_seed_limit {
+                    break 'g;
+                }
+                let d = ctx.decode(&mut scratch, &mut cand_marks, every, None, counts, o.clone(), rule);
+                if d.value > guide.value {
+                    guide = d;
+                    std::mem::swap(&mut e_marks, &mut cand_marks);
+                }
+            }
+        }
+        let guide = improve(&mut ctx, &mut scratch, &mut e_marks, &mut cand_marks, every, guide, g_seed_limit + extra / 6);
+        let mut guides = vec![(guide.order.clone(), guide.rule, Some(guide))];
+        for o in &orders {
+            for rule in RULES {
+                guides.push((o.clone(), rule, None));
+            }
+        }
+        // Each guide: its services' tokens, a layout, its batch again.
+        for (o, rule, g) in guides {
+            if ctx.work >= e_seed_limit {
+                break;
+            }
+            match g {
+                Some(g) => {
+                    scratch.clone_from(&ctx.bases[counts].0);
+                    for (j, st) in ctx.jobs.iter().zip(&g.starts) {
+                        if let Some((t, first)) = *st {
+                            scratch.take(first, j.gpus, t, (t + j.dur).min(steps));
+                        }
+                    }
+                }
+                None => {
+                    ctx.decode(&mut scratch, &mut cand_marks, every, None, counts, o.clone(), rule);
+                }
+            }
+            let soft = scratch.bits[..s.gpus as usize].to_vec();
+            let hard = ctx.bases[counts].0.bits[..s.gpus as usize].to_vec();
+            let Some(held) = elastic::place(&hard, &soft, steps, &curves, &mut ctx.work) else { continue };
+            let layout = match realtime.iter().position(|r| *r == held) {
+                Some(i) => i,
+                None => {
+                    let (mut base, value) = ctx.bases[counts].clone();
+                    base.cap = Vec::new();
+                    for h in &held {
+                        for (t, at) in h.iter().enumerate() {
+                            for &g in at {
+                                base.take(g, 1, t, t + 1);
+                            }
+                        }
+                    }
+                    ctx.bases.push((base, value));
+                    realtime.push(held);
+                    realtime.len() - 1
+                }
+            };
+            let d = ctx.decode(&mut scratch, &mut cand_marks, every, None, layout, o.clone(), rule);
+            if found.as_ref().is_none_or(|f| d.value > f.value) {
+                found = Some(d);
+                std::mem::swap(&mut e_marks, &mut cand_marks);
+            }
+        }
+        if let Some(f) = found {
+            let f = improve(&mut ctx, &mut scratch, &mut e_marks, &mut cand_marks, every, f, e_limit);
+            if f.value > best.value {
+                best = f;
+            }
+        }
+    }
+
+    let mut plan = pinned;
+    plan.realtime = std::mem::take(&mut realtime[best.layout]);
+
+    for (j, st) in ctx.jobs.iter().zip(&best.starts) {
+        if let Some((t, first)) = *st {
+            plan.batch.push(Placed { job_id: j.id, start_step: t, first_gpu: first });
+        }
+    }
+    (plan, best.value)
+}
+
+/// Improvement from `best` (whose marks are `marks`) until `limit`:
+/// squeaky wheel and swaps on its order; returns the best plan seen.
+fn improve(ctx: &mut Ctx, scratch: &mut Packer, marks: &mut [Mark], cand_marks: &mut [Mark], every: usize, mut best: Decoded, limit: u64) -> Decoded {
+    let n = ctx.jobs.len();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut cur = best.clone();
     let mut late = ctx.late(&cur);
@@ -543,7 +693,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
             continue;
         }
         let from = if rule == cur.rule { Some((&cur, &marks[..], changed)) } else { None };
-        let d = ctx.decode(&mut scratch, &mut cand_marks, every, from, cur.layout, order, rule);
+        let d = ctx.decode(scratch, cand_marks, every, from, cur.layout, order, rule);
         if d.value >= cur.value - 1e-12 * cur.value.abs() {
             if d.value > best.value {
                 best = d.clone();
@@ -558,12 +708,5 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         }
     }
 
-    let mut plan = pinned;
-    plan.realtime = std::mem::take(&mut realtime[best.layout]);
-    for (j, st) in ctx.jobs.iter().zip(&best.starts) {
-        if let Some((t, first)) = *st {
-            plan.batch.push(Placed { job_id: j.id, start_step: t, first_gpu: first });
-        }
-    }
-    (plan, best.value)
+    best
 }
