@@ -9,7 +9,9 @@
 #   4. one GPU block frees up and the most under-served team's job takes it,
 #   5. job_submit/tally refuses a bad contract at the door,
 #   6. a debug job of an under-served team meets a full cluster: preempt/tally requeues
-#      unallocated work and leaves every job inside its contract alone.
+#      unallocated work and leaves every job inside its contract alone,
+#   7. the planner thread is turned on by a reconfigure: the job that fits the hole a
+#      running job leaves goes first.
 # The cluster is left running for you to explore; `make down` stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +45,7 @@ TALLY_NODES=$NODES TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$ROOT/tar
     bash testbed/up.sh
 scancel --quiet "$(squeue -h -o %i | tr '\n' ' ')" 2>/dev/null || true
 wait_for 60 "an empty queue" queue_empty
+scontrol update PartitionName=gpu State=UP   # a run stopped in step 7 may have left it DOWN
 
 step "1. pretrain (alice) fills all $((NODES * 8)) GPUs with allocated 8-GPU jobs (contract=2h)"
 fillers=()
@@ -108,6 +111,40 @@ echo "debug job $debug started after $(elapsed "$t0") s"
 show squeue -o '%.6i %.11a %.6u %.9T %.10b  %k'
 echo
 echo "Unallocated work was requeued to make room; every job inside its contract kept running."
+
+step "7. The planner (Dharma's rolling horizon), turned on by a reconfigure"
+scancel --quiet $(squeue -h -o %i | tr '\n' ' ') 2>/dev/null || true
+wait_for 60 "an empty queue" queue_empty
+sed -i -e 's/^enabled = false/enabled = true/' -e 's/^interval = "30m"/interval = "5s"/' "$DEMO/tally.toml"
+grep -E '^(enabled|interval) =' "$DEMO/tally.toml"
+show scontrol reconfigure
+echo "pretrain (alice) takes $(( (NODES - 1) * 8 + 4 )) GPUs: $(( NODES - 1 )) whole nodes and half of the last one"
+busy=()
+for (( i = 1; i < NODES; i++ )); do
+    busy+=("$(submit_as alice -N1 --gres=gpu:8 --comment "contract=2h" --wrap 'sleep 3600')")
+done
+busy+=("$(submit_as alice -N1 --gres=gpu:4 --comment "contract=2h" --wrap 'sleep 3600')")
+busy_running() { for j in "${busy[@]}"; do [[ $(job_state "$j") == RUNNING ]] || return 1; done; }
+wait_for 60 "pretrain's jobs to run" busy_running
+echo "The partition is set DOWN for a moment so the queue can be read before anything starts:"
+show scontrol update PartitionName=gpu State=DOWN
+whole=$(submit_as carol -N1 --gres=gpu:8 --comment "contract=1h" --wrap 'sleep 3600')
+hole=$(submit_as alice -N1 --gres=gpu:4 --comment "contract=1h" --wrap 'sleep 3600')
+echo "  job $whole  carol (climate, under-served)  8 GPUs: needs a whole node, none is free"
+echo "  job $hole  alice (pretrain, over budget)  4 GPUs: fits the 4 GPUs left on the last node"
+planned() { (( ( $(squeue -h -j "$hole" -o %Q) >> 30 ) & 1 )); }
+wait_for 30 "the planner to start the job that fits" planned
+show squeue -t PD -S -p -o '%.6i %.11a %.6u %.3t %.12Q  %k'
+show sprio -l -j "$whole,$hole"
+grep -o 'priority/tally: plan: .*' "$TB_RUN/log/slurmctld.log" | tail -n 1
+echo
+echo "The plan starts pretrain's 4-GPU job now (PARTITION = the plan bit, 2^30), ahead of climate's"
+echo "8-GPU job that cannot start within the plan's horizon, though climate ranks better; nothing crosses the"
+echo "allocated/unallocated tier. Reopening the partition:"
+show scontrol update PartitionName=gpu State=UP
+hole_running() { [[ $(job_state "$hole") == RUNNING ]]; }
+wait_for 60 "the planned job to start" hole_running
+show squeue -o '%.6i %.11a %.6u %.9T %.10b  %k'
 echo
 echo "The cluster is still running: try squeue, sprio -l, sshare, $TALLY share -a -c $DEMO/tally.toml"
 echo "Stop it with: make down"
