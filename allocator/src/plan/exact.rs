@@ -469,20 +469,10 @@ pub(super) fn solve(s: &Scenario, warm: Option<&Plan>, time_s: f64, opts: &FullO
 #[cfg(test)]
 mod tests {
     use super::super::full::{plan, FullStatus};
-    use super::super::{fast, validate, PlanJob, Service};
+    use super::super::fixtures::{job, scenario, svc};
+    use super::super::{fast, validate, PlanJob};
     use super::*;
 
-    fn job(id: u64, gpus: u32, dur: usize, priority: f64, arrival: usize) -> PlanJob {
-        PlanJob { id, gpus, duration_steps: dur, priority, arrival_step: arrival, pinned: None }
-    }
-
-    fn scenario(gpus: u32, steps: usize, jobs: Vec<PlanJob>, services: Vec<Service>) -> Scenario {
-        Scenario { gpus, gpus_per_node: 8.min(gpus), steps, step_s: 3600, decay: 0.95, penalty: 8.0, jobs, services }
-    }
-
-    fn svc(demand: Vec<u32>, cap: u32) -> Service {
-        Service { name: "chat".into(), demand, swap_cap: cap, weight: 10.0 }
-    }
 
     fn exact(s: &Scenario) -> (Plan, f64, bool) {
         let warm = fast::plan(s);

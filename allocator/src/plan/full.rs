@@ -1119,20 +1119,10 @@ fn whole_blocks(s: &Scenario, pinned: &Bits, t: usize, c: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::{job, named_svc as svc, scenario};
     use super::super::{fast, Score, Service};
     use super::*;
 
-    fn job(id: u64, gpus: u32, dur: usize, priority: f64, arrival: usize) -> PlanJob {
-        PlanJob { id, gpus, duration_steps: dur, priority, arrival_step: arrival, pinned: None }
-    }
-
-    fn scenario(gpus: u32, steps: usize, jobs: Vec<PlanJob>, services: Vec<Service>) -> Scenario {
-        Scenario { gpus, gpus_per_node: 8.min(gpus), steps, step_s: 3600, decay: 0.95, penalty: 8.0, jobs, services }
-    }
-
-    fn svc(name: &str, demand: Vec<u32>, cap: u32) -> Service {
-        Service { name: name.into(), demand, swap_cap: cap, weight: 10.0 }
-    }
 
     /// Pinned jobs only, services holding nothing.
     fn trivial(s: &Scenario) -> Plan {

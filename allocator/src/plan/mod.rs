@@ -92,4 +92,6 @@ pub struct Plan {
 }
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod tests;

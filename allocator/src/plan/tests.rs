@@ -2,19 +2,8 @@
 //! instances with a hand-known optimum; pinned jobs stay; the penalty
 //! protects realtime demand; the swap cap holds.
 
+use super::fixtures::{job, scenario, svc};
 use super::*;
-
-fn job(id: u64, gpus: u32, dur: usize, priority: f64, arrival: usize) -> PlanJob {
-    PlanJob { id, gpus, duration_steps: dur, priority, arrival_step: arrival, pinned: None }
-}
-
-fn scenario(gpus: u32, steps: usize, jobs: Vec<PlanJob>, services: Vec<Service>) -> Scenario {
-    Scenario { gpus, gpus_per_node: 8.min(gpus), steps, step_s: 3600, decay: 0.95, penalty: 8.0, jobs, services }
-}
-
-fn svc(demand: Vec<u32>, cap: u32) -> Service {
-    Service { name: "chat".into(), demand, swap_cap: cap, weight: 10.0 }
-}
 
 #[test]
 fn higher_priority_first_when_both_cannot_run_now() {
