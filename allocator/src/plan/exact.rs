@@ -82,9 +82,9 @@
 //! (the warm plan), stopping at `mip_rel_gap` or the time limit; its
 //! incumbent is read back directly.
 
-use super::full::{demand, firsts, has_solution, set, value, Bits, FullError, FullOptions};
+use super::full::{demand, firsts, solve_mip, value, Bits, FullError, FullOptions};
 use super::{Placed, Plan, Scenario};
-use highs::{Col, HighsModelStatus, Model, RowProblem};
+use highs::{Col, Model, RowProblem};
 
 /// Largest model (estimated nonzeros) sent to the exact formulation; above
 /// it the count model is used. See docs/planner.md for the measurements.
@@ -445,25 +445,11 @@ pub(super) fn solve(s: &Scenario, warm: Option<&Plan>, time_s: f64, opts: &FullO
         return Ok(Outcome { plan: Some(ex.decode(s, &[])), bound: Some(ex.pinned_value), optimal: true });
     }
     let start = warm.and_then(|w| ex.cols_of(s, w));
-    let mut model = Model::try_new(std::mem::take(&mut ex.problem)).map_err(|_| FullError::Solver("to load the exact model"))?;
-    set(&mut model, "time_limit", time_s.max(0.01))?;
-    set(&mut model, "mip_rel_gap", opts.mip_rel_gap)?;
-    if let Some(start) = &start {
-        // A start HiGHS finds infeasible is dropped by it; not fatal.
-        let _ = model.try_set_solution(Some(start), None, None, None);
-    }
-    let solved = model.try_solve().map_err(|_| FullError::Solver("to solve the exact model"))?;
-    let incumbent = has_solution(&solved);
-    let optimal = match solved.status() {
-        HighsModelStatus::Optimal => incumbent,
-        HighsModelStatus::ReachedTimeLimit | HighsModelStatus::ReachedIterationLimit => false,
-        HighsModelStatus::Infeasible => return Err(FullError::Infeasible),
-        other => return Err(FullError::NoSolution(format!("{other:?}"))),
-    };
-    let dual = solved.double_info_value(c"mip_dual_bound").ok().filter(|b| b.is_finite());
-    let bound = dual.map(|d| -d + ex.pinned_value);
-    let plan = incumbent.then(|| ex.decode(s, solved.get_solution().columns()));
-    Ok(Outcome { plan, bound, optimal })
+    let model = Model::try_new(std::mem::take(&mut ex.problem)).map_err(|_| FullError::Solver("to load the exact model"))?;
+    let run = solve_mip(model, time_s, opts, start.as_deref())?;
+    let bound = run.dual.map(|d| -d + ex.pinned_value);
+    let plan = run.sol.map(|cols: Vec<f64>| ex.decode(s, &cols));
+    Ok(Outcome { plan, bound, optimal: run.optimal })
 }
 
 #[cfg(test)]

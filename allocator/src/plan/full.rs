@@ -271,17 +271,18 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
 
 /// What a MIP run gave.
 #[derive(Debug)]
-struct MipRun {
+pub(super) struct MipRun {
     /// The incumbent's columns, if any.
-    sol: Option<Vec<f64>>,
+    pub(super) sol: Option<Vec<f64>>,
     /// Proven optimal (within `mip_rel_gap`).
-    optimal: bool,
+    pub(super) optimal: bool,
     /// The dual bound (of the minimisation), if finite.
-    dual: Option<f64>,
+    pub(super) dual: Option<f64>,
 }
 
-/// Solve a MIP within `time_s` from an optional start.
-fn solve_mip(mut model: Model, time_s: f64, opts: &FullOptions, start: Option<&[f64]>) -> Result<MipRun, FullError> {
+/// Solve a MIP within `time_s` from an optional start (the count model's
+/// and the exact model's).
+pub(super) fn solve_mip(mut model: Model, time_s: f64, opts: &FullOptions, start: Option<&[f64]>) -> Result<MipRun, FullError> {
     set(&mut model, "solve_relaxation", false)?;
     set(&mut model, "time_limit", time_s.max(MIN_MIP_S))?;
     set(&mut model, "mip_rel_gap", opts.mip_rel_gap)?;
