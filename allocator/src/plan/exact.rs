@@ -454,7 +454,7 @@ pub(super) fn solve(s: &Scenario, warm: Option<&Plan>, time_s: f64, opts: &FullO
 
 #[cfg(test)]
 mod tests {
-    use super::super::full::{plan, FullStatus};
+    use super::super::full::{plan, Formulation, FullStatus};
     use super::super::fixtures::{job, scenario, svc};
     use super::super::{fast, validate, PlanJob};
     use super::*;
@@ -462,7 +462,7 @@ mod tests {
 
     fn exact(s: &Scenario) -> (Plan, f64, bool) {
         let warm = fast::plan(s);
-        let out = solve(s, Some(&warm), 30.0, &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0 }).unwrap();
+        let out = solve(s, Some(&warm), 30.0, &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
         (out.plan.expect("an incumbent"), out.bound.expect("a bound"), out.optimal)
     }
 
@@ -478,10 +478,20 @@ mod tests {
         assert!((score.value - (8.0 + 3.8)).abs() < 1e-9, "{}", score.value);
         assert!(optimal);
         assert!((bound - score.value).abs() < 1e-6, "bound {bound} vs {}", score.value);
-        let r = plan(&s, &fast::plan(&s), &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0 }).unwrap();
+        let r = plan(&s, &fast::plan(&s), &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
         assert_eq!(r.status, FullStatus::Optimal);
         assert!(r.gap < 1e-6);
         assert!((r.objective - 11.8).abs() < 1e-9);
+        // Either model may be forced.
+        assert_eq!(r.model, Formulation::Exact, "small: the exact model");
+        let with = |formulation| FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, formulation };
+        let count = plan(&s, &fast::plan(&s), &with(Formulation::Count)).unwrap();
+        assert_eq!(count.model, Formulation::Count);
+        assert!((count.objective - 11.8).abs() < 1e-9);
+        assert!(count.bound >= 11.8 - 1e-6, "a relaxation's bound: {}", count.bound);
+        let forced = plan(&s, &fast::plan(&s), &with(Formulation::Exact)).unwrap();
+        assert_eq!(forced.model, Formulation::Exact);
+        assert!((forced.bound - 11.8).abs() < 1e-6);
     }
 
     #[test]
@@ -542,7 +552,7 @@ mod tests {
             let score = validate(&s, &p).unwrap();
             assert!(bound >= warm_value - 1e-6, "seed {seed}: bound {bound} < fast {warm_value}");
             assert!(bound >= score.value - 1e-6, "seed {seed}: bound {bound} < {}", score.value);
-            let r = plan(&s, &warm, &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0 }).unwrap();
+            let r = plan(&s, &warm, &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
             assert!(r.objective >= warm_value - 1e-9);
             assert!(r.bound >= r.objective - 1e-6);
             assert_eq!(validate(&s, &r.plan).unwrap().value, r.objective);

@@ -119,12 +119,26 @@ pub struct FullOptions {
     pub time_limit_s: f64,
     /// HiGHS `mip_rel_gap`: stop once the incumbent is this close to the bound, in [0, 1).
     pub mip_rel_gap: f64,
+    /// Which formulation.
+    pub formulation: Formulation,
 }
 
 impl Default for FullOptions {
     fn default() -> Self {
-        FullOptions { time_limit_s: 1.0, mip_rel_gap: 0.01 }
+        FullOptions { time_limit_s: 1.0, mip_rel_gap: 0.01, formulation: Formulation::Auto }
     }
+}
+
+/// The MIP full mode solves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Formulation {
+    /// The exact model when it is small (estimated ≤ 60 000 nonzeros), else the count model.
+    #[default]
+    Auto,
+    /// The exact (block-indexed) model whatever its size: slow beyond 8 GPUs, for proofs.
+    Exact,
+    /// The count model (a relaxation, decoded).
+    Count,
 }
 
 /// A full-mode plan with the solver's figures.
@@ -140,6 +154,8 @@ pub struct FullResult {
     /// `(bound − objective) / max(|bound|, 1e-9)`, ≥ 0 (+∞ without a bound).
     pub gap: f64,
     pub status: FullStatus,
+    /// The model the bound comes from: [`Formulation::Exact`] or [`Formulation::Count`].
+    pub model: Formulation,
 }
 
 /// How the solver stopped.
@@ -190,7 +206,12 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
         warm
     });
     // Small instances: the exact model (its optimum is the best valid plan).
-    if super::exact::fits(s) {
+    let exact = match opts.formulation {
+        Formulation::Auto => super::exact::fits(s),
+        Formulation::Exact => true,
+        Formulation::Count => false,
+    };
+    if exact {
         match super::exact::solve(s, best.plan(), left(), opts) {
             Ok(out) => {
                 if let Some(p) = out.plan {
@@ -198,7 +219,7 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
                 }
                 if best.plan().is_some() {
                     let status = if out.optimal { FullStatus::Optimal } else { FullStatus::TimeLimit };
-                    return best.finish(status, out.bound.unwrap_or(f64::INFINITY));
+                    return best.finish(status, out.bound.unwrap_or(f64::INFINITY), Formulation::Exact);
                 }
             }
             Err(FullError::Infeasible) => return Err(FullError::Infeasible),
@@ -214,7 +235,7 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
     if mip.num_cols == 0 {
         // Nothing to decide (no job can start, no service): the pinned plan.
         best.offer(check(s, mip.decode(s, &[], None, &Style::default()).0));
-        return best.finish(FullStatus::Optimal, mip.pinned_value);
+        return best.finish(FullStatus::Optimal, mip.pinned_value, Formulation::Count);
     }
     let mut model = Model::try_new(std::mem::take(&mut mip.problem)).map_err(|_| FullError::Solver("to load the model"))?;
     set(&mut model, "time_limit", left().max(MIN_MIP_S))?;
@@ -266,7 +287,7 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
     if !solved_any {
         return Err(FullError::NoSolution("time limit".into()));
     }
-    best.finish(status, bound)
+    best.finish(status, bound, Formulation::Count)
 }
 
 /// What a MIP run gave.
@@ -336,13 +357,13 @@ impl Best {
     fn plan(&self) -> Option<&Plan> {
         self.plan.as_ref().map(|(p, _)| p)
     }
-    fn finish(self, status: FullStatus, bound: f64) -> Result<FullResult, FullError> {
+    fn finish(self, status: FullStatus, bound: f64, model: Formulation) -> Result<FullResult, FullError> {
         let Some((plan, score)) = self.plan else {
             return Err(self.violation.map_or(FullError::NoSolution("no plan decoded".into()), FullError::Invalid));
         };
         let objective = score.value;
         let gap = if bound.is_finite() { ((bound - objective) / bound.abs().max(1e-9)).max(0.0) } else { f64::INFINITY };
-        Ok(FullResult { plan, objective, bound, gap, status })
+        Ok(FullResult { plan, objective, bound, gap, status, model })
     }
 }
 
@@ -1138,7 +1159,7 @@ mod tests {
     }
 
     fn solve(s: &Scenario) -> FullResult {
-        let r = plan(s, &trivial(s), &FullOptions { time_limit_s: 10.0, mip_rel_gap: 0.0 }).unwrap();
+        let r = plan(s, &trivial(s), &FullOptions { time_limit_s: 10.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
         let score = validate(s, &r.plan).unwrap();
         assert_eq!(score.value, r.objective);
         assert!(r.bound >= r.objective - 1e-6, "bound {} < objective {}", r.bound, r.objective);
@@ -1214,10 +1235,10 @@ mod tests {
         let s = scenario(4, 1, vec![job(1, 4, 1, 1.0, 0)], vec![]);
         let w = trivial(&s);
         for (t, g) in [(0.0, 0.01), (-1.0, 0.01), (f64::NAN, 0.01), (f64::INFINITY, 0.01)] {
-            assert!(matches!(plan(&s, &w, &FullOptions { time_limit_s: t, mip_rel_gap: g }), Err(FullError::TimeLimit(_))));
+            assert!(matches!(plan(&s, &w, &FullOptions { time_limit_s: t, mip_rel_gap: g, ..FullOptions::default() }), Err(FullError::TimeLimit(_))));
         }
         for g in [1.0, -0.1, f64::NAN] {
-            assert!(matches!(plan(&s, &w, &FullOptions { time_limit_s: 1.0, mip_rel_gap: g }), Err(FullError::Gap(_))));
+            assert!(matches!(plan(&s, &w, &FullOptions { time_limit_s: 1.0, mip_rel_gap: g, ..FullOptions::default() }), Err(FullError::Gap(_))));
         }
         // An invalid warm plan is ignored, not trusted.
         let bad = Plan { batch: vec![Placed { job_id: 1, start_step: 0, first_gpu: 2 }], realtime: vec![] };
@@ -1293,7 +1314,7 @@ mod tests {
     /// value and the exact model's proven optimum.
     #[test]
     fn count_bound_is_above_every_plan() {
-        let opts = FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0 };
+        let opts = FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, ..FullOptions::default() };
         for seed in 0..6 {
             let s = random(seed, 32, 24, 8, 1 + seed as usize % 2);
             let warm = fast::plan(&s);
@@ -1337,7 +1358,7 @@ mod tests {
             let warm = fast::plan(&s);
             let warm_value = validate(&s, &warm).unwrap().value;
             let trivial_value = validate(&s, &trivial(&s)).unwrap().value;
-            let r = plan(&s, &warm, &FullOptions { time_limit_s: 5.0, mip_rel_gap: 0.0 }).unwrap();
+            let r = plan(&s, &warm, &FullOptions { time_limit_s: 5.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
             let score: Score = validate(&s, &r.plan).unwrap();
             assert_eq!(score.value, r.objective);
             assert!(r.objective >= warm_value - 1e-9, "seed {seed}: {} < fast {warm_value}", r.objective);
@@ -1348,7 +1369,7 @@ mod tests {
                 assert!(r.plan.batch.contains(&Placed { job_id: j.id, start_step: t, first_gpu: f }));
             }
             // From a trivial warm start too.
-            let r = plan(&s, &trivial(&s), &FullOptions { time_limit_s: 5.0, mip_rel_gap: 0.0 }).unwrap();
+            let r = plan(&s, &trivial(&s), &FullOptions { time_limit_s: 5.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
             validate(&s, &r.plan).unwrap();
             assert!(r.objective >= trivial_value - 1e-9);
         }
