@@ -69,6 +69,40 @@ pub enum ContractError {
     #[error("contract={contract} is longer than the job's time limit of {limit} (a job cannot be promised more than it may run)",
         contract = format_duration(*contract_s), limit = format_duration(*time_limit_s))]
     LongerThanTimeLimit { contract_s: u64, time_limit_s: u64 },
+    #[error("{}", long_job_text(*time_limit_s, *max_s, *max_requeues))]
+    LongNotResumable { time_limit_s: Option<u64>, max_s: u64, max_requeues: u32 },
+}
+
+fn long_job_text(time_limit_s: Option<u64>, max_s: u64, max_requeues: u32) -> String {
+    let limit = time_limit_s.map_or("no time limit".to_string(), |l| format!("a time limit of {}", format_duration(l)));
+    let fate = match max_requeues {
+        0 => "this cluster keeps every job that is not resumable within the contract maximum".to_string(),
+        1 => "past its contract it may be requeued once and start over (then it is protected to its end)".to_string(),
+        n => format!("past its contract it may be requeued {n} times and start over (then it is protected to its end)"),
+    };
+    format!(
+        "this job is not resumable and has {limit}, longer than the {max} a contract can protect: {fate}. Add `resumable` to the comment if it checkpoints, or ask for --time of at most {max}",
+        max = format_duration(max_s)
+    )
+}
+
+/// [`ContractRules::long_job`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LongJobVerdict {
+    /// Accept, and tell the user (sbatch prints it).
+    Warn(ContractError),
+    Refuse(ContractError),
+}
+
+/// What job_submit does with a non-resumable allocated job whose time limit
+/// is longer than the contract maximum (`contracts.long_jobs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LongJobs {
+    /// Accept it and tell the user what may happen (the default).
+    #[default]
+    Warn,
+    /// Refuse it with the same message.
+    Reject,
 }
 
 /// What a job without `contract=` in its comment gets.
@@ -93,7 +127,16 @@ pub struct ContractRules {
     /// `contract=0` is unallocated).
     pub unallocated_below_s: u64,
     pub missing: MissingContract,
+    /// How often a non-resumable job may be requeued past its contract
+    /// before it is protected to its end (default 0: never).
+    pub max_requeues: u32,
+    /// Non-resumable jobs longer than `max_s` at submit.
+    pub long_jobs: LongJobs,
 }
+
+/// The default of `contracts.max_requeues`: allocated work that cannot
+/// checkpoint is never thrown away (docs/design.md says why).
+pub const DEFAULT_MAX_REQUEUES: u32 = 0;
 
 impl Default for ContractRules {
     fn default() -> Self {
@@ -101,6 +144,8 @@ impl Default for ContractRules {
             max_s: DEFAULT_MAX_CONTRACT_S,
             unallocated_below_s: 0,
             missing: MissingContract::Unallocated,
+            max_requeues: DEFAULT_MAX_REQUEUES,
+            long_jobs: LongJobs::Warn,
         }
     }
 }
@@ -223,6 +268,34 @@ impl ContractRules {
                 time_limit_s: limit,
             }),
             _ => Ok(()),
+        }
+    }
+
+    /// A contract given as a number of seconds (a trace's `contract_s`, a
+    /// sacct history) under these rules: above the maximum it is refused as
+    /// job_submit would ([`ContractError::TooLong`]); below
+    /// `unallocated_below_s` it counts as 0.
+    pub fn resolve_seconds(&self, contract_s: u64, resumable: bool) -> Result<Contract, ContractError> {
+        let parsed = ParsedComment { contract_s: Some(contract_s), resumable, rest: String::new() };
+        self.resolve_parsed(&parsed)
+    }
+
+    /// An allocated job that is not resumable and may run longer than any
+    /// contract (its time limit above `max_s`, or none): what job_submit
+    /// does with it. `long_jobs = "reject"` refuses it (the site keeps every
+    /// protection within the contract maximum); `"warn"` accepts it and
+    /// warns when it can lose its work (`max_requeues` > 0). `None`: accept
+    /// silently.
+    pub fn long_job(&self, contract: Contract, time_limit_s: Option<u64>) -> Option<LongJobVerdict> {
+        let long = time_limit_s.is_none_or(|l| l > self.max_s);
+        if !(contract.is_allocated() && !contract.resumable && long) {
+            return None;
+        }
+        let e = ContractError::LongNotResumable { time_limit_s, max_s: self.max_s, max_requeues: self.max_requeues };
+        match self.long_jobs {
+            LongJobs::Reject => Some(LongJobVerdict::Refuse(e)),
+            LongJobs::Warn if self.max_requeues > 0 => Some(LongJobVerdict::Warn(e)),
+            LongJobs::Warn => None,
         }
     }
 
@@ -383,5 +456,30 @@ mod tests {
         assert_eq!(r.normalise_comment("contract=0").as_deref(), Ok("contract=0"));
         let r = ContractRules { missing: MissingContract::Reject, ..rules() };
         assert!(matches!(r.normalise_comment("my run"), Err(ContractError::Missing { .. })));
+    }
+
+    #[test]
+    fn long_jobs_that_cannot_checkpoint() {
+        let c = Contract::new(3600, false);
+        let r = rules();
+        // Default: never requeued, so nothing to warn about.
+        assert_eq!(r.long_job(c, Some(86_400)), None);
+        let r1 = ContractRules { max_requeues: 1, ..rules() };
+        let warn = r1.long_job(c, Some(86_400));
+        assert!(matches!(&warn, Some(LongJobVerdict::Warn(_))), "{warn:?}");
+        let text = match warn {
+            Some(LongJobVerdict::Warn(e)) => e.to_string(),
+            _ => String::new(),
+        };
+        assert_eq!(
+            text,
+            "this job is not resumable and has a time limit of 1d, longer than the 8h a contract can protect: past its contract it may be requeued once and start over (then it is protected to its end). Add `resumable` to the comment if it checkpoints, or ask for --time of at most 8h"
+        );
+        let reject = ContractRules { long_jobs: LongJobs::Reject, ..rules() };
+        assert!(matches!(reject.long_job(c, None), Some(LongJobVerdict::Refuse(_))));
+        // Within the maximum, resumable, or unallocated: fine.
+        assert_eq!(reject.long_job(c, Some(8 * 3600)), None);
+        assert_eq!(reject.long_job(Contract::new(3600, true), None), None);
+        assert_eq!(reject.long_job(Contract::UNALLOCATED, None), None);
     }
 }

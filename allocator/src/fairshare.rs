@@ -91,16 +91,6 @@ pub struct FairShare {
     standings: BTreeMap<String, Standing>,
     order: Vec<String>,
     user_usage: BTreeMap<UsageKey, f64>,
-    /// Position of each account when sorted most over-allocated first
-    /// (own-part key descending, then name): the preemption victim order.
-    over_allocated: BTreeMap<String, u32>,
-    /// Account name → index into `paths`.
-    index: BTreeMap<String, usize>,
-    /// Per account, the sort items from the top of the tree down to its own
-    /// part: (key, item id) of each ancestor subtree below root, then its own
-    /// part (item id = 2·node + 1 for an own part, 2·node for a subtree). Two
-    /// accounts compare at the first item where they differ.
-    paths: Vec<Vec<(RankKey, usize)>>,
 }
 
 enum Item {
@@ -145,20 +135,6 @@ impl FairShare {
                 }
             }
         }
-        let mut paths = Vec::with_capacity(n);
-        let mut index = BTreeMap::new();
-        for id in 0..n {
-            let mut chain = Vec::new();
-            let mut cur = id;
-            while let Some(p) = tree.node(cur).parent {
-                chain.push((sub_key(cur), 2 * cur));
-                cur = p;
-            }
-            chain.reverse();
-            chain.push((own_key(id), 2 * id + 1));
-            index.insert(tree.node(id).name.clone(), id);
-            paths.push(chain);
-        }
         let total = order.len() as f64;
         let mut standings = BTreeMap::new();
         let mut names = Vec::with_capacity(n);
@@ -179,45 +155,7 @@ impl FairShare {
             );
             names.push(name);
         }
-        let mut by_excess: Vec<&Standing> = standings.values().collect();
-        by_excess.sort_by(|a, b| b.key.order(&a.key).then(a.account.cmp(&b.account)));
-        let over_allocated = by_excess.iter().enumerate().map(|(i, s)| (s.account.clone(), i as u32)).collect();
-        FairShare { standings, order: names, user_usage: usage.by_user.clone(), over_allocated, index, paths }
-    }
-
-    /// Does `a` stand strictly better than `b`: at the level where their
-    /// paths part, is `a`'s side under-used by a strictly smaller key
-    /// (funding class, then ratio)? A name tie-break is not "better": two
-    /// teams with equal ratios do not outrank each other (so equal usage
-    /// never causes a preemption). `false` for an account outside the tree.
-    pub fn outranks(&self, a: &str, b: &str) -> bool {
-        match (self.account_index(a), self.account_index(b)) {
-            (Some(a), Some(b)) => self.outranks_index(a, b),
-            _ => false,
-        }
-    }
-
-    /// Index of an account (for [`FairShare::outranks_index`]); `None`
-    /// outside the tree.
-    pub fn account_index(&self, account: &str) -> Option<usize> {
-        self.index.get(account).copied()
-    }
-
-    /// [`FairShare::outranks`] by index.
-    pub fn outranks_index(&self, a: usize, b: usize) -> bool {
-        let (Some(pa), Some(pb)) = (self.paths.get(a), self.paths.get(b)) else { return false };
-        for (x, y) in pa.iter().zip(pb.iter()) {
-            if x.1 != y.1 {
-                return x.0.order(&y.0) == Ordering::Less;
-            }
-        }
-        false
-    }
-
-    /// 0 for the most over-allocated account (highest funding class and
-    /// `used / allocated`), counting up; `None` outside the tree.
-    pub fn over_allocation_position(&self, account: &str) -> Option<u32> {
-        self.over_allocated.get(account).copied()
+        FairShare { standings, order: names, user_usage: usage.by_user.clone() }
     }
 
     /// `None` for an account that is not in the tree.

@@ -17,6 +17,11 @@ impl KnownAccounts for OrgTree {
         self.contains(account)
     }
 }
+impl KnownAccounts for crate::entitlement::Entitlement {
+    fn knows(&self, account: &str) -> bool {
+        self.id(account).is_some()
+    }
+}
 impl KnownAccounts for FairShare {
     fn knows(&self, account: &str) -> bool {
         self.standing(account).is_some()
@@ -41,6 +46,11 @@ pub struct Job {
     /// Order inside the team, higher first. The plugin passes `-nice`; a
     /// trace passes its `priority` column.
     pub within_team: i32,
+    /// Times it was requeued (Slurm's `restart_cnt`): a non-resumable job
+    /// requeued `contracts.max_requeues` times is protected to its end.
+    pub restarts: u32,
+    /// Seconds it may run (Slurm's time limit); `None` = no limit.
+    pub time_limit_s: Option<u64>,
 }
 
 impl Job {
@@ -55,6 +65,8 @@ impl Job {
             submit_s: 0,
             start_s: None,
             within_team: 0,
+            restarts: 0,
+            time_limit_s: None,
         }
     }
     pub fn contract(mut self, min_runtime_s: u64, resumable: bool) -> Job {
@@ -75,6 +87,14 @@ impl Job {
     }
     pub fn within_team(mut self, p: i32) -> Job {
         self.within_team = p;
+        self
+    }
+    pub fn restarts(mut self, n: u32) -> Job {
+        self.restarts = n;
+        self
+    }
+    pub fn time_limit(mut self, s: u64) -> Job {
+        self.time_limit_s = Some(s);
         self
     }
 

@@ -8,9 +8,13 @@
 //!   `used / allocated`, depth-first like Slurm's Fair Tree.
 //! - [`contract`]: the comment parser (`contract=2h,resumable`) and the
 //!   cluster's [`ContractRules`].
+//! - [`entitlement`]: what every part of the tree runs and is owed *now*
+//!   ([`Entitlement`]: rates, the water-filled fair share, and [`Reclaim`],
+//!   the restorative half of the preemption rule).
 //! - [`priority`]: [`job_priority`], the one job-order function (bit layout
 //!   documented there).
-//! - [`preempt`]: [`may_preempt`] and [`order_victims`], the one preemption rule.
+//! - [`preempt`]: [`may_preempt`], [`eligible_victims`] and
+//!   [`victim_rank`], the one preemption rule.
 //! - [`fairness`]: owed versus delivered GPU-hours.
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
 //! - [`plan`]: the rolling-horizon planner (fast mode, FIFO baseline,
@@ -24,6 +28,7 @@
 
 pub mod contract;
 pub mod duration;
+pub mod entitlement;
 pub mod fairness;
 pub mod fairshare;
 pub mod job;
@@ -34,13 +39,14 @@ pub mod priority;
 pub mod state;
 pub mod tree;
 
-pub use contract::{parse_comment, Contract, ContractError, ContractRules, MissingContract};
+pub use contract::{parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use fairness::{summarize, Delivery, FairnessSummary};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
 pub use job::{charge_from_mark, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
-pub use preempt::{eligible_victims, may_preempt, order_victims, victim_rank, Decision, Refusal, VictimClass, VictimPool};
-pub use priority::{job_priority, job_priority_with, Priority, PriorityRules};
+pub use entitlement::{Entitlement, Load, Need, Reclaim, ReclaimRefusal, TeamNow};
+pub use preempt::{eligible_victims, may_preempt, victim_rank, Decision, Moment, Refusal, VictimClass, VictimPool};
+pub use priority::{inside_key, inside_order, job_priority, order_queue, Priority, PriorityRules, QueueOrder, QueueWalk, TeamLoad};
 pub use state::{Snapshot, StateError};
 pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

@@ -1,31 +1,40 @@
-//! The preemption rule: may pending job P preempt running job V?
+//! The preemption rule: may pending job P preempt running job V now?
 //!
 //! ```text
 //! yes ⇔ P ≠ V ∧ P allocated ∧ V running ∧
 //!       ( V unallocated
-//!       ∨ (now ≥ start(V) + contract(V) ∧ team(P) outranks team(V)) )
+//!       ∨ ( now ≥ start(V) + contract(V)                       past its contract
+//!         ∧ (V resumable ∨ restarts(V) < max_requeues)         requeue budget left
+//!         ∧ Reclaim::take(team P, g_P, team V, g_V) ) )        restorative (entitlement.rs)
 //! ```
-//! Never inside a contract: an allocated job that has run less than its
-//! contract is not a victim for anyone. "Outranks" means a strictly better
-//! fair-share standing *now* ([`FairShare::outranks`]: at the level where the
-//! two teams' paths part, a strictly lower funding class or `used /
-//! allocated`). Deliberately, a rank that differs only by the name
-//! tie-break is not enough: two teams at equal ratios would otherwise take
-//! turns preempting each other every contract. The same team never preempts
-//! itself.
+//! Never inside a contract. Unallocated work is preemptible by any allocated
+//! job at any time. Between allocated jobs, preemption only *restores*
+//! entitlement: the preemptor's side of the tree (where the two teams'
+//! paths part) must be below its rate, the victim's side must stay at or
+//! above its rate after losing the victim (and every victim taken before it
+//! for the same preemptor), and the preemptor's side must end with a share
+//! (`running / rate`) no higher than the victim's side keeps — KAI's
+//! reclaim-to-deserved-quota and Kueue's "less than or equal to final
+//! share". A team never preempts itself. A non-resumable job that was
+//! already requeued `max_requeues` times is protected to its end, so no job
+//! can be requeued forever. Why no two teams can preempt each other in
+//! turn: docs/design.md, "Restorative preemption".
 //!
-//! Victim order among the eligible, first victim first:
+//! Victim order among the eligible, first victim first ([`victim_rank`]):
 //! 1. unallocated, then past-contract resumable, then past-contract
-//!    non-resumable;
-//! 2. most over-allocated team first (ratio descending);
-//! 3. youngest first (latest start);
-//! 4. highest job id first (deterministic).
+//!    non-resumable (least work lost first);
+//! 2. GPU-minutes of work the requeue throws away, fewest first (0 for a
+//!    resumable job);
+//! 3. highest job id first (deterministic).
 //!
-//! Steps 1–3 are packed into one number, [`victim_rank`] (lowest taken
-//! first), because that is how Slurm asks a preempt plugin to order its
-//! candidates (`PREEMPT_DATA_PRIO`, sorted ascending).
+//! Eligibility of many victims for one preemptor is cumulative
+//! ([`eligible_victims`], [`VictimPool::for_preemptor`]): walking the
+//! candidates in victim order, each is eligible only if the rule still holds
+//! with every eligible one before it taken too, so *any* subset of the
+//! eligible victims (Slurm takes those on the nodes it picks) keeps every
+//! side at or above its rate.
 
-use crate::fairshare::FairShare;
+use crate::entitlement::{Entitlement, ReclaimRefusal};
 use crate::job::Job;
 
 /// Why a victim may be taken (its place in step 1 of the victim order).
@@ -37,17 +46,20 @@ pub enum VictimClass {
 }
 
 /// Why not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
     SameJob,
     PreemptorUnallocated,
     VictimNotRunning,
     /// Seconds of contract left.
     InsideContract(u64),
-    VictimTeamNotBelow,
+    /// A non-resumable job already requeued this many times (≥ `max_requeues`).
+    RequeuesSpent(u32),
+    /// The restorative rule between two allocated teams said no.
+    Reclaim(ReclaimRefusal),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     Yes(VictimClass),
     No(Refusal),
@@ -59,85 +71,105 @@ impl Decision {
     }
 }
 
-/// The rule. `now` is unix seconds.
-pub fn may_preempt(preemptor: &Job, victim: &Job, fs: &FairShare, now: u64) -> Decision {
+/// Everything the rule reads besides the two jobs. The 7-day ranking is
+/// deliberately absent: preemption restores what is owed *now*.
+#[derive(Debug, Clone, Copy)]
+pub struct Moment<'a> {
+    /// What every side of the tree runs and is owed now (and which accounts
+    /// are in the tree: allocated jobs).
+    pub ent: &'a Entitlement,
+    /// `contracts.max_requeues`.
+    pub max_requeues: u32,
+    /// Unix seconds.
+    pub now: u64,
+}
+
+/// The rule for one pair, with no other victim taken.
+pub fn may_preempt(preemptor: &Job, victim: &Job, m: &Moment<'_>) -> Decision {
     if preemptor.id == victim.id {
         return Decision::No(Refusal::SameJob);
     }
-    if !preemptor.is_allocated(fs) {
+    if !preemptor.is_allocated(m.ent) {
         return Decision::No(Refusal::PreemptorUnallocated);
     }
-    victim_side(preemptor, victim, fs, now)
+    match victim_alone(victim, m) {
+        Err(r) => Decision::No(r),
+        Ok(VictimClass::Unallocated) => Decision::Yes(VictimClass::Unallocated),
+        Ok(class) => match m.ent.reclaim().take(&preemptor.account, preemptor.gpus, &victim.account, victim.gpus) {
+            Ok(()) => Decision::Yes(class),
+            Err(e) => Decision::No(Refusal::Reclaim(e)),
+        },
+    }
 }
 
 /// What the victim alone decides: `Err` = never a victim now (whoever
-/// asks); `Ok(None)` = a victim for any allocated preemptor (unallocated);
-/// `Ok(Some(class))` = a victim for a preemptor whose team outranks its own.
-fn victim_alone(victim: &Job, fs: &FairShare, now: u64) -> Result<Option<VictimClass>, Refusal> {
+/// asks); `Ok(Unallocated)` = a victim for any allocated preemptor;
+/// otherwise a victim if the restorative rule agrees.
+fn victim_alone(victim: &Job, m: &Moment<'_>) -> Result<VictimClass, Refusal> {
     if victim.start_s.is_none() {
         return Err(Refusal::VictimNotRunning);
     }
-    if !victim.is_allocated(fs) {
-        return Ok(None);
+    if !victim.is_allocated(m.ent) {
+        return Ok(VictimClass::Unallocated);
     }
-    let left = victim.contract_left_s(now);
+    let left = victim.contract_left_s(m.now);
     if left > 0 {
         return Err(Refusal::InsideContract(left));
     }
-    Ok(Some(if victim.contract.resumable { VictimClass::PastContractResumable } else { VictimClass::PastContract }))
-}
-
-/// The victim's half of the rule, for an allocated preemptor.
-fn victim_side(preemptor: &Job, victim: &Job, fs: &FairShare, now: u64) -> Decision {
-    if preemptor.id == victim.id {
-        return Decision::No(Refusal::SameJob);
-    }
-    match victim_alone(victim, fs, now) {
-        Err(r) => Decision::No(r),
-        Ok(None) => Decision::Yes(VictimClass::Unallocated),
-        // Both accounts are in the tree (both allocated).
-        Ok(Some(_)) if !fs.outranks(&preemptor.account, &victim.account) => Decision::No(Refusal::VictimTeamNotBelow),
-        Ok(Some(class)) => Decision::Yes(class),
+    if victim.contract.resumable {
+        Ok(VictimClass::PastContractResumable)
+    } else if victim.restarts >= m.max_requeues {
+        Err(Refusal::RequeuesSpent(victim.restarts))
+    } else {
+        Ok(VictimClass::PastContract)
     }
 }
 
-/// The running jobs `preemptor` may preempt ([`may_preempt`] says yes), in
-/// the order they should go ([`victim_rank`], then highest id): the batch
-/// form for schedulers that ask for many candidates at once.
-pub fn eligible_victims<'a>(preemptor: &Job, running: impl IntoIterator<Item = &'a Job>, fs: &FairShare, now: u64) -> Vec<&'a Job> {
+/// The running jobs `preemptor` may preempt, in the order they should go,
+/// each eligible with all the eligible ones before it taken: the batch form
+/// for schedulers that ask for many candidates at once.
+pub fn eligible_victims<'a>(preemptor: &Job, running: impl IntoIterator<Item = &'a Job>, m: &Moment<'_>) -> Vec<&'a Job> {
     let running: Vec<&'a Job> = running.into_iter().collect();
-    let pool = VictimPool::new(running.iter().enumerate().map(|(i, j)| (i, *j)), fs, now);
-    pool.for_preemptor(preemptor, fs).into_iter().map(|i| running[i]).collect()
+    let pool = VictimPool::new(running.iter().enumerate().map(|(i, j)| (i, *j)), m);
+    pool.for_preemptor(preemptor, m).into_iter().map(|i| running[i]).collect()
 }
 
-/// Running jobs that are victims for *someone* at `now`, in victim order,
-/// built once and asked for many preemptors: [`may_preempt`]'s rule with
-/// the victim's half evaluated once per victim. `H` is the caller's handle
-/// for a job (an index, an id).
+/// Running jobs that are victims for *someone* at one moment, in victim
+/// order, built once and asked for many preemptors. `H` is the caller's
+/// handle for a job (an index, an id).
 #[derive(Debug, Clone)]
 pub struct VictimPool<H> {
-    /// (victim rank, highest id first, id, handle, account index when the
-    /// preemptor must outrank it)
     victims: Vec<Victim<H>>,
 }
 
-/// (victim rank, highest id first, id, handle, account index when the
-/// preemptor must outrank it)
-type Victim<H> = (u32, std::cmp::Reverse<u64>, u64, H, Option<usize>);
+#[derive(Debug, Clone)]
+struct Victim<H> {
+    rank: u32,
+    id: u64,
+    handle: H,
+    account: String,
+    gpus: u32,
+    /// Allocated: the restorative rule decides for each preemptor.
+    needs_reclaim: bool,
+}
 
 impl<H: Copy> VictimPool<H> {
-    pub fn new<'a>(running: impl IntoIterator<Item = (H, &'a Job)>, fs: &FairShare, now: u64) -> VictimPool<H> {
-        let mut victims: Vec<_> = running
+    pub fn new<'a>(running: impl IntoIterator<Item = (H, &'a Job)>, m: &Moment<'_>) -> VictimPool<H> {
+        let mut victims: Vec<Victim<H>> = running
             .into_iter()
-            .filter_map(|(h, v)| match victim_alone(v, fs, now) {
-                Err(_) => None,
-                Ok(class) => {
-                    let needs = class.map(|_| fs.account_index(&v.account).unwrap_or(usize::MAX));
-                    Some((victim_rank(v, fs, now), std::cmp::Reverse(v.id), v.id, h, needs))
-                }
+            .filter_map(|(h, v)| {
+                let class = victim_alone(v, m).ok()?;
+                Some(Victim {
+                    rank: victim_rank(v, m),
+                    id: v.id,
+                    handle: h,
+                    account: v.account.clone(),
+                    gpus: v.gpus,
+                    needs_reclaim: class != VictimClass::Unallocated,
+                })
             })
             .collect();
-        victims.sort_by_key(|&(r, id, _, _, _)| (r, id));
+        victims.sort_by_key(|v| (v.rank, std::cmp::Reverse(v.id)));
         VictimPool { victims }
     }
 
@@ -145,57 +177,46 @@ impl<H: Copy> VictimPool<H> {
         self.victims.is_empty()
     }
 
-    /// The victims of `preemptor`, in victim order.
-    pub fn for_preemptor(&self, preemptor: &Job, fs: &FairShare) -> Vec<H> {
-        if !preemptor.is_allocated(fs) {
+    /// The victims of `preemptor`, in victim order, cumulatively eligible.
+    pub fn for_preemptor(&self, preemptor: &Job, m: &Moment<'_>) -> Vec<H> {
+        if !preemptor.is_allocated(m.ent) {
             return Vec::new();
         }
-        let Some(p) = fs.account_index(&preemptor.account) else { return Vec::new() };
+        let mut reclaim = m.ent.reclaim();
         self.victims
             .iter()
-            .filter(|&&(_, _, id, _, needs)| id != preemptor.id && needs.is_none_or(|v| fs.outranks_index(p, v)))
-            .map(|&(_, _, _, h, _)| h)
+            .filter(|v| v.id != preemptor.id)
+            .filter(|v| !v.needs_reclaim || reclaim.take(&preemptor.account, preemptor.gpus, &v.account, v.gpus).is_ok())
+            .map(|v| v.handle)
             .collect()
     }
 }
 
-const CLASS_SHIFT: u32 = 30;
-const TEAM_SHIFT: u32 = 18;
-const TEAM_MAX: u32 = (1 << 12) - 1;
-const AGE_MAX: u64 = (1 << 18) - 1;
+const CLASS: crate::priority::Field = crate::priority::Field { shift: 30, bits: 2 };
+const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 30 };
 
 /// The victim order as one number, lowest taken first:
 ///
 /// ```text
 ///  31..30  class  0 unallocated, 1 past contract & resumable,
-///                 2 past contract, 3 inside its contract
-///  29..18  team   position of its account, most over-allocated first
-///                 (saturating at 4095; 0 outside the tree)
-///  17..0   age    minutes since it started, saturating (youngest first)
+///                 2 past contract, 3 not a victim now (inside its contract,
+///                 requeues spent)
+///  29..0   loss   GPU-minutes the requeue throws away (gpus × minutes run;
+///                 0 when resumable), saturating
 /// ```
 /// Independent of the preemptor: [`may_preempt`] decides who is eligible,
-/// this number only orders the eligible.
-pub fn victim_rank(victim: &Job, fs: &FairShare, now: u64) -> u32 {
-    let class: u32 = if !victim.is_allocated(fs) {
-        0
-    } else if victim.contract_left_s(now) > 0 {
-        3
-    } else if victim.contract.resumable {
-        1
-    } else {
-        2
+/// this number only orders the eligible (Slurm sorts its candidates by it,
+/// `PREEMPT_DATA_PRIO`, ascending).
+pub fn victim_rank(victim: &Job, m: &Moment<'_>) -> u32 {
+    let class: u32 = match victim_alone(victim, m) {
+        Ok(c) => c as u32,
+        Err(_) => 3,
     };
-    let team = fs.over_allocation_position(&victim.account).unwrap_or(0).min(TEAM_MAX);
-    let age = victim.start_s.map_or(0, |s| now.saturating_sub(s) / 60).min(AGE_MAX) as u32;
-    (class << CLASS_SHIFT) | (team << TEAM_SHIFT) | age
-}
-
-/// Sort eligible victims (those with `Decision::Yes`) into the order in which
-/// they should be taken: by [`victim_rank`], then highest job id. Victims for
-/// which the rule says no are put last, so a caller that forgot to filter
-/// still never takes them first.
-pub fn order_victims(preemptor: &Job, victims: &mut [Job], fs: &FairShare, now: u64) {
-    victims.sort_by_cached_key(|v| {
-        (!may_preempt(preemptor, v, fs, now).allowed(), victim_rank(v, fs, now), std::cmp::Reverse(v.id))
-    });
+    let loss = if victim.contract.resumable {
+        0
+    } else {
+        let minutes = victim.start_s.map_or(0, |s| m.now.saturating_sub(s) / 60);
+        minutes.saturating_mul(u64::from(victim.gpus)).min(u64::from(LOSS.max())) as u32
+    };
+    CLASS.put(class) | LOSS.put(loss)
 }

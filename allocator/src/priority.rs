@@ -1,103 +1,409 @@
-//! Job order: one function from a job and the fair-share ranking to a Slurm
-//! priority (u32, higher runs first).
+//! Job order: one function from a job, its team's standing and what its
+//! team runs now to a Slurm priority (u32, higher runs first).
 //!
 //! Bit layout (most significant first):
 //!
 //! ```text
 //!  31      tier    1 = allocated, 0 = unallocated
 //!  30      plan    1 = the planner starts it in its committed step (0 without a planner)
-//!  29..20  team    1023 − min(rank, 1023)          (10 bits; rank 0 = most under-served)
-//!  19..10  inside  clamp(within_team, −512, 511) + 512   (10 bits; nice negated)
-//!   9..0   age     min(⌊(now − submit) / age_unit⌋, 1023)   (10 bits)
+//!  29..28  need    3 = debug lane (`[priority] debug_lane`, off by default: a quick job of few GPUs),
+//!                  2 = its team would still be below its rate when it starts,
+//!                  1 = below its fair share now (an idle sibling's rate),
+//!                  0 = neither (and every unallocated job)
+//!  27..18  level   need 2 or 1: 1023 − ⌊1023 · share⌋, share = (running + ahead) ÷ (rate or fair) ∈ [0, 1)
+//!                  (a lane job: the level its team's need gives it); need 0: 0
+//!  17..8   team    1023 − min(7-day rank, 1023)      (rank 0 = most under-served over the window)
+//!   7..1   nice    clamp(within_team, −64, 63) + 64   (within_team = −nice)
+//!   0      quick   1 = its time limit is at most `[priority] quick_time_limit` (default 30 min)
 //!  result  max(1, …)   (0 means "held" to Slurm)
 //! ```
+//! `running` is the GPUs its team's allocated jobs run now, `ahead` the GPUs
+//! of its team's allocated jobs that wait before it (in [`inside_order`]),
+//! so one team's jobs interleave with the others' by the share each would
+//! start at: the queue is a water-fill of what each team is owed *now*, and
+//! a team that reached its rate stops taking freed GPUs ahead of a team that
+//! has not ([`crate::entitlement`]). Past that, the 7-day ranking shares the
+//! surplus, the under-served of the window first.
+//!
 //! Consequences, in order: every allocated job outranks every unallocated
-//! one; inside a tier, the jobs the planner starts now (`[planner]`, off by
-//! default: Dharma's rolling horizon packing blocks into the holes the
-//! running jobs leave) come first; then teams are ordered by fair share and
-//! nothing below the team bits can reorder two teams (priority never sorts
-//! across teams); inside a team the user's nice/priority decides, then age.
-//! The planner values jobs by this same order ([`crate::plan::queue`]), so
-//! it only lifts a job over a better-ranked one that cannot start now.
+//! one; inside a tier, the jobs the planner starts now (`[planner]`) come
+//! first; then jobs whose team is owed GPUs now, the least served first;
+//! then the rest by the 7-day ranking. Equal levels fall to the team field,
+//! so nothing below the team bits reorders two teams (priority never sorts
+//! across teams — the debug lane, when a site turns it on, is the one
+//! deliberate exception); inside a team the user's nice decides, then quick
+//! jobs, then Slurm's own tie-break (submit time, then job id) keeps FIFO.
 //! Deliberate limits: more than 1023 ranked accounts share the last team
-//! value; age saturates after
-//! 1023 age units (17 h with the default 1 min), after which Slurm's own
-//! tie-break (job id, i.e. submit order) keeps FIFO.
+//! value; a share is resolved to 1/1023 of a team's rate; nice beyond ±64
+//! saturates.
 
+use crate::entitlement::{Entitlement, Need};
 use crate::fairshare::{FairShare, Standing};
 use crate::job::Job;
+use crate::tree::NodeId;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
-pub const TIER_SHIFT: u32 = 31;
-pub const PLAN_SHIFT: u32 = 30;
-pub const TEAM_SHIFT: u32 = 20;
-pub const TEAM_MAX: u32 = (1 << 10) - 1;
-pub const INSIDE_SHIFT: u32 = 10;
-pub const INSIDE_MIN: i32 = -512;
-pub const INSIDE_MAX: i32 = 511;
-pub const AGE_MAX: u32 = (1 << 10) - 1;
+/// One field of the priority: its lowest bit and its width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub shift: u32,
+    pub bits: u32,
+}
+
+impl Field {
+    pub const fn max(self) -> u32 {
+        (1 << self.bits) - 1
+    }
+    /// `value` in place (saturating at the field's maximum).
+    pub const fn put(self, value: u32) -> u32 {
+        let v = if value > self.max() { self.max() } else { value };
+        v << self.shift
+    }
+    pub const fn get(self, priority: u32) -> u32 {
+        (priority >> self.shift) & self.max()
+    }
+    /// The weight of one step of the field.
+    pub const fn unit(self) -> u32 {
+        1 << self.shift
+    }
+}
+
+pub const TIER: Field = Field { shift: 31, bits: 1 };
+pub const PLAN: Field = Field { shift: 30, bits: 1 };
+pub const NEED: Field = Field { shift: 28, bits: 2 };
+pub const LEVEL: Field = Field { shift: 18, bits: 10 };
+pub const TEAM: Field = Field { shift: 8, bits: 10 };
+pub const NICE: Field = Field { shift: 1, bits: 7 };
+pub const QUICK: Field = Field { shift: 0, bits: 1 };
+/// `within_team` is clamped to this range before it is biased into [`NICE`].
+pub const INSIDE_MIN: i32 = -64;
+pub const INSIDE_MAX: i32 = 63;
+
+/// The `need` field's values.
+pub const NEED_LANE: u32 = 3;
+pub const NEED_OWED: u32 = 2;
+pub const NEED_FAIR: u32 = 1;
+pub const NEED_NONE: u32 = 0;
 
 /// Settings of the order (from `[priority]` in tally.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PriorityRules {
-    /// One step of the age field (default 60 s).
-    pub age_unit_s: u64,
+    /// A job whose time limit is at most this is *quick*: it goes first
+    /// among its team's jobs of the same nice (default 30 min).
+    pub quick_time_limit_s: u64,
+    /// The debug lane: allocated quick jobs of at most this many GPUs go
+    /// before every other allocated job, whatever their team's standing.
+    /// `None` (the default): no lane; priority never sorts across teams.
+    pub debug_lane_max_gpus: Option<u32>,
 }
+
+/// The default of `[priority] quick_time_limit`.
+pub const DEFAULT_QUICK_TIME_LIMIT_S: u64 = 30 * 60;
 
 impl Default for PriorityRules {
     fn default() -> Self {
-        PriorityRules { age_unit_s: 60 }
+        PriorityRules { quick_time_limit_s: DEFAULT_QUICK_TIME_LIMIT_S, debug_lane_max_gpus: None }
+    }
+}
+
+impl PriorityRules {
+    /// A quick job: a time limit of at most `quick_time_limit_s`.
+    pub fn is_quick(&self, job: &Job) -> bool {
+        job.time_limit_s.is_some_and(|t| t <= self.quick_time_limit_s)
     }
 }
 
 /// A priority and the fields it was built from (what sprio shows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Priority {
     pub value: u32,
     pub allocated: bool,
     /// The planner starts it in its committed step.
     pub planned: bool,
-    /// The account's rank, `None` if the account is not in the tree.
+    /// `NEED_LANE`, `NEED_OWED`, `NEED_FAIR` or `NEED_NONE`.
+    pub need: u32,
+    pub level: u32,
+    /// The account's 7-day rank, `None` if the account is not in the tree.
     pub rank: Option<u32>,
     pub team: u32,
-    pub inside: u32,
-    pub age: u32,
+    /// The nice field (`within_team` clamped and biased).
+    pub nice: u32,
+    pub quick: bool,
 }
 
-/// The one job-order function shared by the plugin, the simulator and reports.
-pub fn job_priority(job: &Job, fs: &FairShare, rules: &PriorityRules, now: u64) -> Priority {
-    job_priority_with(job, fs.standing(&job.account), rules, now)
+/// What a job's team runs now: the [`Entitlement`] and the GPUs of its
+/// team's allocated jobs waiting before it.
+#[derive(Debug, Clone, Copy)]
+pub struct TeamLoad<'a> {
+    pub ent: &'a Entitlement,
+    pub ahead_gpus: f64,
 }
 
-/// [`job_priority`] with the job's account already looked up in the
-/// ranking (`None`: not in the tree) — for callers that order many jobs of
-/// few teams.
-pub fn job_priority_with(job: &Job, standing: Option<&Standing>, rules: &PriorityRules, now: u64) -> Priority {
+/// The one job-order function shared by the plugin, the simulator and
+/// reports. `standing`: the job's account in the 7-day ranking (`None`: not
+/// in the tree).
+pub fn job_priority(job: &Job, standing: Option<&Standing>, load: TeamLoad<'_>, rules: &PriorityRules) -> Priority {
+    job_priority_at(job, standing, load.ent.id(&job.account), load, rules)
+}
+
+/// [`job_priority`] with the job's tree node already looked up.
+fn job_priority_at(job: &Job, standing: Option<&Standing>, node: Option<NodeId>, load: TeamLoad<'_>, rules: &PriorityRules) -> Priority {
     // Allocated ⇔ a contract > 0 and an account in the tree (`Job::is_allocated`).
     let allocated = job.contract.is_allocated() && standing.is_some();
     let rank = standing.map(|s| s.rank);
-    let team = TEAM_MAX - rank.unwrap_or(TEAM_MAX).min(TEAM_MAX);
-    let inside = (job.within_team.clamp(INSIDE_MIN, INSIDE_MAX) - INSIDE_MIN) as u32;
-    let waited = now.saturating_sub(job.submit_s) / rules.age_unit_s.max(1);
-    let age = waited.min(u64::from(AGE_MAX)) as u32;
-    let value = (u32::from(allocated) << TIER_SHIFT) | (team << TEAM_SHIFT) | (inside << INSIDE_SHIFT) | age;
-    Priority { value: value.max(1), allocated, planned: false, rank, team, inside, age }
+    let team = TEAM.max() - rank.unwrap_or(TEAM.max()).min(TEAM.max());
+    let quick = rules.is_quick(job);
+    let (need, level) = if allocated {
+        match node.map(|id| load.ent.need(id, load.ahead_gpus)) {
+            Some(Need::Owed { share }) => (NEED_OWED, level_of(share)),
+            Some(Need::Fair { share }) => (NEED_FAIR, level_of(share)),
+            _ => (NEED_NONE, 0),
+        }
+    } else {
+        (NEED_NONE, 0)
+    };
+    let lane = allocated && quick && rules.debug_lane_max_gpus.is_some_and(|g| job.gpus <= g);
+    let need = if lane { NEED_LANE } else { need };
+    let nice = (job.within_team.clamp(INSIDE_MIN, INSIDE_MAX) - INSIDE_MIN) as u32;
+    let value = TIER.put(u32::from(allocated))
+        | NEED.put(need)
+        | LEVEL.put(level)
+        | TEAM.put(team)
+        | NICE.put(nice)
+        | QUICK.put(u32::from(quick));
+    Priority { value: value.max(1), allocated, planned: false, need, level, rank, team, nice, quick }
+}
+
+/// Inside-team order, first job first: the user's `within_team` (−nice,
+/// clamped as the priority clamps it) descending, then quick jobs, then
+/// submit time, then job id — the order in which a team's jobs queue behind
+/// each other (the priority's nice and quick bits, then Slurm's own
+/// tie-break). As a sort key: [`inside_key`].
+pub fn inside_order(a: &Job, b: &Job, rules: &PriorityRules) -> Ordering {
+    inside_key(a, rules).cmp(&inside_key(b, rules))
+}
+
+/// [`inside_order`] as a key (ascending = first).
+pub fn inside_key(job: &Job, rules: &PriorityRules) -> (i32, bool, u64, u64) {
+    (-job.within_team.clamp(INSIDE_MIN, INSIDE_MAX), !rules.is_quick(job), job.submit_s, job.id)
+}
+
+/// Every waiting job's priority at one moment, and what a job that arrives
+/// later waits behind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueOrder {
+    /// In the order of the jobs given.
+    pub priorities: Vec<Priority>,
+    /// GPUs of each job's team waiting before it (the jobs' order).
+    pub ahead: Vec<f64>,
+    /// Per account: GPUs of its allocated waiting jobs. A job submitted
+    /// before the next re-ranking queues behind all of them
+    /// ([`QueueOrder::priority_of_new`]).
+    pub waiting_gpus: BTreeMap<String, f64>,
+}
+
+/// The one walk that gives a queue its priorities (the priority plugin's
+/// recalculation, the simulator's re-plan): per team, in
+/// [`inside_order`], each job behind the GPUs of its team's allocated
+/// waiting jobs before it. `waiting` are the eligible waiting jobs.
+pub fn order_queue(waiting: &[&Job], fs: &FairShare, ent: &Entitlement, rules: &PriorityRules) -> QueueOrder {
+    let mut idx: Vec<usize> = (0..waiting.len()).collect();
+    idx.sort_by(|&a, &b| waiting[a].account.cmp(&waiting[b].account).then(inside_order(waiting[a], waiting[b], rules)));
+    let mut walk = QueueWalk::new(fs, ent, rules);
+    let mut priorities = vec![Priority::default(); waiting.len()];
+    let mut ahead = vec![0.0; waiting.len()];
+    for i in idx {
+        (priorities[i], ahead[i]) = walk.next_with_ahead(waiting[i]);
+    }
+    QueueOrder { priorities, ahead, ..walk.finish() }
+}
+
+/// [`order_queue`] one job at a time, for callers that keep each team's
+/// jobs in [`inside_order`] themselves (the simulator): call
+/// [`QueueWalk::next`] for every waiting job, each team's in that order
+/// (teams may interleave).
+#[derive(Debug)]
+pub struct QueueWalk<'a> {
+    fs: &'a FairShare,
+    ent: &'a Entitlement,
+    rules: &'a PriorityRules,
+    waiting_gpus: BTreeMap<String, f64>,
+    /// The account walked last, its lookups and its GPUs so far (jobs come
+    /// grouped by team: one lookup per team, not per job).
+    current: Option<Current<'a>>,
+}
+
+#[derive(Debug)]
+struct Current<'a> {
+    account: String,
+    standing: Option<&'a Standing>,
+    node: Option<NodeId>,
+    ahead: f64,
+}
+
+impl<'a> QueueWalk<'a> {
+    pub fn new(fs: &'a FairShare, ent: &'a Entitlement, rules: &'a PriorityRules) -> QueueWalk<'a> {
+        QueueWalk { fs, ent, rules, waiting_gpus: BTreeMap::new(), current: None }
+    }
+
+    fn flush(&mut self) {
+        if let Some(c) = self.current.take() {
+            if c.ahead > 0.0 {
+                self.waiting_gpus.insert(c.account, c.ahead);
+            }
+        }
+    }
+
+    /// The next job of its team: its priority, behind the allocated GPUs of
+    /// the team's jobs walked before it.
+    pub fn next(&mut self, job: &Job) -> Priority {
+        self.next_with_ahead(job).0
+    }
+
+    /// [`QueueWalk::next`], and the GPUs ahead of the job.
+    pub fn next_with_ahead(&mut self, job: &Job) -> (Priority, f64) {
+        if self.current.as_ref().is_none_or(|c| c.account != job.account) {
+            self.flush();
+            let ahead = self.waiting_gpus.remove(&job.account).unwrap_or(0.0);
+            self.current = Some(Current {
+                account: job.account.clone(),
+                standing: self.fs.standing(&job.account),
+                node: self.ent.id(&job.account),
+                ahead,
+            });
+        }
+        let c = self.current.as_mut().expect("set above");
+        let ahead = c.ahead;
+        let p = job_priority_at(job, c.standing, c.node, TeamLoad { ent: self.ent, ahead_gpus: ahead }, self.rules);
+        if p.allocated {
+            c.ahead += f64::from(job.gpus);
+        }
+        (p, ahead)
+    }
+
+    /// What a job that arrives later waits behind.
+    pub fn finish(mut self) -> QueueOrder {
+        self.flush();
+        QueueOrder { priorities: Vec::new(), ahead: Vec::new(), waiting_gpus: self.waiting_gpus }
+    }
+}
+
+impl QueueOrder {
+    /// The priority of a job that arrived (or was requeued) since the queue
+    /// was ordered: behind every allocated job its team had waiting then
+    /// (`priority_p_set`; the next re-ranking puts it in its place).
+    pub fn priority_of_new(&self, job: &Job, fs: &FairShare, ent: &Entitlement, rules: &PriorityRules) -> Priority {
+        let ahead = self.waiting_gpus.get(&job.account).copied().unwrap_or(0.0);
+        job_priority(job, fs.standing(&job.account), TeamLoad { ent, ahead_gpus: ahead }, rules)
+    }
+}
+
+/// `1023 − ⌊1023 · share⌋` for a share in [0, 1): 1023 for a team running
+/// nothing, 1 just below its rate.
+fn level_of(share: f64) -> u32 {
+    let s = share.clamp(0.0, 1.0);
+    LEVEL.max() - ((f64::from(LEVEL.max()) * s).floor() as u32).min(LEVEL.max())
 }
 
 impl Priority {
     /// The same job when the planner starts it now (or not): the plan bit.
     pub fn planned(self, starts_now: bool) -> Priority {
-        let value = (self.value & !(1 << PLAN_SHIFT)) | (u32::from(starts_now) << PLAN_SHIFT);
+        let value = (self.value & !PLAN.put(1)) | PLAN.put(u32::from(starts_now));
         Priority { value: value.max(1), planned: starts_now, ..self }
+    }
+
+    /// sprio's columns for this priority. They add up to `value` the way
+    /// sprio adds them (`PRIORITY = SITE + AGE + FAIRSHARE + JOBSIZE +
+    /// PARTITION + QOS − (NICE − NICE_OFFSET)`), from the layout above:
+    /// SITE + JOBSIZE = the tier (2³¹, split because SITE is at most 2³¹ − 1),
+    /// PARTITION = the plan bit, FAIRSHARE = need, level and team,
+    /// QOS = the nice field's bias plus the quick bit, NICE = −within_team
+    /// (in nice units); AGE is 0 (age is Slurm's tie-break) but for the 1
+    /// that keeps a priority from meaning "held".
+    pub fn sprio(&self) -> SprioColumns {
+        let tier = TIER.get(self.value);
+        let fairshare = (self.value & (NEED.put(NEED.max()) | LEVEL.put(LEVEL.max()) | TEAM.put(TEAM.max()))) as f64;
+        let mut c = SprioColumns {
+            site: tier * (TIER.unit() - 1),
+            jobsize: f64::from(tier),
+            partition: f64::from(PLAN.get(self.value) * PLAN.unit()),
+            fairshare,
+            qos: f64::from((-INSIDE_MIN) as u32 * NICE.unit() + QUICK.get(self.value)),
+            nice: (i64::from(self.nice) + i64::from(INSIDE_MIN)) * -i64::from(NICE.unit()),
+            age: 0.0,
+        };
+        c.age = f64::from(self.value) - c.total();
+        c
     }
 }
 
-/// Decode a priority value into its fields (for sprio-like displays):
-/// (allocated, planned now, team, inside, age).
-pub fn decode(value: u32) -> (bool, bool, u32, i32, u32) {
-    let allocated = value >> TIER_SHIFT == 1;
-    let planned = (value >> PLAN_SHIFT) & 1 == 1;
-    let team = (value >> TEAM_SHIFT) & TEAM_MAX;
-    let inside = ((value >> INSIDE_SHIFT) & 0x3ff) as i32 + INSIDE_MIN;
-    let age = value & AGE_MAX;
-    (allocated, planned, team, inside, age)
+/// The columns sprio shows for a Tally priority ([`Priority::sprio`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SprioColumns {
+    pub site: u32,
+    pub jobsize: f64,
+    pub partition: f64,
+    pub fairshare: f64,
+    pub qos: f64,
+    /// Slurm's nice (positive lowers the priority).
+    pub nice: i64,
+    pub age: f64,
+}
+
+impl SprioColumns {
+    /// The sum sprio prints as PRIORITY.
+    pub fn total(&self) -> f64 {
+        f64::from(self.site) + self.jobsize + self.partition + self.fairshare + self.qos - self.nice as f64 + self.age
+    }
+}
+
+/// A priority value's fields (for sprio-like displays).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decoded {
+    pub allocated: bool,
+    pub planned: bool,
+    pub need: u32,
+    pub level: u32,
+    pub team: u32,
+    /// `within_team` as clamped.
+    pub within_team: i32,
+    pub quick: bool,
+}
+
+/// Decode a priority value into its fields.
+pub fn decode(value: u32) -> Decoded {
+    Decoded {
+        allocated: TIER.get(value) == 1,
+        planned: PLAN.get(value) == 1,
+        need: NEED.get(value),
+        level: LEVEL.get(value),
+        team: TEAM.get(value),
+        within_team: NICE.get(value) as i32 + INSIDE_MIN,
+        quick: QUICK.get(value) == 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_tile_the_word() {
+        let fields = [QUICK, NICE, TEAM, LEVEL, NEED, PLAN, TIER];
+        let mut next = 0;
+        for f in fields {
+            assert_eq!(f.shift, next, "{f:?}");
+            next = f.shift + f.bits;
+        }
+        assert_eq!(next, 32);
+    }
+
+    #[test]
+    fn levels() {
+        assert_eq!(level_of(0.0), 1023);
+        assert_eq!(level_of(0.5), 512);
+        assert_eq!(level_of(0.9999), 1);
+        assert_eq!(level_of(7.0), 0);
+    }
 }

@@ -1,11 +1,11 @@
 //! Property tests: the ranking is a total order of accounts, more usage never
-//! improves a rank, and the priority order is exactly the documented
-//! lexicographic order.
+//! improves a rank, the priority order is exactly the documented
+//! lexicographic order, and preemption never happens inside a contract and
+//! never ping-pongs.
 
 mod common;
 use common::*;
 use proptest::prelude::*;
-use std::cmp::Ordering;
 use tally_allocator::*;
 
 /// A random tree: account i's parent is an earlier account or root; shares
@@ -48,6 +48,34 @@ fn arb_world() -> impl Strategy<Value = World> {
         })
 }
 
+/// Jobs of a world: (account index, GPUs, running?, allocated?, within_team).
+type JobSpec = (prop::sample::Index, u32, bool, bool, i32);
+
+fn arb_jobs() -> impl Strategy<Value = Vec<JobSpec>> {
+    proptest::collection::vec(
+        (any::<prop::sample::Index>(), prop_oneof![Just(1u32), Just(2), Just(4), Just(8)], any::<bool>(), any::<bool>(), -200i32..200),
+        2..24,
+    )
+}
+
+fn build_jobs(w: &World, specs: &[JobSpec]) -> Vec<Job> {
+    let mut accounts: Vec<String> = w.specs.iter().map(|s| s.name.clone()).collect();
+    accounts.push("not-in-tree".to_string());
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, (acct, gpus, run, alloc, within))| {
+            let j = Job::new(i as u64, acct.get(&accounts).as_str(), "u").gpus(*gpus).within_team(*within);
+            let j = if *alloc { j.contract(3600, false) } else { j };
+            if *run {
+                j.started(NOW - 2 * H)
+            } else {
+                j
+            }
+        })
+        .collect()
+}
+
 proptest! {
     #[test]
     fn ranks_are_a_permutation(w in arb_world()) {
@@ -69,58 +97,123 @@ proptest! {
         prop_assert!(after >= before, "{} went from rank {} to {}", who, before, after);
     }
 
+    /// The value's order is (tier, need, level, team rank, inside), with
+    /// need and level computed here from the entitlement's figures, and
+    /// two teams are never ordered by anything below the team field.
     #[test]
-    fn priority_order_is_the_documented_lexicographic_order(
-        w in arb_world(),
-        jobs in proptest::collection::vec((any::<prop::sample::Index>(), any::<bool>(), -2000i32..2000, 0u64..200_000), 2..20),
-    ) {
+    fn priority_order_is_the_documented_lexicographic_order(w in arb_world(), specs in arb_jobs(), aheads in proptest::collection::vec(0u32..40, 24)) {
         let fs = w.fs();
-        let mut accounts: Vec<String> = w.specs.iter().map(|s| s.name.clone()).collect();
-        accounts.push("not-in-tree".to_string());
-        let rules = PriorityRules::default();
-        let jobs: Vec<Job> = jobs.iter().enumerate().map(|(i, (acct, alloc, within, age))| {
-            let j = Job::new(i as u64, acct.get(&accounts).as_str(), "u").within_team(*within).submitted(NOW - age);
-            if *alloc { j.contract(3600, false) } else { j }
-        }).collect();
-        let spec_key = |j: &Job| {
-            let p = job_priority(j, &fs, &rules, NOW);
-            let team_rank = fs.standing(&j.account).map_or(u32::MAX, |s| s.rank).min(1023);
-            (j.is_allocated(&fs), std::cmp::Reverse(team_rank), j.within_team.clamp(-512, 511), ((NOW - j.submit_s) / 60).min(1023), p.value)
-        };
-        for a in &jobs {
-            let pa = spec_key(a);
-            prop_assert!(pa.4 >= 1, "priority 0 means held");
-            for b in &jobs {
-                let pb = spec_key(b);
-                let by_value = pa.4.cmp(&pb.4);
-                let by_spec = (pa.0, pa.1, pa.2, pa.3).cmp(&(pb.0, pb.1, pb.2, pb.3));
-                prop_assert_eq!(by_value, by_spec, "jobs {} and {}", a.id, b.id);
-                // Never across teams: different teams in one tier are ordered by rank alone.
-                if a.account != b.account && pa.0 == pb.0 && pa.1 != pb.1 {
-                    prop_assert_eq!(by_value, pa.1.cmp(&pb.1));
+        let jobs = build_jobs(&w, &specs);
+        let ent = w.ent(&jobs);
+        let pending: Vec<(&Job, f64)> = jobs.iter().filter(|j| j.start_s.is_none()).zip(aheads.iter()).map(|(j, &a)| (j, f64::from(a))).collect();
+        let spec_key = |j: &Job, ahead: f64| {
+            let allocated = j.is_allocated(&fs);
+            let (need, level) = match ent.team(&j.account).filter(|_| allocated) {
+                Some(t) => {
+                    let x = t.running + ahead;
+                    let level = |s: f64| 1023 - (1023.0 * s).floor() as u32;
+                    if x < t.rate { (2, level(x / t.rate)) } else if x < t.fair { (1, level(x / t.fair)) } else { (0, 0) }
                 }
-                // Antisymmetry of the comparison used to sort the queue.
-                let cmp = |x: &Job, y: &Job| spec_key(y).4.cmp(&spec_key(x).4).then(x.id.cmp(&y.id));
-                prop_assert_eq!(cmp(a, b), cmp(b, a).reverse());
-                if a.id != b.id { prop_assert_ne!(cmp(a, b), Ordering::Equal); }
+                None => (0, 0),
+            };
+            let team_rank = fs.standing(&j.account).map_or(u32::MAX, |s| s.rank).min(1023);
+            (allocated, need, level, std::cmp::Reverse(team_rank), j.within_team.clamp(-64, 63))
+        };
+        for &(a, ahead_a) in &pending {
+            let pa = job_priority(a, fs.standing(&a.account), TeamLoad { ent: &ent, ahead_gpus: ahead_a }, &PriorityRules::default());
+            prop_assert!(pa.value >= 1, "priority 0 means held");
+            prop_assert_eq!(pa.sprio().total(), f64::from(pa.value));
+            let ka = spec_key(a, ahead_a);
+            for &(b, ahead_b) in &pending {
+                let pb = job_priority(b, fs.standing(&b.account), TeamLoad { ent: &ent, ahead_gpus: ahead_b }, &PriorityRules::default());
+                let kb = spec_key(b, ahead_b);
+                // The floor max(1, …) merges the lowest value with the one above (documented).
+                if pa.value > 1 || pb.value > 1 {
+                    prop_assert_eq!(pa.value.cmp(&pb.value), ka.cmp(&kb), "jobs {} and {}", a.id, b.id);
+                }
+                // Never across teams: equal down to the team field means one team.
+                if a.account != b.account && (ka.0, ka.1, ka.2) == (kb.0, kb.1, kb.2) && ka.3 != kb.3 {
+                    prop_assert_eq!(pa.value.cmp(&pb.value), ka.3.cmp(&kb.3));
+                }
             }
         }
     }
 
     #[test]
     fn preemption_never_inside_a_contract(
-        contract in 1u64..28_800, ran in 0u64..40_000, resumable in any::<bool>(),
-        ua in 0.0f64..5000.0, ub in 0.0f64..5000.0,
+        contract in 1u64..28_800, ran in 0u64..40_000, resumable in any::<bool>(), restarts in 0u32..3,
+        a_gpus in 0u32..64, b_gpus in 0u32..64,
     ) {
-        let fs = World::new(64).share("a", None, 50.0).share("b", None, 50.0).used("a", "u", ua).used("b", "u", ub).fs();
-        let p = Job::new(1, "b", "u").contract(3600, false);
-        let v = Job::new(2, "a", "v").contract(contract, resumable).started(NOW - ran);
-        let d = may_preempt(&p, &v, &fs, NOW);
+        let w = World::new(64).share("a", None, 50.0).share("b", None, 50.0);
+        let v = Job::new(2, "a", "v").gpus(8).contract(contract, resumable).started(NOW - ran).restarts(restarts);
+        let mut jobs = vec![v.clone(), running(3, "a", a_gpus, H, false, H), running(4, "b", b_gpus, H, false, H)];
+        let p = Job::new(1, "b", "u").gpus(4).contract(3600, false);
+        jobs.push(p.clone());
+        let ent = w.ent(&jobs);
+        let d = may_preempt(&p, &v, &Moment { ent: &ent, max_requeues: 1, now: NOW });
         if ran < contract {
             prop_assert_eq!(d, Decision::No(Refusal::InsideContract(contract - ran)));
+        } else if !resumable && restarts >= 1 {
+            prop_assert_eq!(d, Decision::No(Refusal::RequeuesSpent(restarts)));
         } else {
-            // b preempts a only if b is strictly less used (equal shares).
-            prop_assert_eq!(d.allowed(), ub < ua);
+            // b (rate 32) takes from a only if b is short and a keeps its rate.
+            let (a_run, b_run) = (f64::from(a_gpus + 8), f64::from(b_gpus));
+            let ok = b_run < 32.0 && a_run - 8.0 >= 32.0 && (b_run + 4.0) <= a_run - 8.0;
+            prop_assert_eq!(d.allowed(), ok, "{:?}", d);
         }
+    }
+
+    /// Preemption only (no job ends, none arrives): whatever subset of the
+    /// eligible victims each preemptor takes, (1) the team that lost a job
+    /// can never take one back from the team that took it right after, and
+    /// (2) the potential of docs/design.md strictly falls, so the sequence
+    /// ends.
+    #[test]
+    fn preemption_never_ping_pongs(
+        w in arb_world(), specs in arb_jobs(), picks in proptest::collection::vec(any::<prop::sample::Index>(), 64),
+        subsets in proptest::collection::vec(any::<u64>(), 64),
+    ) {
+        let fs = w.fs();
+        let mut jobs = build_jobs(&w, &specs);
+        let mut steps = 0;
+        for (pick, mask) in picks.iter().zip(subsets.iter()) {
+            let ent = w.ent(&jobs);
+            let m = Moment { ent: &ent, max_requeues: 1, now: NOW };
+            let waiting: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].start_s.is_none() && jobs[i].is_allocated(&fs)).collect();
+            if waiting.is_empty() { break; }
+            let p = waiting[pick.index(waiting.len())];
+            let running: Vec<Job> = jobs.iter().filter(|j| j.start_s.is_some()).cloned().collect();
+            let eligible: Vec<u64> = eligible_victims(&jobs[p], &running, &m).iter().filter(|v| v.is_allocated(&fs)).map(|v| v.id).collect();
+            // Any non-empty subset of the eligible victims.
+            let taken: Vec<u64> = eligible.iter().enumerate().filter(|(k, _)| mask >> (k % 64) & 1 == 1).map(|(_, &id)| id).collect();
+            if taken.is_empty() { continue; }
+            let before = ent.potential();
+            let winner = jobs[p].account.clone();
+            let mut losers = Vec::new();
+            for j in jobs.iter_mut().filter(|j| taken.contains(&j.id)) {
+                j.start_s = None;
+                j.restarts += 1;
+                losers.push(j.account.clone());
+            }
+            jobs[p].start_s = Some(NOW);
+            jobs[p].contract = Contract::new(8 * H, false);
+            steps += 1;
+            let ent = w.ent(&jobs);
+            let after = ent.potential();
+            // (2) lexicographically smaller, deepest depth first.
+            let cmp = after.iter().zip(before.iter()).find(|(a, b)| (*a - *b).abs() > 1e-6).map(|(a, b)| a < b);
+            prop_assert_eq!(cmp, Some(true), "potential {:?} -> {:?}", before, after);
+            // (1) no loser's waiting job may take any running job of the winner.
+            let m = Moment { ent: &ent, max_requeues: u32::MAX, now: NOW + 8 * H };
+            for loser in &losers {
+                for q in jobs.iter().filter(|q| q.start_s.is_none() && &q.account == loser) {
+                    for v in jobs.iter().filter(|v| v.start_s.is_some() && v.account == winner) {
+                        let d = may_preempt(q, v, &m);
+                        prop_assert!(!(d.allowed() && v.is_allocated(&fs)), "{} took from {}, then {} could take {} back: {:?}", winner, loser, q.id, v.id, d);
+                    }
+                }
+            }
+        }
+        prop_assert!(steps <= 64);
     }
 }

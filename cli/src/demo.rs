@@ -45,66 +45,106 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         );
     }
 
-    // 2. A queue: the most and least served teams, with and without contracts.
+    // 2. Now: each team runs its multiple of its rate (one running job,
+    // past its contract), and every team waits with more.
+    let mut running = Vec::new();
+    let mut load = Load::new(tree);
+    for (i, &id) in teams.iter().enumerate() {
+        let gpus_busy = (alloc.rate_gpus(id) * USAGE_FACTORS[i % USAGE_FACTORS.len()]).round() as u32;
+        if gpus_busy > 0 {
+            let job = Job::new(10 + i as u64, &tree.node(id).name, "demo").contract(H, false).gpus(gpus_busy).started(NOW - 2 * H);
+            load.run(id, gpus_busy);
+            running.push(job);
+        }
+        load.wait(id, 8);
+    }
+    let ent = Entitlement::compute(tree, &alloc, &load);
+    let now_of = |acct: &str| ent.team(acct).expect("a team of the tree");
     let ranked: Vec<&Standing> = fs.ranked().filter(|s| tree.node(tree.id(&s.account).unwrap_or(0)).children.is_empty()).collect();
-    let (best, worst) = match (ranked.first(), ranked.last()) {
-        (Some(b), Some(w)) => (b.account.clone(), w.account.clone()),
+    let by_share = |a: &&Standing| now_of(&a.account).running / now_of(&a.account).rate.max(1e-9);
+    let short = ranked.iter().min_by(|a, b| by_share(a).total_cmp(&by_share(b)));
+    let over = ranked.iter().max_by(|a, b| by_share(a).total_cmp(&by_share(b)));
+    let (short, over) = match (short, over) {
+        (Some(s), Some(o)) => (s.account.clone(), o.account.clone()),
         _ => return Err("the config has no teams".to_string()),
     };
+    println!("\n== Now: what each team runs against its rate ==\n");
+    println!("{:<12} {:>8} {:>8} {:>8} {:>8}", "TEAM", "RATE", "FAIR", "RUNNING", "SHORT");
+    for s in &ranked {
+        let t = now_of(&s.account);
+        println!("{:<12} {:>8.1} {:>8.1} {:>8.0} {:>8.1}", s.account, t.rate, t.fair, t.running, t.short());
+    }
+
+    // 3. A queue of the most short and the most over-served team.
     let rules = config.contracts;
     let queue = [
-        (1, &worst, "contract=8h", 0, 3 * H),
-        (2, &best, "contract=2h,resumable", 0, 10 * 60),
-        (3, &best, "", 0, 5 * H),
-        (4, &worst, "contract=30m", -100, 60),
-        (5, &best, "contract=15m", 0, 30),
-        (6, &worst, "", 0, 6 * H),
+        (1, &over, "contract=8h", 0, 3 * H),
+        (2, &short, "contract=2h,resumable", 0, 10 * 60),
+        (3, &short, "", 0, 5 * H),
+        (4, &over, "contract=30m", -100, 60),
+        (5, &short, "contract=15m", 0, 30),
+        (6, &over, "", 0, 6 * H),
     ];
     let mut jobs = Vec::new();
     for (id, account, comment, nice, waited) in queue {
         let contract = rules.resolve(Some(comment)).map_err(|e| format!("demo job {id}: {e}"))?;
-        let job = Job { contract, ..Job::new(id, account, "demo").submitted(NOW - waited).within_team(-nice) };
+        let job = Job { contract, ..Job::new(id, account, "demo").gpus(4).submitted(NOW - waited).within_team(-nice) };
         jobs.push((job, comment));
     }
-    jobs.sort_by_key(|(j, _)| std::cmp::Reverse(job_priority(j, &fs, &config.priority, NOW).value));
-    println!("\n== Queue order (priority bits: tier | team | inside team | age) ==\n");
-    println!("{:>3}  {:<12} {:<24} {:>5} {:>10}  {:<11} {:>4} {:>6} {:>4}", "JOB", "ACCOUNT", "COMMENT", "NICE", "PRIORITY", "TIER", "TEAM", "INSIDE", "AGE");
+    // Each job behind its team's allocated jobs before it (inside-team order).
+    jobs.sort_by_key(|(j, _)| (j.account.clone(), std::cmp::Reverse(j.within_team), j.submit_s, j.id));
+    let mut ahead: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut prios = Vec::new();
     for (j, comment) in &jobs {
-        let p = job_priority(j, &fs, &config.priority, NOW);
+        let a = ahead.entry(j.account.clone()).or_insert(0.0);
+        let p = job_priority(j, fs.standing(&j.account), TeamLoad { ent: &ent, ahead_gpus: *a }, &config.priority);
+        if j.is_allocated(tree) {
+            *a += f64::from(j.gpus);
+        }
+        prios.push((p, j, *comment));
+    }
+    prios.sort_by_key(|(p, j, _)| (std::cmp::Reverse(p.value), j.submit_s));
+    println!("\n== Queue order (priority fields: tier | need | level | 7-day team | nice | quick) ==\n");
+    println!("{:>3}  {:<12} {:<24} {:>5} {:>10}  {:<11} {:>4} {:>5} {:>4} {:>6}", "JOB", "ACCOUNT", "COMMENT", "NICE", "PRIORITY", "TIER", "NEED", "LEVEL", "TEAM", "NICE");
+    for (p, j, comment) in &prios {
         println!(
-            "{:>3}  {:<12} {:<24} {:>5} {:>10}  {:<11} {:>4} {:>6} {:>4}",
+            "{:>3}  {:<12} {:<24} {:>5} {:>10}  {:<11} {:>4} {:>5} {:>4} {:>6}",
             j.id,
             j.account,
             if comment.is_empty() { "(none)" } else { comment },
             -j.within_team,
             p.value,
             if p.allocated { "allocated" } else { "unallocated" },
+            match p.need {
+                priority::NEED_LANE => "lane",
+                priority::NEED_OWED => "owed",
+                priority::NEED_FAIR => "fair",
+                _ => "-",
+            },
+            p.level,
             p.team,
-            i64::from(p.inside) - 512,
-            p.age
+            i64::from(p.nice) + i64::from(priority::INSIDE_MIN)
         );
     }
 
-    // 3. A debug job of the most under-served team looks for GPUs.
-    let debug = Job::new(100, &best, "demo").contract(15 * 60, false).gpus(2).submitted(NOW);
-    let running = [
-        Job::new(10, &worst, "demo").gpus(2).started(NOW - 3 * H),
-        Job::new(11, &worst, "demo").contract(8 * H, false).gpus(2).started(NOW - H),
-        Job::new(12, &worst, "demo").contract(H, true).gpus(2).started(NOW - 2 * H),
-        Job::new(13, &worst, "demo").contract(H, false).gpus(2).started(NOW - 4 * H),
-    ];
-    println!("\n== Debug job {} of `{}` (2 GPUs, contract=15m) meets a full cluster ==\n", debug.id, best);
+    // 4. A debug job of the most short team meets a full cluster.
+    let debug = Job::new(100, &short, "demo").contract(15 * 60, false).gpus(2).submitted(NOW);
+    running.extend([
+        Job::new(90, &over, "demo").gpus(2).started(NOW - 3 * H),
+        Job::new(91, &over, "demo").contract(8 * H, false).gpus(2).started(NOW - H),
+        Job::new(92, &over, "demo").contract(H, true).gpus(2).started(NOW - 2 * H),
+    ]);
+    let m = Moment { ent: &ent, max_requeues: rules.max_requeues, now: NOW };
+    println!("\n== Debug job {} of `{}` (2 GPUs, contract=15m) meets a full cluster ==\n", debug.id, short);
     for v in &running {
-        let d = may_preempt(&debug, v, &fs, NOW);
-        let why = match d {
+        let why = match may_preempt(&debug, v, &m) {
             Decision::Yes(c) => format!("may preempt ({c:?})"),
             Decision::No(Refusal::InsideContract(left)) => format!("protected: {} of contract left", format_duration(left)),
             Decision::No(r) => format!("no ({r:?})"),
         };
-        println!("  job {:>2} of {:<10} {:<24} -> {}", v.id, v.account, v.contract.canonical(), why);
+        println!("  job {:>2} of {:<10} {:>3} GPUs {:<22} -> {}", v.id, v.account, v.gpus, v.contract.canonical(), why);
     }
-    let mut victims: Vec<Job> = running.iter().filter(|v| may_preempt(&debug, v, &fs, NOW).allowed()).cloned().collect();
-    order_victims(&debug, &mut victims, &fs, NOW);
-    println!("  victim order: {}", victims.iter().map(|v| v.id.to_string()).collect::<Vec<_>>().join(", "));
+    let victims = eligible_victims(&debug, &running, &m);
+    println!("  victim order (cumulative): {}", victims.iter().map(|v| v.id.to_string()).collect::<Vec<_>>().join(", "));
     Ok(())
 }

@@ -11,6 +11,7 @@ mod demo;
 mod share;
 mod plan;
 mod sim;
+mod suite;
 mod trace;
 
 #[derive(Parser, Debug)]
@@ -48,8 +49,9 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
-    /// Replay a trace through fifo, multifactor and tally, side by side.
-    Sim(sim::SimArgs),
+    /// Replay a trace through fifo, multifactor and tally, side by side
+    /// (`tally sim suite`: the benchmark suite).
+    Sim(Box<sim::SimCmd>),
     /// Plan a scenario's horizon (the rolling-horizon planner) against FIFO
     /// with peak reservation.
     Plan(plan::PlanArgs),
@@ -96,7 +98,10 @@ fn main() -> ExitCode {
         Command::Share { config, state, all, parsable } => share::run(share::Args { config, state, parsable, users: all }),
         Command::Demo { config, gpus } => demo::run(config, gpus),
         Command::Trace { command } => trace::run(command),
-        Command::Sim(args) => sim::run_cmd(args),
+        Command::Sim(cmd) => match *cmd {
+            sim::SimCmd { command: Some(sim::SimCommand::Suite(args)), .. } => suite::run_cmd(args),
+            sim::SimCmd { args, .. } => sim::run_cmd(args),
+        },
         Command::Plan(args) => plan::run_cmd(args),
     };
     match result {

@@ -7,30 +7,51 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 use tally_allocator::{format_duration, parse_duration};
-use tally_sim::metrics::PolicyResult;
-use tally_sim::sim::{run, Policy, Settings};
+use tally_sim::metrics::Scored;
+use tally_sim::sim::{run, Policy, PolicyResult, Settings};
 use tally_sim::trace::{self, Class, Trace};
+
+/// `tally sim [OPTIONS]` or `tally sim suite [OPTIONS]`.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SimCmd {
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
+    #[command(flatten)]
+    pub args: SimArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum SimCommand {
+    /// The benchmark suite: windows of the shared traces at demands 0.8-3x
+    /// and synthetic cases, through every policy, with Tally's targets.
+    Suite(crate::suite::SuiteArgs),
+}
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// Canonical trace (CSV; `tally trace import` / `tally trace augment` make one).
-    #[arg(long, value_name = "FILE")]
-    pub trace: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    pub trace: Option<PathBuf>,
     /// Budgets (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
     #[arg(long, short, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// GPUs in the simulated cluster.
-    #[arg(long, value_name = "N")]
-    pub gpus: u32,
+    #[arg(long, value_name = "N", required = true)]
+    pub gpus: Option<u32>,
     /// GPUs per node (default: [cluster] gpus_per_node of the config).
     #[arg(long, value_name = "N")]
     pub gpus_per_node: Option<u32>,
-    /// Policies to compare, comma-separated: fifo, multifactor, tally, planner.
+    /// Policies to compare, comma-separated: fifo, multifactor, tally, tally+planner, planner.
     #[arg(long, value_name = "LIST", default_value = "fifo,multifactor,tally")]
     pub compare: String,
     /// Re-plan period of multifactor and tally (the plugin's calc_period).
     #[arg(long, value_name = "DURATION", default_value = "5m")]
     pub replan: String,
+    /// How long a requeued job waits before it may start again (Slurm:
+    /// cred_expire + 1 s, 121 s by default).
+    #[arg(long, value_name = "DURATION", default_value = "121s")]
+    pub requeue_delay: String,
     /// Print the figures as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -40,6 +61,11 @@ pub struct SimArgs {
     /// No progress bars (they are off anyway when stderr is not a terminal).
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// The policies `--compare` knows, for messages.
+pub fn policy_names() -> String {
+    Policy::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
 }
 
 fn pct(x: f64) -> String {
@@ -57,31 +83,35 @@ fn dur(s: Option<u64>) -> String {
 }
 
 pub fn run_cmd(a: SimArgs) -> Result<(), String> {
+    let (Some(trace_path), Some(gpus)) = (a.trace, a.gpus) else { return Err("tally sim needs --trace FILE and --gpus N".into()) };
     let config_path = a.config.unwrap_or_else(tally_config::default_path);
     let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
-    let text = std::fs::read_to_string(&a.trace).map_err(|e| format!("{}: cannot read: {e}", a.trace.display()))?;
-    let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", a.trace.display()))?;
+    let text = std::fs::read_to_string(&trace_path).map_err(|e| format!("{}: cannot read: {e}", trace_path.display()))?;
+    let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", trace_path.display()))?;
     if trace.jobs.is_empty() {
-        return Err(format!("{}: no jobs", a.trace.display()));
+        return Err(format!("{}: no jobs", trace_path.display()));
     }
     let mut policies = Vec::new();
     for name in a.compare.split(',').filter(|s| !s.trim().is_empty()) {
-        let p = Policy::parse(name).ok_or_else(|| format!("--compare: unknown policy `{}` (known: fifo, multifactor, tally, planner)", name.trim()))?;
+        let p = Policy::parse(name).ok_or_else(|| format!("--compare: unknown policy `{}` (known: {})", name.trim(), policy_names()))?;
         if !policies.contains(&p) {
             policies.push(p);
         }
     }
     if policies.is_empty() {
-        return Err("--compare: name at least one policy (fifo, multifactor, tally, planner)".into());
+        return Err(format!("--compare: name at least one policy ({})", policy_names()));
     }
-    if a.gpus == 0 {
+    if gpus == 0 {
         return Err("--gpus must be at least 1".into());
     }
     let replan_s = parse_duration(&a.replan).map_err(|e| format!("--replan: {e}"))?.max(1);
+    let requeue_delay_s = parse_duration(&a.requeue_delay).map_err(|e| format!("--requeue-delay: {e}"))?;
     let settings = Settings {
-        gpus: a.gpus,
+        gpus,
         gpus_per_node: a.gpus_per_node.unwrap_or(config.cluster.gpus_per_node),
         replan_s,
+        requeue_delay_s,
+        plan_interval_s: config.planner.map_or(1800, |p| p.interval_s),
         ..Settings::default()
     };
 
@@ -119,27 +149,27 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     for (p, r, secs) in results {
         ok.push((p, r?, secs));
     }
-    let demand = trace.gpu_hours() / (f64::from(a.gpus) * trace.span_s() as f64 / 3600.0).max(1e-9);
+    let demand = trace.gpu_hours() / (f64::from(gpus) * trace.span_s() as f64 / 3600.0).max(1e-9);
 
     if let Some(dir) = &a.plots {
         write_plots(dir, &ok)?;
     }
     if a.json {
         let out = json!({
-            "trace": { "file": a.trace.display().to_string(), "jobs": trace.jobs.len(), "span_s": trace.span_s(),
+            "trace": { "file": trace_path.display().to_string(), "jobs": trace.jobs.len(), "span_s": trace.span_s(),
                        "gpu_hours": trace.gpu_hours(), "demand_over_supply": demand },
-            "cluster": { "gpus": a.gpus, "gpus_per_node": settings.gpus_per_node, "replan_s": replan_s },
+            "cluster": { "gpus": gpus, "gpus_per_node": settings.gpus_per_node, "replan_s": replan_s },
             "config": config.source,
             "policies": ok.iter().map(|(_, r, _)| policy_json(r)).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
         return Ok(());
     }
-    print_table(&a.trace, &trace, &config.source, settings, demand, &ok, started.elapsed().as_secs_f64());
+    print_table(&trace_path, &trace, &config.source, settings, demand, &ok, started.elapsed().as_secs_f64());
     Ok(())
 }
 
-fn waits_json(r: &PolicyResult) -> Value {
+pub fn waits_json(r: &Scored) -> Value {
     let mut m = serde_json::Map::new();
     for (c, w) in &r.waits {
         m.insert(c.name().to_string(), json!({ "jobs": w.n(), "p50_s": w.pct(50.0), "p90_s": w.pct(90.0), "p99_s": w.pct(99.0) }));
@@ -147,30 +177,51 @@ fn waits_json(r: &PolicyResult) -> Value {
     Value::Object(m)
 }
 
-/// The figures of one policy (no timings: the same input gives the same
-/// bytes).
-fn policy_json(r: &PolicyResult) -> Value {
+fn fairness_json(f: &tally_allocator::FairnessSummary) -> Value {
     json!({
-        "policy": r.policy,
+        "delivered_over_owed": f.overall, "teams_owed": f.teams, "teams_at_95": f.teams_at_threshold,
+        "worst_team": f.worst.as_ref().map(|(t, x)| json!({ "team": t, "ratio": x })),
+    })
+}
+
+/// The figures of one replay (no timings: the same input gives the same
+/// bytes). Shared by `tally sim` and `tally sim suite`.
+pub fn scored_json(r: &Scored) -> Value {
+    json!({
         "occupancy": r.occupancy,
-        "delivered_over_owed": r.fairness.overall,
-        "teams_owed": r.fairness.teams,
-        "teams_at_95": r.fairness.teams_at_threshold,
-        "worst_team": r.fairness.worst.as_ref().map(|(t, x)| json!({ "team": t, "ratio": x })),
+        "goodput": r.goodput,
+        "fairness": fairness_json(&r.fairness),
+        "fairness_trace_demand": fairness_json(&r.fairness_trace),
+        "drain": fairness_json(&r.drain),
         "teams": r.teams.iter().map(|t| json!({
             "team": t.team, "rate_gpus": t.rate_gpus,
             "owed_gpu_hours": t.delivery.owed_gpu_hours, "delivered_gpu_hours": t.delivery.delivered_gpu_hours,
             "credited_gpu_hours": t.delivery.credited_gpu_hours, "ratio": t.delivery.ratio(),
+            "ratio_trace_demand": t.delivery_trace.ratio(),
+            "drain_owed_gpu_hours": t.drain.owed_gpu_hours, "drain_credited_gpu_hours": t.drain.credited_gpu_hours,
         })).collect::<Vec<_>>(),
         "waits": waits_json(r),
         "preemptions": r.preemptions,
-        "wasted_gpu_hours": r.wasted_gpu_hours,
-        "contract_violations": r.contract_violations,
+        "max_requeues": { "allocated": r.max_requeues.allocated, "unallocated": r.max_requeues.unallocated, "resumable": r.max_requeues.resumable },
+        "lost_gpu_hours": r.lost_gpu_hours,
+        "lost_allocated_gpu_hours": r.lost_allocated_gpu_hours,
+        "useful_gpu_hours": r.useful_gpu_hours,
         "priority_weighted_value": r.value,
         "makespan_s": r.makespan_s,
-        "completed": r.completed, "unrunnable": r.unrunnable, "unfinished": r.unfinished,
-        "events": r.events,
+        "completed": r.completed,
     })
+}
+
+fn policy_json(r: &PolicyResult) -> Value {
+    let mut v = scored_json(&r.score);
+    if let Value::Object(m) = &mut v {
+        m.insert("policy".into(), json!(r.policy));
+        m.insert("contract_violations".into(), json!(r.contract_violations));
+        m.insert("unrunnable".into(), json!(r.unrunnable));
+        m.insert("unfinished".into(), json!(r.unfinished()));
+        m.insert("events".into(), json!(r.events));
+    }
+    v
 }
 
 fn print_table(file: &std::path::Path, trace: &Trace, config: &str, s: Settings, demand: f64, rs: &[(Policy, PolicyResult, f64)], wall: f64) {
@@ -183,58 +234,57 @@ fn print_table(file: &std::path::Path, trace: &Trace, config: &str, s: Settings,
         config
     );
     println!(
-        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; re-plan every {}\n",
+        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; re-plan every {}, requeued jobs wait {}\n",
         s.gpus,
         s.gpus_per_node,
         demand,
-        format_duration(s.replan_s)
+        format_duration(s.replan_s),
+        format_duration(s.requeue_delay_s)
     );
     let w = 14;
-    let mut header = format!("{:<34}", "");
+    let mut header = format!("{:<38}", "");
     for (p, _, _) in rs {
         header.push_str(&format!("{:>w$}", p.name()));
     }
-    let base = rs.iter().position(|(p, _, _)| *p == Policy::Fifo);
-    let last = rs.len() - 1;
-    let ratio_col = base.filter(|&b| b != last).map(|b| (b, format!("{}/{}", rs[last].0.name(), rs[b].0.name())));
-    if let Some((_, name)) = &ratio_col {
-        header.push_str(&format!("{:>w$}", name));
-    }
     println!("{header}");
-    let row = |label: &str, f: &dyn Fn(&PolicyResult) -> String, num: Option<&dyn Fn(&PolicyResult) -> f64>| {
-        let mut line = format!("{label:<34}");
+    let row = |label: &str, f: &dyn Fn(&PolicyResult) -> String| {
+        let mut line = format!("{label:<38}");
         for (_, r, _) in rs {
             line.push_str(&format!("{:>w$}", f(r)));
         }
-        if let (Some((b, _)), Some(num)) = (&ratio_col, num) {
-            let (x, y) = (num(&rs[last].1), num(&rs[*b].1));
-            line.push_str(&format!("{:>w$}", if y.abs() > 1e-12 { format!("{:.2}x", x / y) } else { "-".to_string() }));
-        }
         println!("{line}");
     };
-    row("occupancy", &|r| pct(r.occupancy), Some(&|r| r.occupancy));
-    row("delivered / owed", &|r| pct(r.fairness.overall), Some(&|r| r.fairness.overall));
-    row("teams >= 95% of owed", &|r| format!("{} of {}", r.fairness.teams_at_threshold, r.fairness.teams), None);
-    row("worst team", &|r| r.fairness.worst.as_ref().map_or("-".into(), |(_, x)| pct(*x)), None);
-    row("", &|r| r.fairness.worst.as_ref().map_or(String::new(), |(t, _)| t.clone()), None);
+    row("occupancy", &|r| pct(r.score.occupancy));
+    row("goodput (useful GPU-hours)", &|r| pct(r.score.goodput));
+    row("delivered / owed", &|r| pct(r.score.fairness.overall));
+    row("teams >= 95% of owed", &|r| format!("{} of {}", r.score.fairness.teams_at_threshold, r.score.fairness.teams));
+    row("worst team", &|r| r.score.fairness.worst.as_ref().map_or("-".into(), |(_, x)| pct(*x)));
+    row("", &|r| r.score.fairness.worst.as_ref().map_or(String::new(), |(t, _)| t.clone()));
+    row("delivered / owed (trace demand)", &|r| pct(r.score.fairness_trace.overall));
+    row("delivered / owed after the window", &|r| pct(r.score.drain.overall));
     for c in Class::ALL {
-        if rs.iter().all(|(_, r, _)| !r.waits.contains_key(&c)) {
+        if rs.iter().all(|(_, r, _)| !r.score.waits.contains_key(&c)) {
             continue;
         }
         for (q, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
             let label = format!("wait {name} {}", c.name());
-            row(&label, &|r| dur(r.waits.get(&c).and_then(|w| w.pct(q))), None);
+            row(&label, &|r| dur(r.score.waits.get(&c).and_then(|w| w.pct(q))));
         }
     }
-    row("preemptions", &|r| r.preemptions.to_string(), None);
-    row("GPU-hours lost to preemption", &|r| format!("{:.0}", r.wasted_gpu_hours), None);
-    row("contract violations", &|r| r.contract_violations.to_string(), None);
-    row("priority-weighted value", &|r| format!("{:.0}", r.value), Some(&|r| r.value));
-    row("makespan (days)", &|r| format!("{:.1}", r.makespan_s as f64 / 86_400.0), None);
-    row("jobs completed", &|r| r.completed.to_string(), None);
-    row("too big for the cluster", &|r| r.unrunnable.to_string(), None);
-    row("events", &|r| r.events.to_string(), None);
-    let mut line = format!("{:<34}", "replay time (s)");
+    row("preemptions", &|r| r.score.preemptions.to_string());
+    row("most requeues: allocated, not resumable", &|r| r.score.max_requeues.allocated.to_string());
+    row("most requeues: unallocated, not resum.", &|r| r.score.max_requeues.unallocated.to_string());
+    row("most requeues: resumable", &|r| r.score.max_requeues.resumable.to_string());
+    row("GPU-hours lost to requeues", &|r| format!("{:.0}", r.score.lost_gpu_hours));
+    row("  of which allocated work", &|r| format!("{:.0}", r.score.lost_allocated_gpu_hours));
+    row("contract violations", &|r| r.contract_violations.to_string());
+    row("priority-weighted value", &|r| format!("{:.0}", r.score.value));
+    row("makespan (days)", &|r| format!("{:.1}", r.score.makespan_s as f64 / 86_400.0));
+    row("jobs completed", &|r| r.score.completed.to_string());
+    row("jobs unfinished (drain limit)", &|r| r.unfinished().to_string());
+    row("too big for the cluster", &|r| r.unrunnable.to_string());
+    row("events", &|r| r.events.to_string());
+    let mut line = format!("{:<38}", "replay time (s)");
     for (_, _, secs) in rs {
         line.push_str(&format!("{:>w$.2}", secs));
     }
@@ -255,20 +305,21 @@ fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Res
         .map(|(p, r, _)| Series {
             name: p.name(),
             points: r
+                .score
                 .hourly_busy
                 .chunks(24)
                 .enumerate()
-                .map(|(d, c)| (d as f64, 100.0 * c.iter().sum::<f64>() / (f64::from(r.gpus) * c.len() as f64)))
+                .map(|(d, c)| (d as f64, 100.0 * c.iter().sum::<f64>() / (f64::from(r.score.gpus) * c.len() as f64)))
                 .collect(),
         })
         .collect();
     write("occupancy.svg", line_chart("Occupancy per day", "day", "busy GPUs (% of cluster)", &series, false))?;
     // Delivered / owed per team.
     if let Some((_, first, _)) = rs.first() {
-        let teams: Vec<String> = first.teams.iter().map(|t| t.team.clone()).collect();
+        let teams: Vec<String> = first.score.teams.iter().map(|t| t.team.clone()).collect();
         let groups: Vec<(&str, Vec<f64>)> = rs
             .iter()
-            .map(|(p, r, _)| (p.name(), r.teams.iter().map(|t| t.delivery.ratio().map_or(f64::NAN, |x| 100.0 * x)).collect()))
+            .map(|(p, r, _)| (p.name(), r.score.teams.iter().map(|t| t.delivery.ratio().map_or(f64::NAN, |x| 100.0 * x)).collect()))
             .collect();
         write("delivery.svg", bar_chart("Delivered / owed GPU-hours per team", "% of owed", &teams, &groups, Some((95.0, "95%"))))?;
     }
@@ -277,7 +328,7 @@ fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Res
         let series: Vec<Series> = rs
             .iter()
             .filter_map(|(p, r, _)| {
-                let w = r.waits.get(&c)?;
+                let w = r.score.waits.get(&c)?;
                 let n = w.sorted_s.len() as f64;
                 let scale = if c == Class::Debug { 60.0 } else { 3600.0 };
                 // At most ~1000 points per line.

@@ -72,9 +72,14 @@ fn demo_ranks_orders_and_protects_contracts() {
     assert!(ok, "{err}");
     // The least-used team (semantic, 0.2 of its allocation) ranks first.
     assert!(out.contains("   0  semantic"), "{out}");
-    // The 8h contract that started an hour ago is protected.
+    // The 8h contract that started an hour ago is protected; only the
+    // unallocated job may go for the debug job of the most short team.
     assert!(out.contains("protected: 7h of contract left"), "{out}");
-    assert!(out.contains("victim order: 10, 12, 13"), "{out}");
+    assert!(out.contains("may preempt (Unallocated)"), "{out}");
+    assert!(out.contains("victim order (cumulative): 90"), "{out}");
+    // What each team runs against its rate, and the need field of the queue.
+    assert!(out.contains("== Now: what each team runs against its rate =="), "{out}");
+    assert!(out.contains(" owed "), "{out}");
 }
 
 const MICRO_TRACE: &str = "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority
@@ -108,7 +113,7 @@ fn sim_compares_policies_and_is_deterministic() {
     // The table names every policy and the fifo ratio column.
     let (ok, table, _) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4", "--quiet"]);
     assert!(ok);
-    assert!(table.contains("tally/fifo") && table.contains("contract violations"), "{table}");
+    assert!(table.contains("goodput") && table.contains("contract violations"), "{table}");
 }
 
 #[test]
@@ -134,7 +139,7 @@ fn sim_refuses_bad_input_with_line_numbers() {
     let good = temp_config("good.csv", MICRO_TRACE);
     let (ok, _, err) = tally(&["sim", "--trace", &good, "--config", &config, "--gpus", "4", "--compare", "fifo,lottery"]);
     assert!(!ok);
-    assert!(err.contains("unknown policy `lottery` (known: fifo, multifactor, tally, planner)"), "{err}");
+    assert!(err.contains("unknown policy `lottery` (known: fifo, multifactor, tally, tally+planner, planner)"), "{err}");
 }
 
 #[test]

@@ -18,8 +18,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use tally_allocator::plan::queue::QueueRules;
 use tally_allocator::{
-    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, Ledger, MissingContract, OrgTree,
-    PriorityRules, TreeError,
+    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, Ledger, LongJobs, MissingContract,
+    OrgTree, PriorityRules, TreeError,
 };
 
 pub mod raw;
@@ -215,7 +215,27 @@ impl Config {
                 }
             },
         };
-        let contracts = ContractRules { max_s, unallocated_below_s, missing };
+        let max_requeues = c.max_requeues.unwrap_or(tally_allocator::contract::DEFAULT_MAX_REQUEUES);
+        if max_requeues > 100 {
+            bad(
+                "contracts.max_requeues",
+                None,
+                format!("{max_requeues} is too many (0 to 100; default 0): each requeue of a job that is not resumable throws its work away"),
+            );
+        }
+        let long_jobs = match c.long_jobs.as_deref().map(str::trim) {
+            None | Some("warn") => LongJobs::Warn,
+            Some("reject") => LongJobs::Reject,
+            Some(other) => {
+                bad(
+                    "contracts.long_jobs",
+                    None,
+                    format!("expected \"warn\" or \"reject\" (what job_submit does with a job that is not resumable and longer than contracts.max), found \"{other}\""),
+                );
+                LongJobs::Warn
+            }
+        };
+        let contracts = ContractRules { max_s, unallocated_below_s, missing, max_requeues, long_jobs };
         let submit = SubmitPolicy {
             require_funded_account: c.require_funded_account.unwrap_or(true),
             power_of_two_gpus: c.power_of_two_gpus.unwrap_or(false),
@@ -226,9 +246,18 @@ impl Config {
         if calc_period_s == 0 {
             bad("priority.calc_period", None, "must be longer than 0 (default \"1m\")".into());
         }
-        let age_unit_s = p.age_unit.map_or(60, |d| d.0);
-        if age_unit_s == 0 {
-            bad("priority.age_unit", None, "must be longer than 0 (default \"1m\")".into());
+        let quick_time_limit_s = p.quick_time_limit.map_or(tally_allocator::priority::DEFAULT_QUICK_TIME_LIMIT_S, |d| d.0);
+        let lane_gpus = p.debug_lane_gpus.unwrap_or(2);
+        if lane_gpus == 0 {
+            bad("priority.debug_lane_gpus", None, "must be at least 1 (default 2): the most GPUs a job in the debug lane may ask for".into());
+        }
+        let debug_lane_max_gpus = p.debug_lane.unwrap_or(false).then_some(lane_gpus);
+        if p.age_unit.is_some() {
+            bad(
+                "priority.age_unit",
+                None,
+                "is no longer used: the priority has no age field; equal priorities run in submit order (Slurm's tie-break). Remove the key".into(),
+            );
         }
 
         let planner = raw.planner.and_then(|pl| {
@@ -321,7 +350,7 @@ impl Config {
             bucket_s,
             contracts,
             submit,
-            priority: PriorityRules { age_unit_s },
+            priority: PriorityRules { quick_time_limit_s, debug_lane_max_gpus },
             calc_period_s,
             planner,
             tree,

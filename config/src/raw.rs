@@ -44,6 +44,8 @@ pub struct RawContracts {
     pub unallocated_below: Option<Duration>,
     pub require_funded_account: Option<bool>,
     pub power_of_two_gpus: Option<bool>,
+    pub max_requeues: Option<u32>,
+    pub long_jobs: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -51,6 +53,9 @@ pub struct RawContracts {
 pub struct RawPriority {
     pub calc_period: Option<Duration>,
     pub age_unit: Option<Duration>,
+    pub quick_time_limit: Option<Duration>,
+    pub debug_lane: Option<bool>,
+    pub debug_lane_gpus: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -147,7 +147,7 @@ fn planner_is_off_by_default_and_configurable() {
 
 #[test]
 fn several_problems_are_reported_together() {
-    let err = Config::parse("[cluster]\ngpus = 0\ngpus_per_node = 0\n[priority]\nage_unit = \"0\"\n", "t.toml").unwrap_err();
+    let err = Config::parse("[cluster]\ngpus = 0\ngpus_per_node = 0\n[priority]\nage_unit = \"1m\"\n", "t.toml").unwrap_err();
     let keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
     assert_eq!(keys, vec!["cluster.gpus", "cluster.gpus_per_node", "priority.age_unit"]);
 }
@@ -156,4 +156,30 @@ fn several_problems_are_reported_together() {
 fn missing_file_is_an_error_not_a_panic() {
     let err = Config::load(Path::new("/nonexistent/tally.toml")).unwrap_err();
     assert!(err.to_string().starts_with("/nonexistent/tally.toml: cannot read:"), "{err}");
+}
+
+#[test]
+fn requeue_budget_and_long_jobs() {
+    let c = Config::parse(GOOD, "good.toml").unwrap();
+    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (0, tally_allocator::LongJobs::Warn));
+    let c = Config::parse("[contracts]\nmax_requeues = 2\nlong_jobs = \"reject\"\n", "t.toml").unwrap();
+    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (2, tally_allocator::LongJobs::Reject));
+    let err = Config::parse("[contracts]\nmax_requeues = 1000\nlong_jobs = \"maybe\"\n", "t.toml").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "t.toml: contracts.max_requeues: 1000 is too many (0 to 100; default 0): each requeue of a job that is not resumable throws its work away\n\
+         t.toml: contracts.long_jobs: expected \"warn\" or \"reject\" (what job_submit does with a job that is not resumable and longer than contracts.max), found \"maybe\""
+    );
+    let err = Config::parse("[priority]\nage_unit = \"1m\"\n", "t.toml").unwrap_err();
+    assert!(err.to_string().contains("priority.age_unit: is no longer used"), "{err}");
+}
+
+#[test]
+fn quick_jobs_and_the_debug_lane() {
+    let c = Config::parse("", "t.toml").unwrap();
+    assert_eq!((c.priority.quick_time_limit_s, c.priority.debug_lane_max_gpus), (1800, None));
+    let c = Config::parse("[priority]\nquick_time_limit = \"1h\"\ndebug_lane = true\n", "t.toml").unwrap();
+    assert_eq!((c.priority.quick_time_limit_s, c.priority.debug_lane_max_gpus), (3600, Some(2)));
+    let err = Config::parse("[priority]\ndebug_lane = true\ndebug_lane_gpus = 0\n", "t.toml").unwrap_err();
+    assert_eq!(err.to_string(), "t.toml: priority.debug_lane_gpus: must be at least 1 (default 2): the most GPUs a job in the debug lane may ask for");
 }

@@ -36,6 +36,6 @@ fn main() {
         let t = Instant::now();
         let r = run(&trace, &config, p, s, &mut |_| {}).expect("replay");
         let secs = t.elapsed().as_secs_f64();
-        println!("{:<12} {:>10} {:>10.3} {:>14.0} {:>9.1}%", p.name(), r.events, secs, r.events as f64 / secs, 100.0 * r.occupancy);
+        println!("{:<12} {:>10} {:>10.3} {:>14.0} {:>9.1}%", p.name(), r.events, secs, r.events as f64 / secs, 100.0 * r.score.occupancy);
     }
 }

@@ -14,6 +14,8 @@ pub struct Cluster {
     pub gpus_per_node: u32,
     /// Free GPUs per node.
     pub free: Vec<u32>,
+    /// GPUs of each node (the last may be smaller).
+    pub size: Vec<u32>,
 }
 
 impl Cluster {
@@ -24,11 +26,12 @@ impl Cluster {
         if gpus % per != 0 {
             free.push(gpus % per);
         }
-        Cluster { gpus_per_node: per, free }
+        Cluster { gpus_per_node: per, size: free.clone(), free }
     }
 
+    /// GPUs of the cluster (a smaller last node counts as what it is).
     pub fn total(&self) -> u32 {
-        self.nodes() as u32 * self.gpus_per_node
+        self.size.iter().sum()
     }
 
     pub fn nodes(&self) -> usize {
@@ -79,7 +82,7 @@ impl Cluster {
     pub fn release(&mut self, p: &Placement) {
         for &(n, g) in p {
             self.free[n] += g;
-            assert!(self.free[n] <= self.gpus_per_node, "node {n}: more GPUs free than it has");
+            assert!(self.free[n] <= self.size[n], "node {n}: more GPUs free than it has");
         }
     }
 }
@@ -106,5 +109,14 @@ mod tests {
         assert_eq!(c.place(2).unwrap(), vec![(0, 2)]);
         c.release(&p);
         assert_eq!(c.free_total(), 18);
+    }
+
+    #[test]
+    fn a_smaller_last_node_counts_as_what_it_is() {
+        let c = Cluster::new(12, 8);
+        assert_eq!((c.total(), c.nodes(), c.size.clone()), (12, 2, vec![8, 4]));
+        // Whole-node jobs only take full-size nodes.
+        assert_eq!(c.place(16), None);
+        assert_eq!(c.place(4).unwrap(), vec![(1, 4)]);
     }
 }

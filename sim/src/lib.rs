@@ -5,3 +5,4 @@ pub mod sim;
 pub mod import;
 pub mod augment;
 pub mod plot;
+pub mod suite;

@@ -1,27 +1,41 @@
 //! The event-jumping replay.
 //!
-//! Time jumps from event to event: a submission, a job's end, and a
-//! periodic re-plan (the priority plugin's `calc_period`; FIFO re-plans at
-//! day edges, where its realtime reservation changes). After the events of
-//! an instant the scheduler runs as Slurm's does: jobs in priority order
-//! start where they fit (whole-node-aware placement, [`crate::cluster`]); a
-//! job that does not fit may preempt (per policy); the first job that can do
-//! neither gets an EASY reservation at the earliest time enough running jobs
-//! end, and lower jobs backfill if they do not delay it. Running jobs end at
-//! their start plus remaining work; the simulator knows the durations, so
-//! the reservation uses them (Slurm uses time limits: optimistic, documented).
+//! Time jumps from event to event: a submission, a job's end, a requeued
+//! job becoming eligible again, and a periodic re-plan (the priority
+//! plugin's `calc_period`; FIFO re-plans at day edges, where its realtime
+//! reservation changes). After the events of an instant the scheduler runs
+//! as Slurm's does: jobs in priority order start where they fit
+//! (whole-node-aware placement, [`crate::cluster`]); a job that does not fit
+//! may preempt (per policy); the first job that can do neither gets an EASY
+//! reservation at the earliest time enough running jobs end, and lower jobs
+//! backfill if they do not delay it. Running jobs end at their start plus
+//! remaining work; the simulator knows the durations, so the reservation
+//! uses them (Slurm uses time limits: optimistic, documented). A requeued
+//! job may start again `requeue_delay_s` later (Slurm: `cred_expire + 1`).
 //!
-//! Every rule comes from the allocator: `job_priority`, `may_preempt`,
-//! `victim_rank`, `charge_from_mark` into a `Ledger`, `Config::fair_share`,
-//! `Delivery`. Invariants are checked as the replay goes and reported as
-//! [`SimError::Invariant`].
+//! Priorities behave as Slurm's: a job gets one when it is submitted (or
+//! requeued), and the policy's periodic re-plan recomputes them all (the
+//! priority plugin's `calc_period`); between re-plans the order only changes
+//! by arrivals. Every rule comes from the allocator: `order_queue` and
+//! `job_priority` (with the [`Entitlement`] of what each team runs now and
+//! the GPUs of its jobs ahead in the queue), the preemption rule through
+//! `VictimPool` (on the live entitlement, as the preempt plugin), `victim_rank`,
+//! `ContractRules::resolve_seconds`, `charge_from_mark` into a `Ledger`,
+//! `Config::fair_share`'s ranking, `plan::queue` for the planner, and
+//! [`crate::metrics::score`] for every figure. Invariants are checked as the
+//! replay goes and reported as [`SimError::Invariant`].
 
 use crate::cluster::{Cluster, Placement};
-use crate::metrics::{deliveries, PolicyResult, Recorder, Waits};
+use crate::metrics::{score, JobMeta, Run, RunEnd, Scored};
 use crate::trace::{Class, Trace};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
-use tally_allocator::{charge_from_mark, job_priority_with, priority, Contract, FairShare, Job, Ledger, Standing, VictimPool};
+use tally_allocator::plan::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
+use tally_allocator::tree::NodeId;
+use tally_allocator::{
+    charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Job, Ledger, Load, Moment, QueueOrder, QueueWalk,
+    Standing, VictimPool,
+};
 use tally_config::Config;
 use thiserror::Error;
 
@@ -34,26 +48,35 @@ pub enum Policy {
     /// plus age and QOS; debug/interactive/realtime preempt jobs that did not
     /// opt out (a trace contract > 0 = opted out); no contracts.
     Multifactor,
-    /// Budgets, the sliding window, contracts, unallocated fill, the rule.
+    /// Budgets, the sliding window, contracts, the owed-now order,
+    /// restorative preemption, unallocated fill.
     Tally,
-    /// The rolling-horizon planner (`allocator::plan::fast`): every re-plan
+    /// Tally as deployed with `[planner]`: Tally's order, plus the plan bit
+    /// for the jobs the rolling-horizon plan starts now.
+    TallyPlanner,
+    /// The budget-blind rolling-horizon planner (Dharma's): every re-plan
     /// plans the next 24 h for the oldest waiting jobs (the running ones
     /// pinned) and orders the queue by planned start; no preemption.
     Planner,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 4] = [Policy::Fifo, Policy::Multifactor, Policy::Tally, Policy::Planner];
+    pub const ALL: [Policy; 5] = [Policy::Fifo, Policy::Multifactor, Policy::Tally, Policy::TallyPlanner, Policy::Planner];
     pub fn name(self) -> &'static str {
         match self {
             Policy::Fifo => "fifo",
             Policy::Multifactor => "multifactor",
             Policy::Tally => "tally",
+            Policy::TallyPlanner => "tally+planner",
             Policy::Planner => "planner",
         }
     }
     pub fn parse(s: &str) -> Option<Policy> {
         Policy::ALL.into_iter().find(|p| p.name() == s.trim())
+    }
+    /// Tally's order and preemption rule.
+    fn tally(self) -> bool {
+        matches!(self, Policy::Tally | Policy::TallyPlanner)
     }
 }
 
@@ -62,7 +85,8 @@ impl Policy {
 pub struct Settings {
     pub gpus: u32,
     pub gpus_per_node: u32,
-    /// Re-plan period for multifactor and tally (the plugin's calc_period).
+    /// Re-plan period of multifactor (Slurm's PriorityCalcPeriod) and the
+    /// budget-blind planner. Tally re-ranks every `calc_period` of the config.
     pub replan_s: u64,
     /// Jobs tested for backfill after the reservation (Slurm's bf_max_job_test).
     pub backfill_depth: usize,
@@ -72,11 +96,25 @@ pub struct Settings {
     /// safety net against a policy that never drains; reported as
     /// `unfinished`).
     pub drain_limit_s: u64,
+    /// A requeued job may start again this long after it was preempted
+    /// (Slurm: `cred_expire + 1`, 121 s by default).
+    pub requeue_delay_s: u64,
+    /// Re-plan period of the planners (`[planner] interval`).
+    pub plan_interval_s: u64,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { gpus: 64, gpus_per_node: 8, replan_s: 300, backfill_depth: 100, half_life_s: 7 * 86_400, drain_limit_s: 365 * 86_400 }
+        Settings {
+            gpus: 64,
+            gpus_per_node: 8,
+            replan_s: 300,
+            backfill_depth: 100,
+            half_life_s: 7 * 86_400,
+            drain_limit_s: 365 * 86_400,
+            requeue_delay_s: 121,
+            plan_interval_s: 1800,
+        }
     }
 }
 
@@ -91,6 +129,8 @@ pub enum SimError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
     Waiting,
+    /// Preempted, not yet eligible again (the requeue delay).
+    Requeued,
     Running,
     Done,
     Unrunnable,
@@ -101,6 +141,9 @@ struct SimJob {
     job: Job,
     class: Class,
     team: usize,
+    /// Tree node when the job is allocated under the config's rules (Tally's
+    /// per-team counters), else `None`.
+    node: Option<NodeId>,
     duration_s: u64,
     /// Work left (resumable jobs keep their progress when preempted).
     remaining_s: u64,
@@ -111,23 +154,14 @@ struct SimJob {
     run_start: u64,
     placement: Placement,
     epoch: u32,
-    first_start: Option<u64>,
+    /// tally+planner: the last plan starts it now.
+    planned: bool,
 }
 
-/// Jobs whose relative order never changes while they wait: within a group
-/// the policy's priority is non-increasing in the group's order, so the
-/// queue is a merge of the groups by their heads' current priority (exactly
-/// the order of sorting every job by priority, without re-sorting).
-/// FIFO: one group by submission; multifactor: (team, QOS) by submission
-/// (older is higher); tally: (team, contract > 0), by the inside-team field
-/// (descending), then submission — tier and team bits are shared by a group,
-/// the inside field sits above the age field, and age grows with waiting.
-type GroupKey = (usize, u8);
-/// A group's head in the merge heap: (key, earlier submit, lower id, job, group).
-type Head = (i64, Reverse<u64>, Reverse<u64>, usize, GroupKey);
-/// (inside-team order, submit, id, index): ascending = highest priority first.
-type Item = (i32, u64, u64, usize);
-type Group = BTreeSet<Item>;
+/// The queue: (priority descending, submit, job id, index).
+type QueueKey = (Reverse<i64>, u64, u64, usize);
+/// A team's waiting jobs: (`allocator::inside_key`, index).
+type TeamQueue = BTreeSet<((i32, bool, u64, u64), usize)>;
 
 /// The outcome of one scheduling decision, for tests: (time, job id, what).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,19 +171,46 @@ pub enum Happening {
     Preempt { t: u64, job: u64, by: u64 },
 }
 
+/// What one replay reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyResult {
+    pub policy: &'static str,
+    /// Every figure, from what ran ([`crate::metrics::score`]).
+    pub score: Scored,
+    /// Preemptions of an allocated job inside its declared minimum runtime.
+    pub contract_violations: u64,
+    pub events: u64,
+    /// Jobs larger than the cluster: never run (not counted as owed).
+    pub unrunnable: usize,
+}
+
+impl PolicyResult {
+    /// Jobs that could run but never completed (the drain limit cut them).
+    pub fn unfinished(&self) -> usize {
+        self.score.unfinished.saturating_sub(self.unrunnable)
+    }
+}
+
 struct Sim<'a> {
     policy: Policy,
     s: Settings,
     config: &'a Config,
     cluster: Cluster,
     jobs: Vec<SimJob>,
-    groups: BTreeMap<GroupKey, Group>,
+    /// Waiting (eligible) jobs in priority order, and each one's key.
+    queue: BTreeSet<QueueKey>,
+    keys: Vec<i64>,
+    /// Waiting jobs per team in inside-team order (within_team descending,
+    /// submit, id), for the re-plan's walk.
+    team_queues: Vec<TeamQueue>,
     running: BTreeSet<usize>,
     /// Team names (leaves of the tree, then accounts outside it) and their
     /// allocation rates in GPUs.
     team_names: Vec<String>,
     team_rates: Vec<f64>,
     ends: BinaryHeap<Reverse<(u64, usize, u32)>>,
+    /// Requeued jobs becoming eligible: (time, job).
+    requeues: BinaryHeap<Reverse<(u64, usize)>>,
     // tally
     ledger: Ledger,
     marks: BTreeMap<u64, u64>,
@@ -158,6 +219,14 @@ struct Sim<'a> {
     alloc: tally_allocator::Allocation,
     /// Each team's standing in `fs` (looked up once per re-plan).
     standings: Vec<Option<Standing>>,
+    /// Allocated GPUs running and waiting (eligible) per tree node.
+    run_gpus: Vec<u32>,
+    wait_gpus: Vec<u32>,
+    /// What each team runs and is owed now (recomputed every pass, kept
+    /// current through the pass).
+    ent: Entitlement,
+    /// The last re-plan's queue order (what a new job waits behind).
+    order: QueueOrder,
     // multifactor
     usage: Vec<f64>,
     usage_at: u64,
@@ -169,10 +238,8 @@ struct Sim<'a> {
     nonrt_blocked: u32,
     /// Planner: each job's planned start step (u32::MAX: not planned).
     plan_rank: Vec<u32>,
-    rec: Recorder,
+    runs: Vec<Run>,
     log: Option<Vec<Happening>>,
-    preemptions: u64,
-    wasted_gpu_s: f64,
     violations: u64,
     origin: u64,
 }
@@ -189,10 +256,11 @@ impl<'a> Sim<'a> {
             return Err(SimError::NoGpus);
         }
         let cluster = Cluster::new(s.gpus, s.gpus_per_node);
-        let alloc = config.allocation(s.gpus).unwrap_or_else(|_| {
+        let alloc = config.allocation(cluster.total()).unwrap_or_else(|_| {
             // GPU-hour budgets that do not fit this size: scale by shares only.
             config.allocation(config.ranking_gpus()).expect("validated config")
         });
+        let alloc = tally_allocator::Allocation { capacity: config.capacity(cluster.total()), ..alloc };
         let mut team_index: BTreeMap<String, usize> = BTreeMap::new();
         let mut shares = Vec::new();
         let mut team_names = Vec::new();
@@ -217,24 +285,28 @@ impl<'a> Sim<'a> {
                     i
                 }
             };
-            // The contract as the cluster's rules would leave it (job_submit
-            // refuses over-long ones; the plugin treats them as unallocated).
-            let c = &config.contracts;
-            let min_runtime_s = if tj.contract_s > c.max_s || tj.contract_s < c.unallocated_below_s { 0 } else { tj.contract_s };
+            // The contract as the cluster's rules leave it: job_submit refuses
+            // an over-long one, the plugin runs such a job unallocated.
+            let contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(Contract::UNALLOCATED);
             let job = Job {
                 id: tj.job_id,
                 account: tj.account.clone(),
                 user: tj.user.clone(),
-                contract: Contract::new(min_runtime_s, tj.resumable),
+                contract,
                 gpus: tj.gpus,
                 submit_s: tj.submit_s,
                 start_s: None,
                 within_team: tj.priority,
+                restarts: 0,
+                // The simulator knows each job's duration: its time limit.
+                time_limit_s: Some(tj.duration_s.max(1)),
             };
+            let node = if job.is_allocated(&config.tree) { config.tree.id(&job.account) } else { None };
             jobs.push(SimJob {
                 job,
                 class: tj.class,
                 team,
+                node,
                 duration_s: tj.duration_s.max(1),
                 remaining_s: tj.duration_s.max(1),
                 asks: tj.contract_s > 0,
@@ -243,7 +315,7 @@ impl<'a> Sim<'a> {
                 run_start: 0,
                 placement: Vec::new(),
                 epoch: 0,
-                first_start: None,
+                planned: false,
             });
         }
         let teams = shares.len();
@@ -252,22 +324,31 @@ impl<'a> Sim<'a> {
         let fs = FairShare::compute(&config.tree, &alloc, &ledger.usage(origin));
         let rt_reserve = if policy == Policy::Fifo { realtime_daily_peaks(trace, origin) } else { Vec::new() };
         let standings = team_names.iter().map(|t| fs.standing(t).cloned()).collect();
+        let n = config.tree.len();
+        let ent = Entitlement::compute(&config.tree, &alloc, &Load::new(&config.tree));
         Ok(Sim {
             policy,
             s,
             config,
             cluster,
+            keys: vec![0; jobs.len()],
+            team_queues: vec![BTreeSet::new(); teams],
             jobs,
-            groups: BTreeMap::new(),
+            queue: BTreeSet::new(),
             running: BTreeSet::new(),
             team_names,
             team_rates,
             ends: BinaryHeap::new(),
+            requeues: BinaryHeap::new(),
             ledger,
             marks: BTreeMap::new(),
             standings,
             fs,
             alloc,
+            run_gpus: vec![0; n],
+            wait_gpus: vec![0; n],
+            ent,
+            order: QueueOrder { priorities: Vec::new(), ahead: Vec::new(), waiting_gpus: BTreeMap::new() },
             usage: vec![0.0; teams],
             usage_at: origin,
             mf_marks: vec![0; trace.jobs.len()],
@@ -275,11 +356,9 @@ impl<'a> Sim<'a> {
             rt_reserve,
             rt_busy: 0,
             nonrt_blocked: 0,
-            rec: Recorder::new(origin, teams),
             plan_rank: vec![u32::MAX; trace.jobs.len()],
+            runs: Vec::new(),
             log: log.then(Vec::new),
-            preemptions: 0,
-            wasted_gpu_s: 0.0,
             violations: 0,
             origin,
         })
@@ -293,81 +372,91 @@ impl<'a> Sim<'a> {
 
     // ---- priorities --------------------------------------------------------
 
-    fn key(&self, i: usize, now: u64) -> i64 {
+    /// The key of a job entering the queue (Slurm's `priority_p_set` at
+    /// submit or requeue).
+    fn key_at_entry(&self, i: usize, now: u64) -> i64 {
         let j = &self.jobs[i];
         match self.policy {
             // Arrival order: earlier first (ties: job id, by the sort).
             Policy::Fifo => -(j.job.submit_s as i64),
             Policy::Planner => -i64::from(self.plan_rank[i]),
-            Policy::Tally => i64::from(job_priority_with(&j.job, self.standings[j.team].as_ref(), &self.config.priority, now).value),
-            Policy::Multifactor => {
-                // priority = 10000·F + 1000·age + 2000·qos,  F = 2^(−U/S)
-                let total: f64 = self.usage.iter().sum();
-                let u = if total > 0.0 { self.usage[j.team] / total } else { 0.0 };
-                let share = self.shares[j.team];
-                let f = if share > 0.0 { 2f64.powf(-u / share) } else { 0.0 };
-                let age = (now.saturating_sub(j.job.submit_s) as f64 / (7.0 * 86_400.0)).min(1.0);
-                let qos = if high_qos(j.class) { 1.0 } else { 0.0 };
-                (10_000.0 * f + 1000.0 * age + 2000.0 * qos).round() as i64
+            Policy::Tally | Policy::TallyPlanner => {
+                let p = self.order.priority_of_new(&j.job, &self.fs, &self.ent, &self.config.priority);
+                let p = if self.policy == Policy::TallyPlanner { p.planned(j.planned) } else { p };
+                i64::from(p.value)
             }
+            Policy::Multifactor => self.multifactor_key(i, now),
         }
     }
 
-    fn group_of(&self, i: usize) -> GroupKey {
+    /// priority = 10000·F + 1000·age + 2000·qos,  F = 2^(−U/S)
+    fn multifactor_key(&self, i: usize, now: u64) -> i64 {
         let j = &self.jobs[i];
+        let total: f64 = self.usage.iter().sum();
+        let u = if total > 0.0 { self.usage[j.team] / total } else { 0.0 };
+        let share = self.shares[j.team];
+        let f = if share > 0.0 { 2f64.powf(-u / share) } else { 0.0 };
+        let age = (now.saturating_sub(j.job.submit_s) as f64 / (7.0 * 86_400.0)).min(1.0);
+        let qos = if high_qos(j.class) { 1.0 } else { 0.0 };
+        (10_000.0 * f + 1000.0 * age + 2000.0 * qos).round() as i64
+    }
+
+    /// Recompute every waiting job's key (the policy's periodic re-plan).
+    fn rekey(&mut self, now: u64) {
+        let mut keys: Vec<(usize, i64)> = Vec::with_capacity(self.queue.len());
         match self.policy {
-            Policy::Fifo | Policy::Planner => (0, 0),
-            Policy::Multifactor => (j.team, u8::from(high_qos(j.class))),
-            Policy::Tally => (j.team, u8::from(j.job.contract.is_allocated())),
+            Policy::Fifo => return,
+            Policy::Planner => keys.extend(self.queue.iter().map(|&(_, _, _, i)| (i, -i64::from(self.plan_rank[i])))),
+            Policy::Multifactor => keys.extend(self.queue.iter().map(|&(_, _, _, i)| (i, self.multifactor_key(i, now)))),
+            Policy::Tally | Policy::TallyPlanner => {
+                self.refresh_entitlement();
+                let mut walk = QueueWalk::new(&self.fs, &self.ent, &self.config.priority);
+                for q in &self.team_queues {
+                    for &(_, i) in q {
+                        let p = walk.next(&self.jobs[i].job);
+                        let p = if self.policy == Policy::TallyPlanner { p.planned(self.jobs[i].planned) } else { p };
+                        keys.push((i, i64::from(p.value)));
+                    }
+                }
+                self.order = walk.finish();
+            }
         }
-    }
-
-    fn item(&self, i: usize) -> Item {
-        let j = &self.jobs[i];
-        let inside = match self.policy {
-            // The inside-team field as job_priority clamps it.
-            Policy::Tally => -j.job.within_team.clamp(priority::INSIDE_MIN, priority::INSIDE_MAX),
-            Policy::Planner => self.plan_rank[i].min(i32::MAX as u32) as i32,
-            _ => 0,
-        };
-        (inside, j.job.submit_s, j.job.id, i)
-    }
-
-    fn enqueue(&mut self, i: usize) {
-        let (g, item) = (self.group_of(i), self.item(i));
-        self.groups.entry(g).or_default().insert(item);
-    }
-
-    fn dequeue(&mut self, i: usize) {
-        let (g, item) = (self.group_of(i), self.item(i));
-        if let Some(set) = self.groups.get_mut(&g) {
-            set.remove(&item);
-            if set.is_empty() {
-                self.groups.remove(&g);
+        for (i, k) in keys {
+            if self.keys[i] != k {
+                self.queue.remove(&self.queue_key(i));
+                self.keys[i] = k;
+                self.queue.insert(self.queue_key(i));
             }
         }
     }
 
-    /// Heap entry for the job after `after` in group `g` (or its head).
-    fn head(&self, g: GroupKey, after: Option<Item>, now: u64) -> Option<Head> {
-        let set = self.groups.get(&g)?;
-        let next = match after {
-            None => set.iter().next(),
-            Some(a) => set.range((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)).next(),
-        };
-        next.map(|&(_, submit, id, i)| (self.key(i, now), Reverse(submit), Reverse(id), i, g))
+    fn inside_key(&self, i: usize) -> ((i32, bool, u64, u64), usize) {
+        (inside_key(&self.jobs[i].job, &self.config.priority), i)
     }
 
-    fn heads(&self, now: u64) -> BinaryHeap<Head> {
-        self.groups.keys().filter_map(|&g| self.head(g, None, now)).collect()
+    fn queue_key(&self, i: usize) -> QueueKey {
+        (Reverse(self.keys[i]), self.jobs[i].job.submit_s, self.jobs[i].job.id, i)
     }
 
-    /// Re-plan: charge, re-rank, recompute every pending priority.
+    /// Into the queue (submitted, or eligible again after a requeue).
+    fn enqueue(&mut self, i: usize, now: u64) {
+        self.jobs[i].status = Status::Waiting;
+        if let Some(n) = self.jobs[i].node {
+            self.wait_gpus[n] += self.jobs[i].job.gpus;
+        }
+        self.keys[i] = self.key_at_entry(i, now);
+        self.queue.insert(self.queue_key(i));
+        let k = self.inside_key(i);
+        self.team_queues[self.jobs[i].team].insert(k);
+    }
+
+    /// Re-plan: charge, re-rank (tally); decay and charge (multifactor);
+    /// then every waiting job's priority anew.
     fn replan(&mut self, now: u64) {
         match self.policy {
             Policy::Fifo => {}
             Policy::Planner => self.plan_queue(now),
-            Policy::Tally => {
+            Policy::Tally | Policy::TallyPlanner => {
                 for &i in &self.running {
                     let j = &self.jobs[i];
                     charge_from_mark(&mut self.marks, &j.job, &self.config.tree, &mut self.ledger, j.run_start, now);
@@ -384,6 +473,17 @@ impl<'a> Sim<'a> {
                 }
             }
         }
+        self.rekey(now);
+    }
+
+    /// The entitlement from the per-node counters (every scheduling pass).
+    fn refresh_entitlement(&mut self) {
+        let mut load = Load::new(&self.config.tree);
+        for n in 0..self.run_gpus.len() {
+            load.run(n, self.run_gpus[n]);
+            load.wait(n, self.wait_gpus[n]);
+        }
+        self.ent = Entitlement::compute(&self.config.tree, &self.alloc, &load);
     }
 
     fn decay_to(&mut self, now: u64) {
@@ -412,20 +512,26 @@ impl<'a> Sim<'a> {
         self.rt_reserve.get(day).copied().unwrap_or(0)
     }
 
-    /// Planner: plan the next 24 h for the oldest waiting jobs, running
-    /// jobs pinned where they run, and re-rank the queue by planned start.
-    fn plan_queue(&mut self, now: u64) {
-        use tally_allocator::plan::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
-        let running: Vec<RunningJob> = self
-            .running
+    fn running_for_plan(&self, now: u64) -> Vec<RunningJob> {
+        self.running
             .iter()
             .map(|&i| {
                 let j = &self.jobs[i];
                 let nodes = j.placement.iter().map(|&(n, g)| (n as u32, g)).collect();
                 RunningJob { nodes, remaining_s: Some((j.run_start + j.remaining_s).saturating_sub(now)) }
             })
-            .collect();
-        let mut waiting: Vec<usize> = self.groups.values().flat_map(|g| g.iter().map(|&(_, _, _, i)| i)).collect();
+            .collect()
+    }
+
+    fn waiting(&self) -> Vec<usize> {
+        self.queue.iter().map(|&(_, _, _, i)| i).collect()
+    }
+
+    /// Planner: plan the next 24 h for the oldest waiting jobs, running
+    /// jobs pinned where they run, and re-rank the queue by planned start.
+    fn plan_queue(&mut self, now: u64) {
+        let running = self.running_for_plan(now);
+        let mut waiting = self.waiting();
         waiting.sort_by_key(|&i| (self.jobs[i].job.submit_s, self.jobs[i].job.id));
         // The oldest PLAN_JOBS jobs, valued by the trace's priority (Dharma's
         // priority × time decay); the durations are the true remaining work.
@@ -445,11 +551,31 @@ impl<'a> Sim<'a> {
         for (&i, &step) in &plan.start_step {
             self.plan_rank[i as usize] = step as u32;
         }
-        // Re-key the queue (one group) by the new ranks.
-        self.groups.clear();
+    }
+
+    /// tally+planner, as the plugin's planner thread: the waiting jobs in
+    /// Tally's order without the plan bit, planned by `plan::queue` with its
+    /// default values; the jobs the plan starts now get the plan bit.
+    fn plan_tally(&mut self, now: u64) {
+        self.refresh_entitlement();
+        let running = self.running_for_plan(now);
+        let waiting = self.waiting();
+        let jobs: Vec<&Job> = waiting.iter().map(|&i| &self.jobs[i].job).collect();
+        let order = order_queue(&jobs, &self.fs, &self.ent, &self.config.priority);
+        let mut by_value: Vec<(u32, u64, u64, usize)> =
+            waiting.iter().zip(&order.priorities).map(|(&i, p)| (p.value, self.jobs[i].job.submit_s, self.jobs[i].job.id, i)).collect();
+        by_value.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let planner = self.config.planner.map(|p| p.rules).unwrap_or_default();
+        let queue: Vec<WaitingJob> = by_value
+            .iter()
+            .map(|&(_, _, _, i)| WaitingJob { id: i as u64, gpus: self.jobs[i].job.gpus, duration_s: Some(self.jobs[i].remaining_s), value: None })
+            .collect();
+        let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &planner, &running, &queue);
+        let starts: BTreeSet<usize> = plan.starts_now().map(|i| i as usize).collect();
         for &i in &waiting {
-            self.enqueue(i);
+            self.jobs[i].planned = starts.contains(&i);
         }
+        self.rekey(now);
     }
 
     /// Where job `i` fits now (FIFO keeps its realtime reservation free).
@@ -474,18 +600,25 @@ impl<'a> Sim<'a> {
                 return Err(broken(now, format!("node {n} over-committed by job {}", self.jobs[i].job.id)));
             }
         }
+        self.queue.remove(&self.queue_key(i));
+        let k = self.inside_key(i);
+        self.team_queues[self.jobs[i].team].remove(&k);
         self.cluster.take(&p);
         self.running.insert(i);
         let blocked = Cluster::blocked(&p);
+        if let Some(n) = self.jobs[i].node {
+            let g = self.jobs[i].job.gpus;
+            self.wait_gpus[n] -= g;
+            self.run_gpus[n] += g;
+            self.ent.add_running(n, f64::from(g));
+        }
         let j = &mut self.jobs[i];
         j.status = Status::Running;
         j.run_start = now;
         j.job.start_s = Some(now);
-        j.first_start.get_or_insert(now);
         j.epoch += 1;
         j.placement = p;
-        let (gpus, team, asks, prio, end, epoch, rt) =
-            (j.job.gpus, j.team, j.asks, j.priority_col, now + j.remaining_s, j.epoch, j.class == Class::Realtime);
+        let (end, epoch, rt) = (now + j.remaining_s, j.epoch, j.class == Class::Realtime);
         let nodes = j.placement.iter().map(|&(n, _)| n).collect();
         let id = j.job.id;
         if self.policy == Policy::Fifo {
@@ -495,18 +628,13 @@ impl<'a> Sim<'a> {
                 self.nonrt_blocked += blocked;
             }
         }
-        self.rec.busy.level += f64::from(gpus);
-        self.rec.value.level += f64::from(prio) * f64::from(gpus);
-        if asks {
-            self.rec.ran[team].level += f64::from(gpus);
-        }
         self.ends.push(Reverse((end, i, epoch)));
         self.note(Happening::Start { t: now, job: id, nodes });
         Ok(())
     }
 
-    /// Stop a running job (end or preemption): release, charge, levels.
-    fn stop(&mut self, i: usize, now: u64) {
+    /// Stop a running job (end or preemption): release, charge, record the run.
+    fn stop(&mut self, i: usize, now: u64, end: RunEnd) {
         let p = std::mem::take(&mut self.jobs[i].placement);
         self.cluster.release(&p);
         self.running.remove(&i);
@@ -518,8 +646,13 @@ impl<'a> Sim<'a> {
                 self.nonrt_blocked -= blocked;
             }
         }
+        if let Some(n) = self.jobs[i].node {
+            let g = self.jobs[i].job.gpus;
+            self.run_gpus[n] -= g;
+            self.ent.add_running(n, -f64::from(g));
+        }
         match self.policy {
-            Policy::Tally => {
+            Policy::Tally | Policy::TallyPlanner => {
                 let j = &self.jobs[i];
                 charge_from_mark(&mut self.marks, &j.job, &self.config.tree, &mut self.ledger, j.run_start, now);
             }
@@ -529,23 +662,15 @@ impl<'a> Sim<'a> {
             }
             Policy::Fifo | Policy::Planner => {}
         }
-        let j = &mut self.jobs[i];
-        j.job.start_s = None;
-        self.rec.busy.level -= f64::from(j.job.gpus);
-        self.rec.value.level -= f64::from(j.priority_col) * f64::from(j.job.gpus);
-        if j.asks {
-            self.rec.ran[j.team].level -= f64::from(j.job.gpus);
-        }
+        self.runs.push(Run { job: i, start_s: self.jobs[i].run_start, end_s: now, end });
+        self.jobs[i].job.start_s = None;
     }
 
     fn finish(&mut self, i: usize, now: u64) {
-        self.stop(i, now);
+        self.stop(i, now, RunEnd::Completed);
         let j = &mut self.jobs[i];
         j.status = Status::Done;
         j.remaining_s = 0;
-        if j.asks {
-            self.rec.asked[j.team].level -= f64::from(j.job.gpus);
-        }
         let id = j.job.id;
         self.note(Happening::End { t: now, job: id });
     }
@@ -554,37 +679,42 @@ impl<'a> Sim<'a> {
         let ran = now - self.jobs[v].run_start;
         // Inside a declared minimum runtime?
         let c = self.jobs[v].job.contract;
-        if c.is_allocated() && ran < c.min_runtime_s && self.jobs[v].job.is_allocated(&self.config.tree) {
+        if c.is_allocated() && ran < c.min_runtime_s && self.jobs[v].node.is_some() {
             self.violations += 1;
-            if self.policy == Policy::Tally {
+            if self.policy.tally() {
                 return Err(broken(now, format!("job {} preempted inside its contract", self.jobs[v].job.id)));
             }
         }
-        self.stop(v, now);
+        self.stop(v, now, RunEnd::Preempted);
         let j = &mut self.jobs[v];
         if j.job.contract.resumable {
             j.remaining_s = j.remaining_s.saturating_sub(ran).max(1);
         } else {
-            self.wasted_gpu_s += f64::from(j.job.gpus) * ran as f64;
             j.remaining_s = j.duration_s;
         }
-        j.status = Status::Waiting;
-        self.preemptions += 1;
+        j.job.restarts += 1;
         let (id, by_id) = (self.jobs[v].job.id, self.jobs[by].job.id);
         self.note(Happening::Preempt { t: now, job: id, by: by_id });
-        self.enqueue(v);
+        if self.s.requeue_delay_s == 0 {
+            self.enqueue(v, now);
+        } else {
+            self.jobs[v].status = Status::Requeued;
+            self.requeues.push(Reverse((now + self.s.requeue_delay_s, v)));
+        }
         Ok(())
     }
 
     /// Running jobs that `i` may preempt, in the order they should go.
-    /// Tally asks the pass's [`VictimPool`] (built once per pass).
+    /// Tally asks the pass's [`VictimPool`] (built once per pass), which
+    /// makes them eligible cumulatively.
     fn victims(&self, i: usize, now: u64, pool: &mut Option<VictimPool<usize>>) -> Vec<usize> {
         let p = &self.jobs[i];
         match self.policy {
             Policy::Fifo | Policy::Planner => Vec::new(),
-            Policy::Tally => {
-                let pool = pool.get_or_insert_with(|| VictimPool::new(self.running.iter().map(|&v| (v, &self.jobs[v].job)), &self.fs, now));
-                pool.for_preemptor(&p.job, &self.fs)
+            Policy::Tally | Policy::TallyPlanner => {
+                let m = Moment { ent: &self.ent, max_requeues: self.config.contracts.max_requeues, now };
+                let pool = pool.get_or_insert_with(|| VictimPool::new(self.running.iter().map(|&v| (v, &self.jobs[v].job)), &m));
+                pool.for_preemptor(&p.job, &m)
             }
             Policy::Multifactor => {
                 if !high_qos(p.class) {
@@ -595,7 +725,7 @@ impl<'a> Sim<'a> {
                     .iter()
                     .copied()
                     .filter(|&v| !high_qos(self.jobs[v].class) && !self.jobs[v].asks)
-                    .map(|v| (self.key(v, now), Reverse(self.jobs[v].run_start), v))
+                    .map(|v| (self.multifactor_key(v, now), Reverse(self.jobs[v].run_start), v))
                     .collect();
                 v.sort();
                 v.into_iter().map(|(_, _, v)| v).collect()
@@ -665,14 +795,24 @@ impl<'a> Sim<'a> {
         if self.cluster.free_total() == 0 && !can_preempt {
             return Ok(());
         }
-        // Per group, the fewest GPUs a job failed to preempt for in this pass:
-        // eligibility depends only on the preemptor's group, so a job of the
-        // same group asking for as many or more would fail too.
-        let mut failed: BTreeMap<GroupKey, u32> = BTreeMap::new();
+        if self.policy.tally() {
+            self.refresh_entitlement();
+        }
+        // Per team and tier, the fewest GPUs a job failed to preempt for in
+        // this pass: eligibility depends only on the preemptor's team and
+        // size, so a job of the same team asking for as many or more fails too.
+        let mut failed: BTreeMap<(usize, bool), u32> = BTreeMap::new();
         let mut pool: Option<VictimPool<usize>> = None;
-        let mut heap = self.heads(now);
-        while let Some((_, _, _, i, g)) = heap.pop() {
-            let item = self.item(i);
+        let mut cursor: Option<QueueKey> = None;
+        loop {
+            let next = match cursor {
+                None => self.queue.iter().next(),
+                Some(c) => self.queue.range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded)).next(),
+            };
+            let Some(&key) = next else { break };
+            cursor = Some(key);
+            let i = key.3;
+            let group = (self.jobs[i].team, self.jobs[i].node.is_some());
             if let Some(p) = self.fit(i, now) {
                 let ok = match first_blocked {
                     None => true,
@@ -691,24 +831,23 @@ impl<'a> Sim<'a> {
                     }
                 };
                 if ok {
-                    self.dequeue(i);
                     self.start(i, p, now)?;
-                    heap.extend(self.head(g, Some(item), now));
                     continue;
                 }
-            } else if can_preempt && tries < MAX_PREEMPT_TRIES && failed.get(&g).is_none_or(|&f| self.jobs[i].job.gpus < f) {
+            } else if can_preempt && tries < MAX_PREEMPT_TRIES && failed.get(&group).is_none_or(|&f| self.jobs[i].job.gpus < f) {
                 tries += 1;
                 if let Some(p) = self.try_preempt(i, now, &mut pool)? {
-                    self.dequeue(i);
                     self.start(i, p, now)?;
-                    // Victims went back into the queue: merge afresh.
-                    heap = self.heads(now);
+                    // Victims left the cluster: start over from the top.
+                    cursor = None;
+                    first_blocked = None;
                     reservation = None;
+                    tested = 0;
                     failed.clear();
                     pool = None;
                     continue;
                 }
-                failed.insert(g, self.jobs[i].job.gpus);
+                failed.insert(group, self.jobs[i].job.gpus);
             }
             if first_blocked.is_none() {
                 first_blocked = Some(i);
@@ -719,7 +858,6 @@ impl<'a> Sim<'a> {
             if tested >= self.s.backfill_depth || (self.cluster.free_total() == 0 && !more_preemption) {
                 break;
             }
-            heap.extend(self.head(g, Some(item), now));
         }
         Ok(())
     }
@@ -761,6 +899,37 @@ fn realtime_daily_peaks(trace: &Trace, origin: u64) -> Vec<u32> {
     peaks
 }
 
+/// The scoring's view of a trace under a config: each job's team (leaves of
+/// the tree in order, then accounts outside it) and the teams' allocation
+/// rates at `gpus` GPUs. Jobs larger than the cluster never ask.
+pub fn job_meta(trace: &Trace, config: &Config, gpus: u32) -> (Vec<JobMeta>, Vec<(String, f64)>) {
+    let alloc = config.allocation(gpus).unwrap_or_else(|_| config.allocation(config.ranking_gpus()).expect("validated config"));
+    let alloc = tally_allocator::Allocation { capacity: config.capacity(gpus), ..alloc };
+    let mut teams: Vec<(String, f64)> = config.tree.leaves().map(|id| (config.tree.node(id).name.clone(), alloc.rate_gpus(id))).collect();
+    let mut index: BTreeMap<String, usize> = teams.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
+    let jobs = trace
+        .jobs
+        .iter()
+        .map(|tj| {
+            let team = *index.entry(tj.account.clone()).or_insert_with(|| {
+                teams.push((tj.account.clone(), 0.0));
+                teams.len() - 1
+            });
+            JobMeta {
+                team,
+                gpus: tj.gpus,
+                submit_s: tj.submit_s,
+                duration_s: tj.duration_s.max(1),
+                asks: tj.contract_s > 0 && tj.gpus <= gpus,
+                resumable: tj.resumable,
+                class: tj.class,
+                priority: tj.priority,
+            }
+        })
+        .collect();
+    (jobs, teams)
+}
+
 /// Replay a trace under one policy. `progress` is called now and then with
 /// the simulated time (for a progress bar).
 pub fn run(trace: &Trace, config: &Config, policy: Policy, s: Settings, progress: &mut dyn FnMut(u64)) -> R<PolicyResult> {
@@ -783,21 +952,32 @@ fn run_inner(
     let mut sim = Sim::new(trace, config, policy, s, log)?;
     let origin = sim.origin;
     let window_end = trace.jobs.last().map_or(origin, |j| j.submit_s);
-    let tick = if policy == Policy::Fifo { 86_400 } else { s.replan_s.max(1) };
+    // FIFO re-plans its realtime hold daily; Tally at the plugin's
+    // calc_period (the config's); multifactor and the planner every replan_s.
+    let tick = match policy {
+        Policy::Fifo => 86_400,
+        Policy::Tally | Policy::TallyPlanner => config.calc_period_s.max(1),
+        Policy::Multifactor | Policy::Planner => s.replan_s.max(1),
+    };
+    let plan_every = s.plan_interval_s.max(1);
     let mut next_tick = origin - origin % tick + tick;
+    let mut next_plan = origin - origin % plan_every + plan_every;
     let mut next_submit = 0;
     let mut events: u64 = 0;
     let mut last_t = origin;
     let total = sim.cluster.total();
+    let mut unrunnable = 0;
     loop {
         let t_sub = trace.jobs.get(next_submit).map_or(u64::MAX, |j| j.submit_s);
         let t_end = sim.ends.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);
-        let t_tick = if sim.groups.is_empty() { u64::MAX } else { next_tick };
-        let t = t_sub.min(t_end).min(t_tick);
+        let t_req = sim.requeues.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+        let idle = sim.queue.is_empty();
+        let t_tick = if idle { u64::MAX } else { next_tick };
+        let t_plan = if idle || policy != Policy::TallyPlanner { u64::MAX } else { next_plan };
+        let t = t_sub.min(t_end).min(t_req).min(t_tick).min(t_plan);
         if t == u64::MAX || t > window_end.saturating_add(s.drain_limit_s) {
             break;
         }
-        sim.rec.advance(t);
         last_t = t;
         while let Some(&Reverse((te, i, epoch))) = sim.ends.peek() {
             if te != t {
@@ -810,6 +990,15 @@ fn run_inner(
             events += 1;
         }
         let mut preempt = false;
+        while let Some(&Reverse((tr, i))) = sim.requeues.peek() {
+            if tr != t {
+                break;
+            }
+            sim.requeues.pop();
+            sim.enqueue(i, t);
+            preempt = true;
+            events += 1;
+        }
         while next_submit < trace.jobs.len() && trace.jobs[next_submit].submit_s == t {
             preempt = true;
             let i = next_submit;
@@ -817,18 +1006,20 @@ fn run_inner(
             events += 1;
             if sim.jobs[i].job.gpus > total {
                 sim.jobs[i].status = Status::Unrunnable;
+                unrunnable += 1;
                 continue;
             }
-            if sim.jobs[i].asks {
-                let team = sim.jobs[i].team;
-                sim.rec.asked[team].level += f64::from(sim.jobs[i].job.gpus);
-            }
-            sim.enqueue(i);
+            sim.enqueue(i, t);
         }
         if t >= next_tick {
             preempt = true;
             sim.replan(t);
             next_tick = t - t % tick + tick;
+            events += 1;
+        }
+        if policy == Policy::TallyPlanner && t >= next_plan {
+            sim.plan_tally(t);
+            next_plan = t - t % plan_every + plan_every;
             events += 1;
         }
         sim.schedule(t, preempt)?;
@@ -837,49 +1028,20 @@ fn run_inner(
         }
     }
     progress(last_t);
-    let unfinished = sim.jobs.iter().filter(|j| matches!(j.status, Status::Running | Status::Waiting)).count();
+    let still = sim.jobs.iter().filter(|j| matches!(j.status, Status::Running | Status::Waiting | Status::Requeued)).count();
     // Every started job ended or was preempted, unless the drain limit cut the run.
-    if unfinished > 0 && sim.ends.is_empty() && sim.groups.is_empty() {
+    if still > 0 && sim.ends.is_empty() && sim.queue.is_empty() && sim.requeues.is_empty() {
         return Err(broken(last_t, "jobs left running with no end event".to_string()));
     }
-    let hours = ((last_t - origin) / 3600 + 1) as usize;
-    let hourly_busy = sim.rec.busy.hours(hours);
-    // Occupancy over the arrival window, in whole hours (the hour holding the
-    // last submission included).
-    let window_hours = (((window_end - origin) / 3600) as usize + 1).min(hours);
-    let busy_window: f64 = hourly_busy.iter().take(window_hours).sum();
-    let occupancy = busy_window / (f64::from(total) * window_hours as f64);
-    let value: f64 = sim.rec.value.hours(window_hours).iter().sum();
-    let names: Vec<(String, f64)> = sim.team_names.iter().cloned().zip(sim.team_rates.iter().copied()).collect();
-    let (teams, fairness) = deliveries(&sim.rec, &names, hours);
-    let mut waits: BTreeMap<Class, Waits> = BTreeMap::new();
-    for j in &sim.jobs {
-        if let Some(fs) = j.first_start {
-            waits.entry(j.class).or_default().sorted_s.push(fs - j.job.submit_s);
-        }
+    let running: Vec<usize> = sim.running.iter().copied().collect();
+    for i in running {
+        let j = &sim.jobs[i];
+        sim.runs.push(Run { job: i, start_s: j.run_start, end_s: last_t, end: RunEnd::Cut });
     }
-    for w in waits.values_mut() {
-        w.sorted_s.sort_unstable();
-    }
-    let result = PolicyResult {
-        policy: policy.name(),
-        gpus: total,
-        window_s: window_end - origin,
-        makespan_s: last_t - origin,
-        occupancy,
-        hourly_busy,
-        teams,
-        fairness,
-        waits,
-        preemptions: sim.preemptions,
-        wasted_gpu_hours: sim.wasted_gpu_s / 3600.0,
-        contract_violations: sim.violations,
-        value,
-        events,
-        completed: sim.jobs.iter().filter(|j| j.status == Status::Done).count(),
-        unrunnable: sim.jobs.iter().filter(|j| j.status == Status::Unrunnable).count(),
-        unfinished,
-    };
+    let (meta, teams) = job_meta(trace, config, total);
+    debug_assert_eq!(teams.iter().map(|t| &t.0).collect::<Vec<_>>(), sim.team_names.iter().collect::<Vec<_>>());
+    debug_assert!(teams.iter().zip(&sim.team_rates).all(|(t, r)| (t.1 - r).abs() < 1e-9));
+    let scored = score(&meta, &sim.runs, &teams, total, last_t);
+    let result = PolicyResult { policy: policy.name(), score: scored, contract_violations: sim.violations, events, unrunnable };
     Ok((result, sim.log))
 }
-

@@ -5,12 +5,19 @@ use tally_config::Config;
 use tally_sim::sim::{run_logged, Happening, Policy, Settings};
 use tally_sim::trace::{Class, Trace, TraceJob};
 
+/// Two teams of 50%; a job that is not resumable may be requeued once (the
+/// default, 0, is tested apart).
 fn config() -> Config {
-    Config::parse("[cluster]\ngpus = 4\ngpus_per_node = 4\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "micro.toml").unwrap()
+    Config::parse(
+        "[cluster]\ngpus = 4\ngpus_per_node = 4\n[contracts]\nmax_requeues = 1\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n",
+        "micro.toml",
+    )
+    .unwrap()
 }
 
 fn settings() -> Settings {
-    Settings { gpus: 4, gpus_per_node: 4, replan_s: 60, backfill_depth: 10, ..Settings::default() }
+    // Requeued jobs may start again at once (the delay is tested apart).
+    Settings { gpus: 4, gpus_per_node: 4, replan_s: 60, backfill_depth: 10, requeue_delay_s: 0, ..Settings::default() }
 }
 
 /// (id, submit, duration, gpus, team, class, contract, resumable)
@@ -91,29 +98,78 @@ fn fifo_runs_in_arrival_order_and_backfills_without_delay() {
 }
 
 #[test]
-fn tally_protects_a_contract_then_preempts_for_the_under_served_team() {
-    // a's job has a 60 s contract; b's job arrives at 10 and waits until the
-    // contract has run out and a (4 GPUs x 60 s used) ranks below b.
-    let tr = trace(&[(1, 0, 1000, 4, "a", T, 60, false), (2, 10, 100, 4, "b", T, 60, false)]);
+fn tally_protects_a_contract_then_restores_what_is_owed() {
+    // a (rate 2) runs two 2-GPU jobs with 60 s contracts: twice its rate.
+    // b's job (rate 2, running 0) arrives at 10 and waits until the
+    // contracts have run out; at the re-plan at 60 it takes one of a's jobs
+    // (equal work lost: the higher id), which leaves a at its rate.
+    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 100, 2, "b", T, 60, false)]);
     let (r, log) = run_logged(&tr, &config(), Policy::Tally, settings()).unwrap();
     assert_eq!(
         log,
         vec![
             start(0, 1),
-            Preempt { t: 60, job: 1, by: 2 },
-            start(60, 2),
-            End { t: 160, job: 2 },
-            start(160, 1),
-            End { t: 1160, job: 1 },
+            start(0, 2),
+            Preempt { t: 60, job: 2, by: 3 },
+            start(60, 3),
+            End { t: 160, job: 3 },
+            start(160, 2),
+            End { t: 1000, job: 1 },
+            End { t: 1160, job: 2 },
         ]
     );
-    assert_eq!(r.preemptions, 1);
-    assert_eq!(r.contract_violations, 0);
-    // Not resumable: the first 60 s on 4 GPUs were lost.
-    assert!((r.wasted_gpu_hours - 4.0 * 60.0 / 3600.0).abs() < 1e-9);
+    assert_eq!((r.score.preemptions, r.contract_violations), (1, 0));
+    // Not resumable: the 60 s job 2 ran on 2 GPUs were lost.
+    assert!((r.score.lost_gpu_hours - 2.0 * 60.0 / 3600.0).abs() < 1e-9);
     // FIFO and multifactor never preempt here (no high-QOS class).
-    assert_eq!(schedule(Policy::Fifo, &tr), vec![start(0, 1), End { t: 1000, job: 1 }, start(1000, 2), End { t: 1100, job: 2 }]);
+    assert!(!schedule(Policy::Fifo, &tr).iter().any(|h| matches!(h, Preempt { .. })));
     assert_eq!(schedule(Policy::Multifactor, &tr), schedule(Policy::Fifo, &tr));
+}
+
+#[test]
+fn by_default_work_that_cannot_checkpoint_is_never_thrown_away() {
+    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 100, 2, "b", T, 60, false)]);
+    let config = Config::parse("[cluster]\ngpus = 4\ngpus_per_node = 4\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "d.toml").unwrap();
+    assert_eq!(config.contracts.max_requeues, 0);
+    let (r, log) = run_logged(&tr, &config, Policy::Tally, settings()).unwrap();
+    assert_eq!(r.score.preemptions, 0, "{log:?}");
+    assert!(log.contains(&start(1000, 3)), "{log:?}");
+}
+
+#[test]
+fn tally_never_takes_a_team_below_its_rate() {
+    // a's one 4-GPU job is twice a's rate, but taking it would leave a at 0,
+    // below its rate of 2 (and b would end above a's share): b waits for it.
+    let tr = trace(&[(1, 0, 1000, 4, "a", T, 60, false), (2, 10, 100, 4, "b", T, 60, false)]);
+    assert_eq!(schedule(Policy::Tally, &tr), vec![start(0, 1), End { t: 1000, job: 1 }, start(1000, 2), End { t: 1100, job: 2 }]);
+}
+
+#[test]
+fn a_job_that_is_not_resumable_is_requeued_at_most_max_requeues_times() {
+    // a runs two 2-GPU jobs; b keeps sending 2-GPU jobs. Job 2 is taken once
+    // (at 60); afterwards it is protected to its end, so b's next job takes
+    // job 1 (its first requeue) and then waits.
+    let tr = trace(&[
+        (1, 0, 5000, 2, "a", T, 60, false),
+        (2, 1, 5000, 2, "a", T, 60, false),
+        (3, 10, 100, 2, "b", T, 60, false),
+        (4, 500, 100, 2, "b", T, 60, false),
+        (5, 1000, 100, 2, "b", T, 60, false),
+    ]);
+    let log = schedule(Policy::Tally, &tr);
+    let preempted = |id| log.iter().filter(|h| matches!(h, Preempt { job, .. } if *job == id)).count();
+    assert_eq!((preempted(1), preempted(2)), (1, 1), "{log:?}");
+}
+
+#[test]
+fn requeued_jobs_wait_the_requeue_delay() {
+    // As the contract test, with Slurm's default delay of 121 s: job 2 may
+    // start again no earlier than 60 + 121, though b's job ended at 110.
+    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 50, 2, "b", T, 60, false)]);
+    let s = Settings { requeue_delay_s: 121, ..settings() };
+    let (_, log) = run_logged(&tr, &config(), Policy::Tally, s).unwrap();
+    assert!(log.contains(&Preempt { t: 60, job: 2, by: 3 }), "{log:?}");
+    assert!(log.contains(&start(181, 2)), "{log:?}");
 }
 
 #[test]
@@ -132,7 +188,7 @@ fn tally_preempts_unallocated_work_at_once_and_resumable_keeps_progress() {
             End { t: 1050, job: 1 },
         ]
     );
-    assert_eq!(r.wasted_gpu_hours, 0.0);
+    assert_eq!(r.score.lost_gpu_hours, 0.0);
     // An unallocated job never preempts.
     let tr = trace(&[(1, 0, 1000, 4, "a", T, 0, true), (2, 5, 50, 2, "b", T, 0, false)]);
     assert_eq!(schedule(Policy::Tally, &tr)[1], End { t: 1000, job: 1 });
@@ -167,7 +223,9 @@ fn metrics_of_a_micro_trace() {
     let (r, _) = run_logged(&tr, &config(), Policy::Tally, settings()).unwrap();
     // Arrival window: the hours holding submissions, 0 and 1 (the last job
     // arrives at 3600): 4 + 2 busy GPU-hours of 8.
+    let r = r.score;
     assert!((r.occupancy - 0.75).abs() < 1e-9, "{}", r.occupancy);
+    assert_eq!(r.goodput, r.occupancy);
     assert_eq!(r.hourly_busy, vec![4.0, 2.0, 0.0]);
     assert_eq!(r.waits[&T].sorted_s, vec![0, 0]);
     // a's rate is 2 GPUs: hour 0 owed 2, delivered 4 (credited 2).

@@ -32,14 +32,16 @@ fn every_policy_replays_a_real_trace_with_invariants_intact() {
     let s = Settings { gpus: 8, gpus_per_node: 8, ..Settings::default() };
     for p in Policy::ALL {
         let r = run(&trace, &config, p, s, &mut |_| {}).unwrap_or_else(|e| panic!("{p:?}: {e}"));
-        assert_eq!(r.unfinished, 0, "{p:?}");
-        assert_eq!(r.completed + r.unrunnable, trace.jobs.len(), "{p:?}");
-        assert!(r.occupancy > 0.5 && r.occupancy <= 1.0 + 1e-9, "{p:?}: {}", r.occupancy);
-        if p == Policy::Tally {
+        assert_eq!(r.unfinished(), 0, "{p:?}");
+        assert_eq!(r.score.completed + r.unrunnable, trace.jobs.len(), "{p:?}");
+        assert!(r.score.occupancy > 0.5 && r.score.occupancy <= 1.0 + 1e-9, "{p:?}: {}", r.score.occupancy);
+        assert!(r.score.goodput <= r.score.occupancy + 1e-9, "{p:?}");
+        if matches!(p, Policy::Tally | Policy::TallyPlanner) {
             assert_eq!(r.contract_violations, 0);
+            assert!(r.score.max_requeues.allocated <= config.contracts.max_requeues, "{p:?}: {:?}", r.score.max_requeues);
         }
         if p == Policy::Fifo {
-            assert_eq!(r.preemptions, 0);
+            assert_eq!(r.score.preemptions, 0);
         }
         // Same input, same figures.
         assert_eq!(run(&trace, &config, p, s, &mut |_| {}).unwrap(), r, "{p:?} is deterministic");

@@ -40,11 +40,32 @@ impl World {
     pub fn tree(&self) -> OrgTree {
         OrgTree::new(&self.specs).expect("valid tree")
     }
-    pub fn fs(&self) -> FairShare {
-        let tree = self.tree();
-        let alloc = Allocation::new(&tree, Capacity { gpus: self.gpus, window_s: WEEK }).expect("fits");
-        FairShare::compute(&tree, &alloc, &self.ledger.usage(self.now))
+    pub fn alloc(&self) -> Allocation {
+        Allocation::new(&self.tree(), Capacity { gpus: self.gpus, window_s: WEEK }).expect("fits")
     }
+    pub fn fs(&self) -> FairShare {
+        FairShare::compute(&self.tree(), &self.alloc(), &self.ledger.usage(self.now))
+    }
+    /// The entitlement now with these jobs: started ones run, the others
+    /// wait; only allocated jobs count.
+    pub fn ent(&self, jobs: &[Job]) -> Entitlement {
+        let tree = self.tree();
+        let mut load = Load::new(&tree);
+        for j in jobs.iter().filter(|j| j.is_allocated(&tree)) {
+            let id = tree.id(&j.account).expect("in tree");
+            if j.start_s.is_some() {
+                load.run(id, j.gpus);
+            } else {
+                load.wait(id, j.gpus);
+            }
+        }
+        Entitlement::compute(&tree, &self.alloc(), &load)
+    }
+}
+
+/// A running allocated job (`ran` seconds so far).
+pub fn running(id: u64, account: &str, gpus: u32, contract_s: u64, resumable: bool, ran: u64) -> Job {
+    Job::new(id, account, "v").gpus(gpus).contract(contract_s, resumable).submitted(NOW - ran - 10).started(NOW - ran)
 }
 
 /// Accounts from most to least under-served.

@@ -79,10 +79,18 @@ pub extern "C" fn job_submit(job_desc: *mut job_desc_msg_t, submit_uid: u32, err
         // SAFETY: the request is valid for this call.
         let Some(view) = (unsafe { read_job_desc(job_desc) }) else { return SUCCESS };
         match check(&f, &view) {
-            Ok(None) => SUCCESS,
-            Ok(Some(comment)) => {
-                // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
-                unsafe { replace_string(&mut (*job_desc).comment, &comment) };
+            Ok(accepted) => {
+                if let Some(comment) = &accepted.comment {
+                    // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
+                    unsafe { replace_string(&mut (*job_desc).comment, comment) };
+                }
+                if let Some(w) = accepted.warning.filter(|_| !err_msg.is_null()) {
+                    // Slurm hands a message set on success to sbatch, which
+                    // prints it (`job_submit_user_msg`).
+                    let c = c_text(&w);
+                    // SAFETY: Slurm frees *err_msg with xfree.
+                    unsafe { *err_msg = slurm_sys::xstrdup(c.as_ptr()) };
+                }
                 SUCCESS
             }
             Err(r) => {
@@ -124,12 +132,16 @@ pub extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, job_ptr: *mut job_re
             return SUCCESS;
         }
         match check(&config, &view) {
-            Ok(Some(comment)) if req.comment.is_some() => {
-                // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
-                unsafe { replace_string(&mut (*job_desc).comment, &comment) };
+            Ok(accepted) => {
+                if let (Some(comment), Some(_)) = (&accepted.comment, &req.comment) {
+                    // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
+                    unsafe { replace_string(&mut (*job_desc).comment, comment) };
+                }
+                if let Some(w) = accepted.warning {
+                    log::info!("job update by uid {submit_uid}: {w}");
+                }
                 SUCCESS
             }
-            Ok(_) => SUCCESS,
             Err(r) => {
                 // SAFETY: a live job under the lock.
                 let id = unsafe { job_ptr.as_ref() }.map_or(0, |j| j.job_id);

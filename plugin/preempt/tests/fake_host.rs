@@ -1,21 +1,18 @@
 //! `preempt_tally.so` in a fake slurmctld: the rule and the victim order on
-//! job records built here, with a ledger saved as priority/tally saves it.
+//! job records built here and put in the fake `job_list`.
 
 use slurm_sys::{job_queue_rec_t, job_record_t, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE};
 use std::ffi::{c_int, c_void};
-use tally_fakehost::{assert_exports, assert_identity, job, now, open_plugin, temp_dir, with_lock, zeroed, FakeJob, Host};
+use tally_fakehost::{assert_exports, assert_identity, job, open_plugin, temp_dir, with_lock, zeroed, FakeJob, Host};
 
 #[test]
 fn the_rule_in_a_fake_slurmctld() {
     let dir = temp_dir("fake-host-preempt");
-    let _host = Host::load(&dir);
+    let host = Host::load(&dir);
     let config = dir.join("tally.toml");
+    // 16 GPUs, busy and idle 50%: a rate of 8 GPUs each.
     std::fs::write(&config, "[cluster]\ngpus = 16\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n").unwrap();
     std::env::set_var("TALLY_CONFIG", &config);
-    // busy used 100 GPU-hours in the last hour: it ranks below idle.
-    std::fs::create_dir_all(dir.join("tally")).unwrap();
-    let bucket = now() as u64 / 3600;
-    std::fs::write(dir.join("tally/ledger.state"), format!("tally-state 1\nsaved_at {}\ngeometry 3600 604800\nuse {bucket} busy alice 360000\n", now())).unwrap();
 
     let lib = open_plugin("preempt_tally");
     assert_identity(&lib, "preempt/tally");
@@ -28,25 +25,37 @@ fn the_rule_in_a_fake_slurmctld() {
         let get_data = lib.get::<extern "C" fn(*mut job_record_t, u32, *mut c_void) -> c_int>(b"preempt_p_get_data").unwrap();
         assert_eq!(init(), 0);
 
-        let mut p = job(1, "idle", "bob", "contract=15m", 2); // a debug job of the under-used team
-        let mut may = |v: &mut FakeJob| with_lock(|| preemptable(v.ptr(), p.ptr()));
+        // busy runs 10 allocated GPUs (above its rate of 8), idle runs 2 and
+        // waits with a debug job: idle may take 2 GPUs back from busy, once.
+        let mut p = job(1, "idle", "bob", "contract=15m", 2);
         let mut unalloc = job(10, "busy", "alice", "", 2).running_since(3600);
-        let mut inside = job(11, "busy", "alice", "contract=8h", 2).running_since(3600);
+        let mut inside = job(11, "busy", "alice", "contract=8h", 6).running_since(3600);
         let mut past_resumable = job(12, "busy", "alice", "contract=1m,resumable", 2).running_since(3600);
         let mut past = job(13, "busy", "alice", "contract=1m", 2).running_since(3600);
         let mut own_team_past = job(14, "idle", "bob", "contract=1m", 2).running_since(3600);
         let mut pending = job(15, "busy", "alice", "", 2);
+        for j in [&mut p, &mut unalloc, &mut inside, &mut past_resumable, &mut past, &mut own_team_past, &mut pending] {
+            host.add_job(j);
+        }
+        let mut may = |v: &mut FakeJob| with_lock(|| preemptable(v.ptr(), p.ptr()));
         assert!(may(&mut unalloc), "unallocated work is preemptible");
         assert!(!may(&mut inside), "never inside a contract");
-        assert!(may(&mut past_resumable), "past contract, team below");
-        assert!(may(&mut past));
-        assert!(!may(&mut own_team_past), "past contract but not below the preemptor's team");
+        assert!(may(&mut past_resumable), "past contract, busy stays at its rate");
+        assert!(!may(&mut past), "not resumable: never requeued (max_requeues = 0)");
+        assert!(!may(&mut own_team_past), "a team never preempts itself");
         assert!(!may(&mut pending), "pending jobs are not victims");
         let mut itself = job(1, "idle", "bob", "contract=15m", 2);
         assert!(!with_lock(|| preemptable(itself.ptr(), itself.ptr())), "preemptee == preemptor");
         let mut free_rider = job(2, "idle", "bob", "contract=0", 2);
         assert!(!with_lock(|| preemptable(unalloc.ptr(), free_rider.ptr())), "unallocated jobs preempt nobody");
         assert!(!preemptable(std::ptr::null_mut(), p.ptr()));
+        // busy's job 12 gone (requeued): busy is at its rate, nothing more to take.
+        with_lock(|| past_resumable.rec.job_state = 0);
+        with_lock(slurm_sys_touch);
+        assert!(!with_lock(|| preemptable(past.ptr(), p.ptr())));
+        assert!(!with_lock(|| preemptable(inside.ptr(), p.ptr())));
+        with_lock(|| past_resumable.rec.job_state = 1);
+        with_lock(slurm_sys_touch);
 
         // The queue-order hint follows the rule (a pending preemptee: no).
         let mut qa: Box<job_queue_rec_t> = zeroed();
@@ -72,11 +81,19 @@ fn the_rule_in_a_fake_slurmctld() {
             assert_eq!(with_lock(|| get_data(j.ptr(), PREEMPT_DATA_PRIO, (&mut r as *mut u32).cast())), 0);
             r
         };
-        let order = [rank(&mut unalloc), rank(&mut past_resumable), rank(&mut past), rank(&mut inside)];
-        assert!(order.windows(2).all(|w| w[0] < w[1]), "unallocated < resumable < past contract < inside: {order:?}");
+        let order = [rank(&mut unalloc), rank(&mut past_resumable), rank(&mut inside)];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "unallocated < resumable < inside: {order:?}");
+        assert_eq!(rank(&mut past) >> 30, 3, "a job with no requeue left is no victim");
         assert_eq!(get_data(unalloc.ptr(), 77, (&mut grace as *mut u32).cast()), -1, "unknown request");
         assert_eq!(fini(), 0);
     }
+}
+
+/// A job changed: slurmctld moves `last_job_update` (the plugin walks
+/// `job_list` again).
+fn slurm_sys_touch() {
+    // SAFETY: the fake host's global, written under its lock by the caller.
+    unsafe { tally_fakehost::last_job_update += 1 };
 }
 
 #[test]

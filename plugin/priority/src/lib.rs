@@ -24,10 +24,11 @@
 //! [`PlanBoard`] `priority_p_set` reads, then takes the write lock only to
 //! set the changed priorities. Never inside `priority_p_set`.
 //!
-//! sprio columns (their sum is the job's priority, see docs/design.md):
-//! SITE = 2³¹−1 for allocated jobs (0 otherwise), JOBSIZE = the missing 1,
-//! PARTITION = 2³⁰ for a job the planner starts now, FAIRSHARE = (1023 − rank)·2²⁰, QOS = 512·2¹⁰ (base of the inside-team
-//! field), NICE = −within_team·2¹⁰, AGE = age steps.
+//! sprio columns (their sum is the job's priority, see docs/design.md) come
+//! from `allocator::Priority::sprio`: SITE = 2³¹−1 for allocated jobs (0
+//! otherwise), JOBSIZE = the missing 1, PARTITION = 2³⁰ for a job the
+//! planner starts now, FAIRSHARE = the need, level and team fields, QOS =
+//! the nice field's bias and the quick bit, NICE = −within_team.
 
 // The exported functions take slurmctld's pointers by the C ABI: they cannot
 // be `unsafe fn` for the caller, and every dereference is commented.
@@ -155,7 +156,10 @@ pub extern "C" fn init() -> c_int {
             tally_allocator::format_duration(config.window_s),
             tally_allocator::format_duration(config.calc_period_s)
         );
-        let engine = Engine::new(config, snapshot, t);
+        let mut engine = Engine::new(config, snapshot, t);
+        // SAFETY: libslurmfull's global config, loaded before plugins.
+        let (kill_wait, msg_timeout) = unsafe { (slurm_sys::slurm_conf.kill_wait, slurm_sys::slurm_conf.msg_timeout) };
+        engine.set_preempt_window(u64::from(kill_wait) + u64::from(msg_timeout));
         publish(&engine);
         let shared = Arc::new(Shared { engine: Mutex::new(engine), config_path, state_path });
         let s2 = shared.clone();
@@ -270,7 +274,7 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
         let live: Vec<(*mut job_record_t, _)> =
             unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
         let views: Vec<_> = live.iter().map(|(_, v)| v.clone()).collect();
-        let changed = changed_priorities(&r, &views, t, Some(&board));
+        let changed = changed_priorities(&r, &views, Some(&board));
         for &(i, prio) in &changed {
             let job = live[i].0;
             // SAFETY: pointer from job_list, still under the write lock.
@@ -334,9 +338,19 @@ pub extern "C" fn priority_p_set(last_prio: u32, job_ptr: *mut job_record_t) -> 
             return v.priority;
         }
         let Some(r) = current_ranking() else { return 1 };
-        let p = priority_of(&r, &v, now(), current_plan().as_deref());
+        let p = priority_of(&r, &v, current_plan().as_deref());
         if r.config.debug {
-            log::debug!("job {} ({:?}/{}) priority {} (allocated={}, rank={:?})", v.job_id, v.account, v.user, p.value, p.allocated, p.rank);
+            log::debug!(
+                "job {} ({:?}/{}) priority {} (allocated={}, need={}, level={}, rank={:?})",
+                v.job_id,
+                v.account,
+                v.user,
+                p.value,
+                p.allocated,
+                p.need,
+                p.level,
+                p.rank
+            );
         }
         p.value
     })
@@ -411,7 +425,7 @@ pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factor
                         continue;
                     }
                 }
-                let prio = priority_of(&r, &v, t, plan.as_deref());
+                let prio = priority_of(&r, &v, plan.as_deref());
                 // SAFETY: xmalloc equivalent; zeroed; freed by Slurm.
                 let obj = unsafe {
                     slurm_sys::slurm_xcalloc(
@@ -428,8 +442,7 @@ pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factor
                 if obj.is_null() {
                     continue;
                 }
-                let tier = u32::from(prio.allocated);
-                let within = i64::from(prio.inside) - 512;
+                let c = prio.sprio();
                 // SAFETY: freshly allocated, zeroed, exclusively ours until appended.
                 unsafe {
                     let o = &mut *obj;
@@ -437,13 +450,13 @@ pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factor
                     o.user_id = v.user_id;
                     // Borrowed like multifactor does: valid while the job exists.
                     o.partition = (*p).partition;
-                    o.priority_site = NICE_OFFSET + tier * ((1u32 << 31) - 1);
-                    o.priority_js = f64::from(tier);
-                    o.priority_part = if prio.planned { f64::from(1u32 << 30) } else { 0.0 };
-                    o.priority_fs = f64::from(prio.team) * f64::from(1u32 << 20);
-                    o.priority_qos = 512.0 * 1024.0;
-                    o.nice = (i64::from(NICE_OFFSET) - within * 1024) as u32;
-                    o.priority_age = f64::from(prio.age);
+                    o.priority_site = NICE_OFFSET + c.site;
+                    o.priority_js = c.jobsize;
+                    o.priority_part = c.partition;
+                    o.priority_fs = c.fairshare;
+                    o.priority_qos = c.qos;
+                    o.nice = (i64::from(NICE_OFFSET) + c.nice) as u32;
+                    o.priority_age = c.age;
                     slurm_sys::list_append(out, obj.cast());
                 }
             }

@@ -89,6 +89,17 @@ impl Host {
         f(list)
     }
 
+    /// The current `job_list` and `last_job_update`, read without taking the
+    /// lock.
+    ///
+    /// # Safety
+    /// The caller holds slurmctld's job lock (read or write): a plugin
+    /// function slurmctld calls from its scheduler (`preempt_p_preemptable`).
+    pub unsafe fn jobs_held(&self) -> (List, i64) {
+        // SAFETY: globals of slurmctld, stable while the caller holds the job lock.
+        unsafe { (*self.job_list, *self.last_job_update) }
+    }
+
     /// Tell the scheduler that job data changed (`last_job_update = now`).
     /// Call with the job write lock held.
     pub fn touch(&self, now: i64) {

@@ -47,7 +47,7 @@ pub fn replan(r: &Ranking, jobs: &[Placed], now: u64) -> Option<Replan> {
         .iter()
         .map(|p| &p.view)
         .filter(|v| v.state == RunState::Pending && v.priority != 0 && v.gpus > 0 && v.begin_s <= now)
-        .map(|v| (priority_of(r, v, now, None).value, v.submit_s, v))
+        .map(|v| (priority_of(r, v, None).value, v.submit_s, v))
         .collect();
     waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.job_id.cmp(&b.2.job_id)));
     let queue: Vec<WaitingJob> =
@@ -90,6 +90,8 @@ mod tests {
             time_limit_s: Some(7200),
             priority: 1,
             direct_set_prio: false,
+            restarts: 0,
+            preempt_start_s: 0,
         };
         Placed { view, nodes }
     }
@@ -102,18 +104,18 @@ mod tests {
         let views: Vec<JobView> = busy.iter().map(|p| p.view.clone()).collect();
         e.tick(T0 + 600, &views, None);
         let r = e.ranking();
-        assert!(r.fs.outranks("a", "b"));
+        assert!(r.fs.standing("a").unwrap().rank < r.fs.standing("b").unwrap().rank);
         let mut jobs = busy;
         jobs.push(job(10, "alice", 8, RunState::Pending, vec![])); // a: a whole node, none free
         jobs.push(job(11, "bob", 4, RunState::Pending, vec![])); // b: fits node 1 now
         let t = T0 + 600;
-        let before: Vec<u32> = jobs[2..].iter().map(|p| priority_of(&r, &p.view, t, None).value).collect();
+        let before: Vec<u32> = jobs[2..].iter().map(|p| priority_of(&r, &p.view, None).value).collect();
         assert!(before[0] > before[1], "without a plan a's job comes first");
         let re = replan(&r, &jobs, t).expect("planner enabled");
         assert_eq!((re.running, re.waiting), (2, 2));
         assert_eq!(re.board.starts_now.iter().copied().collect::<Vec<_>>(), vec![11]);
         let views: Vec<JobView> = jobs.iter().map(|p| p.view.clone()).collect();
-        let changed = changed_priorities(&r, &views, t, Some(&re.board));
+        let changed = changed_priorities(&r, &views, Some(&re.board));
         let p10 = changed.iter().find(|c| c.0 == 2).unwrap().1;
         let p11 = changed.iter().find(|c| c.0 == 3).unwrap().1;
         assert!(p11 > p10, "the plan starts b's job now: it goes first");

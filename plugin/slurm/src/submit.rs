@@ -5,9 +5,12 @@
 //! a malformed or over-long contract, a missing one where the config
 //! requires it, a contract longer than the job's time limit, an allocated
 //! contract in an account outside the tree (when `require_funded_account`),
-//! a GPU count that is not a power of two (when `power_of_two_gpus`).
-//! Accepted submissions get their comment normalised
-//! (`ContractRules::normalise_comment`), the user's other text kept.
+//! a GPU count that is not a power of two (when `power_of_two_gpus`), and a
+//! job that is not resumable with a time limit beyond the contract maximum
+//! when `long_jobs = "reject"` (with `"warn"` and `max_requeues` > 0 it is
+//! accepted with a warning sbatch prints). Accepted submissions get their
+//! comment normalised (`ContractRules::normalise_comment`), the user's other
+//! text kept.
 
 use tally_config::Config;
 
@@ -47,13 +50,26 @@ fn reject(refusal: Refusal, message: String) -> Rejection {
     Rejection { refusal, message: format!("tally: {message}") }
 }
 
-/// Check a submission. `Ok(Some(c))`: accept with comment `c`;
-/// `Ok(None)`: accept unchanged.
-pub fn check(config: &Config, v: &SubmitView) -> Result<Option<String>, Rejection> {
+/// An accepted submission.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// The comment in its one spelling, when it changed.
+    pub comment: Option<String>,
+    /// A warning for the user (sbatch prints it).
+    pub warning: Option<String>,
+}
+
+/// Check a submission.
+pub fn check(config: &Config, v: &SubmitView) -> Result<Accepted, Rejection> {
     let rules = &config.contracts;
     let comment = v.comment.as_deref().unwrap_or("");
     let contract = rules.resolve(Some(comment)).map_err(|e| reject(Refusal::Contract, e.to_string()))?;
     rules.check_time_limit(contract, v.time_limit_s).map_err(|e| reject(Refusal::TimeLimit, e.to_string()))?;
+    let warning = match rules.long_job(contract, v.time_limit_s) {
+        Some(tally_allocator::LongJobVerdict::Refuse(e)) => return Err(reject(Refusal::TimeLimit, e.to_string())),
+        Some(tally_allocator::LongJobVerdict::Warn(e)) => Some(format!("tally: warning: {e}")),
+        None => None,
+    };
     if contract.is_allocated() && config.submit.require_funded_account {
         if let Some(account) = v.account.as_deref().filter(|a| !a.is_empty()) {
             if !config.tree.contains(account) {
@@ -78,7 +94,7 @@ pub fn check(config: &Config, v: &SubmitView) -> Result<Option<String>, Rejectio
         }
     }
     let normal = rules.normalise_comment(comment).map_err(|e| reject(Refusal::Contract, e.to_string()))?;
-    Ok((normal != comment).then_some(normal))
+    Ok(Accepted { comment: (normal != comment).then_some(normal), warning })
 }
 
 #[cfg(test)]
@@ -118,17 +134,37 @@ mod tests {
         }
     }
 
+    fn comment(c: &Config, v: &SubmitView) -> Result<Option<String>, Rejection> {
+        check(c, v).map(|a| a.comment)
+    }
+
     #[test]
     fn accepted_comments_are_normalised() {
         let c = config("");
-        assert_eq!(check(&c, &view("lr=3e-4, Contract=90m")), Ok(Some("contract=1h30m lr=3e-4".into())));
-        assert_eq!(check(&c, &view("contract=2h")), Ok(None));
-        assert_eq!(check(&c, &view("no tally here")), Ok(None));
-        assert_eq!(check(&c, &view("")), Ok(None));
+        assert_eq!(comment(&c, &view("lr=3e-4, Contract=90m")), Ok(Some("contract=1h30m lr=3e-4".into())));
+        assert_eq!(comment(&c, &view("contract=2h")), Ok(None));
+        assert_eq!(comment(&c, &view("no tally here")), Ok(None));
+        assert_eq!(comment(&c, &view("")), Ok(None));
         // Unallocated work needs no budget.
-        assert_eq!(check(&c, &SubmitView { account: Some("ghost".into()), ..view("contract=0") }), Ok(None));
+        assert_eq!(comment(&c, &SubmitView { account: Some("ghost".into()), ..view("contract=0") }), Ok(None));
         // Known account, time limit long enough.
-        assert_eq!(check(&c, &SubmitView { account: Some("nlp".into()), time_limit_s: Some(7200), ..view("contract=2h") }), Ok(None));
+        assert_eq!(comment(&c, &SubmitView { account: Some("nlp".into()), time_limit_s: Some(7200), ..view("contract=2h") }), Ok(None));
+    }
+
+    #[test]
+    fn long_jobs_that_cannot_checkpoint_are_warned_or_refused() {
+        let day = SubmitView { time_limit_s: Some(86_400), ..view("contract=8h") };
+        // Default: never requeued, nothing to say.
+        assert_eq!(check(&config(""), &day), Ok(Accepted::default()));
+        let warn = check(&config("[contracts]\nmax_requeues = 1\n"), &day).unwrap();
+        assert!(warn.warning.as_deref().unwrap().starts_with("tally: warning: this job is not resumable and has a time limit of 1d"), "{warn:?}");
+        let r = check(&config("[contracts]\nlong_jobs = \"reject\"\n"), &day).unwrap_err();
+        assert_eq!(r.refusal, Refusal::TimeLimit);
+        assert!(r.message.contains("Add `resumable` to the comment if it checkpoints"), "{}", r.message);
+        // Resumable, or within the maximum: accepted silently.
+        let c = config("[contracts]\nlong_jobs = \"reject\"\n");
+        assert!(check(&c, &SubmitView { time_limit_s: Some(86_400), ..view("contract=8h,resumable") }).is_ok());
+        assert!(check(&c, &SubmitView { time_limit_s: Some(8 * 3600), ..view("contract=8h") }).is_ok());
     }
 
     #[test]
@@ -138,7 +174,7 @@ mod tests {
         assert_eq!(r.refusal, Refusal::Contract);
         assert!(r.message.contains("no contract given and this cluster requires one"), "{}", r.message);
         let c = config("[contracts]\nmissing = \"30m\"\npower_of_two_gpus = true\n");
-        assert_eq!(check(&c, &view("sweep 4")), Ok(Some("contract=30m sweep 4".into())));
+        assert_eq!(comment(&c, &view("sweep 4")), Ok(Some("contract=30m sweep 4".into())));
         let r = check(&c, &SubmitView { gpus: Some(6), ..view("contract=1h") }).unwrap_err();
         assert_eq!(r.refusal, Refusal::Gpus);
         assert!(r.message.ends_with("ask for 4 or 8"), "{}", r.message);

@@ -37,6 +37,11 @@ pub struct JobView {
     pub time_limit_s: Option<u64>,
     pub priority: u32,
     pub direct_set_prio: bool,
+    /// Times Slurm requeued it (`restart_cnt`).
+    pub restarts: u16,
+    /// When it last started preempting for its GPUs (0 = never;
+    /// `details->preempt_start_time`).
+    pub preempt_start_s: u64,
 }
 
 /// Copy a C string; `None` for NULL or empty.
@@ -132,6 +137,8 @@ pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
         time_limit_s,
         priority: j.priority,
         direct_set_prio: j.direct_set_prio != 0,
+        restarts: j.restart_cnt,
+        preempt_start_s: details.map_or(0, |d| secs(d.preempt_start_time)),
     })
 }
 

@@ -38,6 +38,8 @@ fn view(id: u32, account: &str, user: &str, comment: &str) -> JobView {
         time_limit_s: None,
         priority: 1,
         direct_set_prio: false,
+        restarts: 0,
+        preempt_start_s: 0,
     }
 }
 
@@ -145,4 +147,44 @@ fn reload_keeps_usage() {
     c.debug = true;
     e.set_config(c, T0 + 3600);
     assert_eq!(e.usage_by_account(T0 + 3600)["a"], 2.0);
+}
+
+#[test]
+fn what_counts_as_running_and_waiting() {
+    let w = DEFAULT_PREEMPT_WINDOW_S;
+    let pending = view(1, "a", "alice", "contract=1h");
+    assert_eq!(counted(&pending, T0, w), Counted::Waiting);
+    assert_eq!(counted(&running(pending.clone(), T0), T0, w), Counted::Running);
+    // Held, or not yet eligible: waits for nothing.
+    assert_eq!(counted(&JobView { priority: 0, ..pending.clone() }, T0, w), Counted::No);
+    assert_eq!(counted(&JobView { begin_s: T0 + 60, ..pending.clone() }, T0, w), Counted::No);
+    // Preempting for its GPUs: counts as running until Slurm's kill window ends.
+    let preempting = JobView { preempt_start_s: T0, ..pending.clone() };
+    assert_eq!(counted(&preempting, T0 + w - 1, w), Counted::Running);
+    assert_eq!(counted(&preempting, T0 + w, w), Counted::Waiting);
+    assert_eq!(counted(&JobView { state: RunState::Done, ..pending }, T0, w), Counted::No);
+}
+
+#[test]
+fn the_queue_is_ordered_by_what_each_team_is_owed_now() {
+    // 16 GPUs, rate 8 each. a runs 6 (short by 2), b runs 0; a used GPUs
+    // in the window, so the 7-day ranking alone would put b first anyway.
+    let mut e = engine();
+    let busy = JobView { gpus: 6, ..running(view(1, "a", "alice", "contract=1h"), T0) };
+    let a1 = view(2, "a", "alice", "contract=1h");
+    let b1 = JobView { gpus: 8, ..view(3, "b", "bob", "contract=1h") };
+    let b2 = JobView { submit_s: T0 + 1, ..view(4, "b", "bob", "contract=1h") };
+    let jobs = [busy, a1, b1, b2];
+    let r = e.tick(T0 + 60, &jobs, None);
+    let prio: BTreeMap<u32, u32> = r.priorities.iter().map(|&(i, p)| (jobs[i].job_id, p)).collect();
+    // b's first job starts b at share 0; a's at 6/8; b's second behind
+    // b's 8 GPUs is at b's rate: not owed, after a's.
+    assert!(prio[&3] > prio[&2] && prio[&2] > prio[&4], "{prio:?}");
+    let rk = e.ranking();
+    assert_eq!(rk.ahead[&4], 8.0);
+    assert_eq!(rk.order.waiting_gpus["b"], 10.0);
+    // A job submitted since the tick waits behind everything its team had.
+    let late = view(9, "a", "alice", "contract=1h");
+    let p = priority_of(&rk, &late, None);
+    assert_eq!(p.need, tally_allocator::priority::NEED_NONE, "a: 6 running + 2 waiting = its rate");
 }

@@ -1,0 +1,477 @@
+//! What every part of the tree is entitled to *now*: the instantaneous half
+//! of Tally's fairness (the 7-day [`crate::fairshare`] ranking is the other,
+//! time-aware half).
+//!
+//! Every account node has two *items*: its whole subtree, and its own part
+//! (jobs charged to the account itself; for a team, that is the team). For
+//! each item:
+//!
+//! ```text
+//! rate      = allocated GPU-hours per window ÷ window hours          GPUs
+//! running   = GPUs of its allocated jobs running now
+//! demand    = running + GPUs of its allocated jobs waiting (eligible)
+//! owed      = min(rate, demand)
+//! fair      = hierarchical weighted water-fill of the cluster:
+//!             fair(root) = min(cluster GPUs, demand(root)); at each node,
+//!             fair(item) = min(demand(item), λ · rate(item)) with λ such
+//!             that the items share exactly fair(node). What an idle item
+//!             leaves goes to its siblings first, in proportion to their
+//!             rates, then up the tree (Fair Tree's order). Items without a
+//!             rate only get what funded siblings cannot use. fair ≥ owed.
+//! share     = running / rate        (+∞ without a rate)
+//! ```
+//!
+//! Two rules read it: the job order ([`crate::priority`]: a job whose team
+//! would still be below its rate, or its fair share, when it starts comes
+//! before every job that would not) and the preemption rule
+//! ([`crate::preempt`], through [`Reclaim`]: an allocated job may only take
+//! GPUs back *to* a side of the tree below its rate *from* a side that stays
+//! at or above its rate — KAI's reclaim to deserved quota, with Kueue's
+//! "less than or equal to final share" on top). Design and the
+//! no-ping-pong argument: docs/design.md, "Restorative preemption".
+
+use crate::tree::{Allocation, NodeId, OrgTree};
+use std::collections::BTreeMap;
+
+/// Item index of a node's whole subtree.
+fn sub(id: NodeId) -> usize {
+    2 * id
+}
+/// Item index of a node's own part.
+fn own(id: NodeId) -> usize {
+    2 * id + 1
+}
+
+/// Allocated GPUs running and waiting per account, the input of
+/// [`Entitlement::compute`]. Only allocated jobs belong here; the caller
+/// decides which waiting jobs are eligible (Slurm: not held, begin time
+/// reached).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    running: Vec<f64>,
+    waiting: Vec<f64>,
+}
+
+impl Load {
+    /// An empty load for the nodes of `tree`.
+    pub fn new(tree: &OrgTree) -> Load {
+        Load { running: vec![0.0; tree.len()], waiting: vec![0.0; tree.len()] }
+    }
+    /// Count a running allocated job of `gpus` GPUs charged to node `id`.
+    pub fn run(&mut self, id: NodeId, gpus: u32) {
+        if let Some(r) = self.running.get_mut(id) {
+            *r += f64::from(gpus);
+        }
+    }
+    /// Count a waiting allocated job.
+    pub fn wait(&mut self, id: NodeId, gpus: u32) {
+        if let Some(w) = self.waiting.get_mut(id) {
+            *w += f64::from(gpus);
+        }
+    }
+}
+
+/// One account's own part, now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TeamNow {
+    /// GPUs (allocation ÷ window).
+    pub rate: f64,
+    pub running: f64,
+    /// Running + waiting allocated GPUs.
+    pub demand: f64,
+    /// `min(rate, demand)`.
+    pub owed: f64,
+    /// The water-filled fair share (≥ `owed`).
+    pub fair: f64,
+}
+
+impl TeamNow {
+    /// GPUs it is below what it is owed now (0 when it is not).
+    pub fn short(&self) -> f64 {
+        (self.owed - self.running).max(0.0)
+    }
+}
+
+/// Where a waiting job's team would stand when the job starts (after the
+/// team's jobs ahead of it), the job order's `need` field.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Need {
+    /// Its team would still be below its rate: `share` = (running + ahead) ÷ rate ∈ [0, 1).
+    Owed { share: f64 },
+    /// Below its fair share now (an idle sibling's rate), at or above its
+    /// own rate: `share` = (running + ahead) ÷ fair ∈ [0, 1).
+    Fair { share: f64 },
+    /// Neither: served by the 7-day ranking.
+    Surplus,
+}
+
+/// Why an allocated victim may not give its GPUs to an allocated preemptor
+/// ([`Reclaim::take`]); the side names are the two items where the paths
+/// of the two accounts part.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReclaimRefusal {
+    /// Same account: a team never preempts itself.
+    SameTeam,
+    /// An account outside the tree.
+    Unknown,
+    /// The preemptor's side of the tree already runs at or above its rate.
+    PreemptorNotShort { running: f64, rate: f64 },
+    /// Taking the victim would leave an item on the victim's side (`account`
+    /// is the subtree or own part concerned) below its rate.
+    VictimBelowRate { account: String, after: f64, rate: f64 },
+    /// The preemptor's side would end with a higher share than the victim's
+    /// side keeps (`running / rate`, Kueue's final-share rule).
+    ShareNotLower { preemptor_after: f64, victim_after: f64 },
+}
+
+/// The entitlement of every item at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entitlement {
+    capacity_gpus: f64,
+    rate: Vec<f64>,
+    running: Vec<f64>,
+    demand: Vec<f64>,
+    fair: Vec<f64>,
+    /// Per node: the items from the top of the tree to its own part (each
+    /// ancestor's subtree below root, its own subtree, then its own part).
+    paths: Vec<Vec<usize>>,
+    names: Vec<String>,
+    has_children: Vec<bool>,
+    index: BTreeMap<String, NodeId>,
+}
+
+impl Entitlement {
+    /// ```text
+    /// running, demand: summed bottom-up; fair: water-filled top-down
+    /// ```
+    pub fn compute(tree: &OrgTree, alloc: &Allocation, load: &Load) -> Entitlement {
+        let n = tree.len();
+        let hours = alloc.capacity.window_hours();
+        let per_hour = |gh: f64| if hours > 0.0 { gh / hours } else { 0.0 };
+        let mut rate = vec![0.0; 2 * n];
+        let mut running = vec![0.0; 2 * n];
+        let mut demand = vec![0.0; 2 * n];
+        for id in 0..n {
+            rate[sub(id)] = per_hour(alloc.gpu_hours[id]);
+            rate[own(id)] = per_hour(alloc.own_gpu_hours[id]);
+            running[own(id)] = load.running.get(id).copied().unwrap_or(0.0);
+            demand[own(id)] = running[own(id)] + load.waiting.get(id).copied().unwrap_or(0.0);
+        }
+        let walk = tree.walk();
+        for &(id, _) in walk.iter().rev() {
+            running[sub(id)] += running[own(id)];
+            demand[sub(id)] += demand[own(id)];
+            if let Some(p) = tree.node(id).parent {
+                running[sub(p)] += running[sub(id)];
+                demand[sub(p)] += demand[sub(id)];
+            }
+        }
+        let capacity_gpus = f64::from(alloc.capacity.gpus);
+        let mut fair = vec![0.0; 2 * n];
+        fair[sub(tree.root())] = capacity_gpus.min(demand[sub(tree.root())]);
+        for &(id, _) in &walk {
+            let mut items: Vec<usize> = vec![own(id)];
+            items.extend(tree.node(id).children.iter().map(|&c| sub(c)));
+            let shares = water_fill(fair[sub(id)], &items.iter().map(|&i| (rate[i], demand[i])).collect::<Vec<_>>());
+            for (&i, s) in items.iter().zip(shares) {
+                fair[i] = s;
+            }
+        }
+        let mut paths = Vec::with_capacity(n);
+        let mut names = Vec::with_capacity(n);
+        let mut has_children = Vec::with_capacity(n);
+        let mut index = BTreeMap::new();
+        for id in 0..n {
+            let mut chain = Vec::new();
+            let mut cur = id;
+            while let Some(p) = tree.node(cur).parent {
+                chain.push(sub(cur));
+                cur = p;
+            }
+            chain.reverse();
+            chain.push(own(id));
+            paths.push(chain);
+            names.push(tree.node(id).name.clone());
+            has_children.push(!tree.node(id).children.is_empty());
+            index.insert(tree.node(id).name.clone(), id);
+        }
+        Entitlement { capacity_gpus, rate, running, demand, fair, paths, names, has_children, index }
+    }
+
+    /// Node of an account; `None` outside the tree.
+    pub fn id(&self, account: &str) -> Option<NodeId> {
+        self.index.get(account).copied()
+    }
+
+    /// GPUs of the cluster the rates were computed for.
+    pub fn capacity_gpus(&self) -> f64 {
+        self.capacity_gpus
+    }
+
+    /// An account's own part now; `None` outside the tree.
+    pub fn team(&self, account: &str) -> Option<TeamNow> {
+        self.id(account).map(|id| self.team_at(id))
+    }
+
+    /// [`Entitlement::team`] by node.
+    pub fn team_at(&self, id: NodeId) -> TeamNow {
+        let i = own(id);
+        TeamNow {
+            rate: self.rate[i],
+            running: self.running[i],
+            demand: self.demand[i],
+            owed: self.rate[i].min(self.demand[i]),
+            fair: self.fair[i],
+        }
+    }
+
+    /// Where the team of `id` would stand when a job starts after
+    /// `ahead_gpus` of its team's GPUs that wait before it:
+    ///
+    /// ```text
+    /// x = running + ahead
+    /// Owed(x / rate)   if x < rate
+    /// Fair(x / fair)   else if x < fair
+    /// Surplus          otherwise
+    /// ```
+    pub fn need(&self, id: NodeId, ahead_gpus: f64) -> Need {
+        let t = self.team_at(id);
+        let x = t.running + ahead_gpus.max(0.0);
+        if x < t.rate {
+            Need::Owed { share: x / t.rate }
+        } else if x < t.fair {
+            Need::Fair { share: x / t.fair }
+        } else {
+            Need::Surplus
+        }
+    }
+
+    /// A job of account `id` with `gpus` GPUs started (`delta` > 0) or
+    /// stopped (`delta` < 0): move `running` along its path. Fair shares
+    /// stay as computed (they move with demand, at the next compute).
+    pub fn add_running(&mut self, id: NodeId, delta: f64) {
+        if let Some(path) = self.paths.get(id) {
+            for &i in path {
+                self.running[i] += delta;
+            }
+            self.running[sub(0)] += delta;
+        }
+    }
+
+    /// The potential of the no-ping-pong argument (docs/design.md): per
+    /// depth of the tree, deepest first, the GPUs by which items at that
+    /// depth run below their rate, `Σ max(0, rate − running)`. Every
+    /// preemption of allocated work the rule allows makes it strictly
+    /// smaller, lexicographically; nothing else but jobs ending and starting
+    /// changes it.
+    pub fn potential(&self) -> Vec<f64> {
+        let depth = |path: &Vec<usize>| path.len();
+        let max_depth = self.paths.iter().map(depth).max().unwrap_or(0);
+        let mut out = vec![0.0; max_depth];
+        for path in &self.paths {
+            // own part at depth |path|, its subtree one above (root's subtree excluded).
+            let own_item = *path.last().expect("never empty");
+            let d = depth(path);
+            out[max_depth - d] += (self.rate[own_item] - self.running[own_item]).max(0.0);
+            if d >= 2 {
+                let sub_item = own_item - 1;
+                out[max_depth - (d - 1)] += (self.rate[sub_item] - self.running[sub_item]).max(0.0);
+            }
+        }
+        out
+    }
+
+    /// The cumulative preemption check for one preemptor.
+    pub fn reclaim(&self) -> Reclaim<'_> {
+        Reclaim { ent: self, taken: BTreeMap::new() }
+    }
+
+    fn item_name(&self, item: usize) -> String {
+        let name = &self.names[item / 2];
+        if item % 2 == 1 || !self.has_children[item / 2] {
+            name.clone()
+        } else {
+            format!("{name} (subtree)")
+        }
+    }
+}
+
+/// `share = running / rate`, +∞ without a rate.
+fn share(running: f64, rate: f64) -> f64 {
+    if rate > 0.0 {
+        running / rate
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// Weighted max-min fair division of `total` among items `(weight, cap)`:
+/// `x_i = min(cap_i, λ · weight_i)` with `Σ x_i = min(total, Σ cap_i)`;
+/// what items with a weight cannot use goes to the weightless ones, equally
+/// (capped likewise).
+fn water_fill(total: f64, items: &[(f64, f64)]) -> Vec<f64> {
+    let mut out = vec![0.0; items.len()];
+    let mut left = total.max(0.0);
+    for weighted in [true, false] {
+        let mut idx: Vec<usize> = (0..items.len()).filter(|&i| (items[i].0 > 0.0) == weighted && items[i].1 > 0.0).collect();
+        let weight = |i: usize| if weighted { items[i].0 } else { 1.0 };
+        idx.sort_by(|&a, &b| (items[a].1 / weight(a)).total_cmp(&(items[b].1 / weight(b))));
+        let mut w_left: f64 = idx.iter().map(|&i| weight(i)).sum();
+        for (k, &i) in idx.iter().enumerate() {
+            if left <= 0.0 || w_left <= 0.0 {
+                break;
+            }
+            let level = left / w_left;
+            if items[i].1 <= level * weight(i) {
+                out[i] = items[i].1;
+                left -= items[i].1;
+                w_left -= weight(i);
+            } else {
+                for &j in &idx[k..] {
+                    out[j] = level * weight(j);
+                }
+                left = 0.0;
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The preemption check between allocated jobs, cumulative over the
+/// victims already taken for one preemptor (so a preemptor that needs
+/// several victims never takes a side below its rate in total).
+///
+/// ```text
+/// L = where the paths of the preemptor's account P and the victim's V part;
+/// X = P's item under L, Y = V's item under L, Y..own(V) = V's path from Y.
+/// take ⇔ P ≠ V
+///      ∧ running(X) < rate(X)                                   (P's side is short)
+///      ∧ ∀ i ∈ Y..own(V): running(i) − taken(i) − g_V ≥ rate(i)  (V's side stays at or above its rate)
+///      ∧ (running(X) + g_P) / rate(X) ≤ (running(Y) − taken(Y) − g_V) / rate(Y)   (final shares)
+/// ```
+#[derive(Debug, Clone)]
+pub struct Reclaim<'a> {
+    ent: &'a Entitlement,
+    /// GPUs already taken per item.
+    taken: BTreeMap<usize, f64>,
+}
+
+impl Reclaim<'_> {
+    /// May a job of `p` needing `p_gpus` take a running job of `v` holding
+    /// `v_gpus`, after the victims taken so far? On yes the victim counts as
+    /// taken.
+    pub fn take(&mut self, p: &str, p_gpus: u32, v: &str, v_gpus: u32) -> Result<(), ReclaimRefusal> {
+        let (Some(pi), Some(vi)) = (self.ent.id(p), self.ent.id(v)) else { return Err(ReclaimRefusal::Unknown) };
+        if pi == vi {
+            return Err(ReclaimRefusal::SameTeam);
+        }
+        let e = self.ent;
+        let (pp, vp) = (&e.paths[pi], &e.paths[vi]);
+        let k = pp.iter().zip(vp.iter()).take_while(|(a, b)| a == b).count();
+        let (x, y) = (pp[k], vp[k]);
+        if e.running[x] >= e.rate[x] {
+            return Err(ReclaimRefusal::PreemptorNotShort { running: e.running[x], rate: e.rate[x] });
+        }
+        let g = f64::from(v_gpus);
+        let after = |i: usize| e.running[i] - self.taken.get(&i).copied().unwrap_or(0.0) - g;
+        for &i in &vp[k..] {
+            // Tolerance: rates are fractions of GPUs, runs are whole GPUs.
+            if after(i) < e.rate[i] - 1e-9 {
+                return Err(ReclaimRefusal::VictimBelowRate { account: e.item_name(i), after: after(i), rate: e.rate[i] });
+            }
+        }
+        let preemptor_after = share(e.running[x] + f64::from(p_gpus), e.rate[x]);
+        let victim_after = share(after(y), e.rate[y]);
+        if preemptor_after > victim_after + 1e-12 {
+            return Err(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after });
+        }
+        for &i in &vp[k..] {
+            *self.taken.entry(i).or_insert(0.0) += g;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::{AccountSpec, Budget, Capacity};
+
+    fn tree(specs: &[(&str, Option<&str>, f64)]) -> OrgTree {
+        let s: Vec<AccountSpec> =
+            specs.iter().map(|&(n, p, pct)| AccountSpec::new(n, p, Some(Budget::Share(pct)))).collect();
+        OrgTree::new(&s).unwrap()
+    }
+
+    fn ent(t: &OrgTree, gpus: u32, loads: &[(&str, u32, u32)]) -> Entitlement {
+        let alloc = Allocation::new(t, Capacity { gpus, window_s: 7 * 86_400 }).unwrap();
+        let mut l = Load::new(t);
+        for &(a, run, wait) in loads {
+            let id = t.id(a).unwrap();
+            l.run(id, run);
+            l.wait(id, wait);
+        }
+        Entitlement::compute(t, &alloc, &l)
+    }
+
+    #[test]
+    fn water_fill_caps_and_redistributes() {
+        // 10 among weights 1, 1, 2 with caps 1, 10, 10: λ = 3 → 1, 3, 6.
+        let x = water_fill(10.0, &[(1.0, 1.0), (1.0, 10.0), (2.0, 10.0)]);
+        assert_eq!(x, vec![1.0, 3.0, 6.0]);
+        // Everyone capped: leftovers go to the weightless item.
+        let x = water_fill(10.0, &[(1.0, 2.0), (0.0, 5.0)]);
+        assert_eq!(x, vec![2.0, 5.0]);
+    }
+
+    #[test]
+    fn idle_sibling_share_goes_to_siblings_first() {
+        // p (50%) = {a 50%, b 50%}, q (50%): 40 GPUs. a idle; b and q busy.
+        let t = tree(&[("p", None, 50.0), ("a", Some("p"), 50.0), ("b", Some("p"), 50.0), ("q", None, 50.0)]);
+        let e = ent(&t, 40, &[("b", 10, 100), ("q", 20, 100)]);
+        let b = e.team("b").unwrap();
+        assert!((b.rate - 10.0).abs() < 1e-9 && (b.owed - 10.0).abs() < 1e-9);
+        // b takes a's 10 (its sibling), not q.
+        assert!((b.fair - 20.0).abs() < 1e-9, "{b:?}");
+        assert!((e.team("q").unwrap().fair - 20.0).abs() < 1e-9);
+        assert_eq!(e.need(t.id("b").unwrap(), 0.0), Need::Fair { share: 0.5 });
+        assert_eq!(e.need(t.id("q").unwrap(), 5.0), Need::Surplus);
+        assert_eq!(e.need(t.id("q").unwrap(), -3.0), Need::Surplus);
+    }
+
+    #[test]
+    fn reclaim_only_from_above_rate_and_keeps_it() {
+        // a, b 50% of 32 GPUs: rate 16 each.
+        let t = tree(&[("a", None, 50.0), ("b", None, 50.0)]);
+        let e = ent(&t, 32, &[("a", 8, 8), ("b", 24, 8)]);
+        let mut r = e.reclaim();
+        // a short (8 < 16); b at 24 → 16 after one 8-GPU victim: ok, and
+        // a's share after (16/16) ≤ b's (16/16).
+        assert_eq!(r.take("a", 8, "b", 8), Ok(()));
+        // A second victim would leave b at 8 < 16.
+        assert!(matches!(r.take("a", 8, "b", 8), Err(ReclaimRefusal::VictimBelowRate { .. })));
+        // b never preempts a back: b's side is not short.
+        assert!(matches!(e.reclaim().take("b", 8, "a", 8), Err(ReclaimRefusal::PreemptorNotShort { .. })));
+        // A 16-GPU preemptor would end above b's final share.
+        assert!(matches!(e.reclaim().take("a", 16, "b", 8), Err(ReclaimRefusal::ShareNotLower { .. })));
+        assert_eq!(e.reclaim().take("a", 8, "a", 8), Err(ReclaimRefusal::SameTeam));
+    }
+
+    #[test]
+    fn reclaim_is_decided_where_the_paths_part() {
+        // p = {a, b}, q. a idle: p short as a whole although b is above its
+        // own rate, so b may take from q (over its rate); inside p, a team
+        // below its rate is protected from q's and from b's preemptors.
+        let t = tree(&[("p", None, 50.0), ("a", Some("p"), 50.0), ("b", Some("p"), 50.0), ("q", None, 50.0)]);
+        let e = ent(&t, 40, &[("b", 12, 8), ("q", 28, 0)]);
+        assert_eq!(e.reclaim().take("b", 4, "q", 4), Ok(()));
+        let e = ent(&t, 40, &[("a", 2, 8), ("b", 14, 0), ("q", 24, 0)]);
+        // p runs 16 < 20: short; q 24 → 20 stays at its rate.
+        assert_eq!(e.reclaim().take("a", 4, "q", 4), Ok(()));
+        // Inside p: a (2 < 10) takes from b (14 → 10).
+        assert_eq!(e.reclaim().take("a", 4, "b", 4), Ok(()));
+        // From b, 8 GPUs would leave it at 6 < 10.
+        assert!(matches!(e.reclaim().take("a", 8, "b", 8), Err(ReclaimRefusal::VictimBelowRate { .. })));
+    }
+}

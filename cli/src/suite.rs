@@ -1,0 +1,296 @@
+//! `tally sim suite`: the benchmark suite (docs/sim.md, "The suite"):
+//! windows of the shared traces at several demands and the synthetic cases,
+//! each replayed through every policy, with Tally's targets checked.
+
+use crate::sim::{policy_names, scored_json};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use tally_allocator::parse_duration;
+use tally_sim::import::elasticflow;
+use tally_sim::metrics::ceiling;
+use tally_sim::sim::{job_meta, run, Policy, PolicyResult, Settings};
+use tally_sim::suite::{synthetic_cases, trace_cases, Case};
+use tally_sim::trace::Class;
+
+#[derive(clap::Args, Debug)]
+pub struct SuiteArgs {
+    /// The org tree that augments the trace windows (default: $TALLY_CONFIG
+    /// or /etc/slurm/tally.toml; the README uses examples/tally.toml).
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Folder of the ElasticFlow traces (default: $TALLY_TRACES, else
+    /// ../shared/traces/elasticflow-itp). Without it only the synthetic
+    /// cases run.
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
+    /// The trace files (without .csv) whose windows are replayed.
+    #[arg(long, value_name = "LIST", default_value = "cluster02,cluster04,cluster07")]
+    pub trace_files: String,
+    /// Seed of the synthetic cases (other seeds: other instances).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Only cases whose name contains one of these (comma-separated).
+    #[arg(long, value_name = "LIST")]
+    pub cases: Option<String>,
+    /// Policies, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "fifo,multifactor,tally,tally+planner")]
+    pub policies: String,
+    /// How long a requeued job waits before it may start again.
+    #[arg(long, value_name = "DURATION", default_value = "121s")]
+    pub requeue_delay: String,
+    /// Replays run at once (default: the machine's cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Tally's targets (issue 10), checked on every case at demand ≥ 1.
+struct Targets {
+    delivered: f64,
+    team: f64,
+    occupancy_slack: f64,
+    lost_share: f64,
+    debug_p90_s: u64,
+}
+
+const TARGETS: Targets = Targets { delivered: 0.98, team: 0.95, occupancy_slack: 0.01, lost_share: 0.02, debug_p90_s: 300 };
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+fn dur(s: Option<u64>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s < 60 => format!("{s}s"),
+        Some(s) if s < 3600 => format!("{}m", s / 60),
+        Some(s) => format!("{:.1}h", s as f64 / 3600.0),
+    }
+}
+
+pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
+    let config_path = a.config.unwrap_or_else(tally_config::default_path);
+    let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
+    let mut policies = Vec::new();
+    for name in a.policies.split(',').filter(|s| !s.trim().is_empty()) {
+        policies.push(Policy::parse(name).ok_or_else(|| format!("--policies: unknown policy `{}` (known: {})", name.trim(), policy_names()))?);
+    }
+    if policies.is_empty() {
+        return Err(format!("--policies: name at least one ({})", policy_names()));
+    }
+    let requeue_delay_s = parse_duration(&a.requeue_delay).map_err(|e| format!("--requeue-delay: {e}"))?;
+
+    let traces_dir = a
+        .traces
+        .or_else(|| std::env::var_os("TALLY_TRACES").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("../shared/traces/elasticflow-itp"));
+    let mut cases: Vec<Case> = Vec::new();
+    let mut notes = Vec::new();
+    if traces_dir.is_dir() {
+        for name in a.trace_files.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let p = traces_dir.join(format!("{name}.csv"));
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+            let bare = elasticflow(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+            cases.extend(trace_cases(name, &bare, &config));
+        }
+    } else {
+        notes.push(format!("{}: no such folder: only the synthetic cases run (give --traces DIR)", traces_dir.display()));
+    }
+    cases.extend(synthetic_cases(a.seed));
+    if let Some(filter) = &a.cases {
+        let words: Vec<&str> = filter.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        cases.retain(|c| words.iter().any(|w| c.name.contains(w)));
+    }
+    if cases.is_empty() {
+        return Err("no case left to run (check --cases)".into());
+    }
+
+    // Every (case, policy) pair, on a few threads.
+    let jobs: Vec<(usize, Policy)> = (0..cases.len()).flat_map(|c| policies.iter().map(move |&p| (c, p))).collect();
+    let bar = ProgressBar::with_draw_target(
+        Some(jobs.len() as u64),
+        if a.quiet || !std::io::stderr().is_terminal() { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() },
+    );
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} replays ({elapsed}, {msg})")
+            .map_err(|e| e.to_string())?
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("suite");
+    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<Result<PolicyResult, String>>>> = Mutex::new(vec![None; jobs.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let k = {
+                    let mut n = next.lock().expect("not poisoned");
+                    let k = *n;
+                    *n += 1;
+                    k
+                };
+                let Some(&(c, p)) = jobs.get(k) else { break };
+                let case = &cases[c];
+                bar.set_message(format!("{} {}", case.name, p.name()));
+                let s = Settings {
+                    gpus: case.gpus,
+                    gpus_per_node: case.config.cluster.gpus_per_node,
+                    requeue_delay_s,
+                    plan_interval_s: case.config.planner.map_or(1800, |pl| pl.interval_s),
+                    ..Settings::default()
+                };
+                let r = run(&case.trace, &case.config, p, s, &mut |_| {}).map_err(|e| format!("{} {}: {e}", case.name, p.name()));
+                results.lock().expect("not poisoned")[k] = Some(r);
+                bar.inc(1);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let results: Vec<Result<PolicyResult, String>> =
+        results.into_inner().expect("not poisoned").into_iter().map(|r| r.expect("every replay ran")).collect();
+    let mut by_case: Vec<Vec<(Policy, PolicyResult)>> = vec![Vec::new(); cases.len()];
+    for ((c, p), r) in jobs.iter().zip(results) {
+        by_case[*c].push((*p, r?));
+    }
+    let ceilings: Vec<Option<f64>> = cases
+        .iter()
+        .map(|c| {
+            let (meta, teams) = job_meta(&c.trace, &c.config, c.gpus);
+            ceiling(&meta, &teams, c.gpus)
+        })
+        .collect();
+
+    if a.json {
+        let out: Vec<Value> = cases
+            .iter()
+            .zip(&by_case)
+            .zip(&ceilings)
+            .map(|((c, rs), ceil)| {
+                json!({
+                    "case": c.name, "about": c.about, "gpus": c.gpus, "demand_over_supply": c.demand, "jobs": c.trace.jobs.len(),
+                    "ceiling": ceil,
+                    "policies": rs.iter().map(|(p, r)| {
+                        let mut v = scored_json(&r.score);
+                        if let Value::Object(m) = &mut v {
+                            m.insert("policy".into(), json!(p.name()));
+                            m.insert("contract_violations".into(), json!(r.contract_violations));
+                            m.insert("unfinished".into(), json!(r.unfinished()));
+                            m.insert("unrunnable".into(), json!(r.unrunnable));
+                            m.insert("missed_targets".into(), json!(missed(c, r, rs, &config)));
+                        }
+                        v
+                    }).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "config": config.source, "seed": a.seed, "cases": out })).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    for n in &notes {
+        println!("note: {n}");
+    }
+    print_table(&cases, &by_case, &ceilings, &config);
+    Ok(())
+}
+
+/// The targets a Tally policy misses on a case (empty when it meets them
+/// all, or when the case is not at demand ≥ 1 or the policy is not Tally's).
+fn missed(case: &Case, r: &PolicyResult, peers: &[(Policy, PolicyResult)], config: &tally_config::Config) -> Vec<String> {
+    if !matches!(Policy::parse(r.policy), Some(Policy::Tally | Policy::TallyPlanner)) || case.demand < 0.995 {
+        return Vec::new();
+    }
+    let s = &r.score;
+    let mut out = Vec::new();
+    if s.fairness.overall < TARGETS.delivered {
+        out.push(format!("delivered/owed {} < 98%", pct(s.fairness.overall)));
+    }
+    if let Some((team, x)) = s.fairness.worst.as_ref().filter(|(_, x)| *x < TARGETS.team) {
+        out.push(format!("team {team} at {} < 95%", pct(*x)));
+    }
+    let best_peer = peers
+        .iter()
+        .filter(|(p, _)| matches!(p, Policy::Fifo | Policy::Multifactor))
+        .map(|(_, q)| q.score.occupancy)
+        .fold(f64::NAN, f64::max);
+    if best_peer.is_finite() && s.occupancy < best_peer - TARGETS.occupancy_slack {
+        out.push(format!("occupancy {} more than 1 point below {}", pct(s.occupancy), pct(best_peer)));
+    }
+    if s.useful_gpu_hours > 0.0 && s.lost_gpu_hours > TARGETS.lost_share * s.useful_gpu_hours {
+        out.push(format!("lost {:.1}% of delivered > 2%", 100.0 * s.lost_gpu_hours / s.useful_gpu_hours));
+    }
+    if s.max_requeues.allocated > config.contracts.max_requeues {
+        out.push(format!("a job requeued {} times > max_requeues", s.max_requeues.allocated));
+    }
+    if r.unfinished() > 0 {
+        out.push(format!("{} jobs unfinished", r.unfinished()));
+    }
+    if r.contract_violations > 0 {
+        out.push(format!("{} contract violations", r.contract_violations));
+    }
+    if let Some(p90) = s.waits.get(&Class::Debug).and_then(|w| w.pct(90.0)).filter(|&p| p > TARGETS.debug_p90_s) {
+        out.push(format!("debug p90 {} > 5m", dur(Some(p90))));
+    }
+    out
+}
+
+fn print_table(cases: &[Case], by_case: &[Vec<(Policy, PolicyResult)>], ceilings: &[Option<f64>], config: &tally_config::Config) {
+    println!(
+        "{:<24} {:>5} {:>5} {:<13} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5} {:>7} {:>7} {:>5} {:>4} {:>7}",
+        "case", "GPUs", "dem.", "policy", "deliv.", ">=95%", "worst", "occup.", "goodput", "lost", "requ.", "dbg p50", "dbg p90", "unfin", "viol", "ceiling"
+    );
+    let mut misses = Vec::new();
+    for ((c, rs), ceil) in cases.iter().zip(by_case).zip(ceilings) {
+        for (k, (p, r)) in rs.iter().enumerate() {
+            let s = &r.score;
+            let debug = s.waits.get(&Class::Debug);
+            let (head, gpus, dem, ceil) = if k == 0 {
+                (c.name.clone(), c.gpus.to_string(), format!("{:.1}x", c.demand), ceil.map_or("-".into(), pct))
+            } else {
+                Default::default()
+            };
+            println!(
+                "{:<24} {:>5} {:>5} {:<13} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5} {:>7} {:>7} {:>5} {:>4} {:>7}",
+                head,
+                gpus,
+                dem,
+                p.name(),
+                pct(s.fairness.overall),
+                format!("{}/{}", s.fairness.teams_at_threshold, s.fairness.teams),
+                s.fairness.worst.as_ref().map_or("-".into(), |(_, x)| pct(*x)),
+                pct(s.occupancy),
+                pct(s.goodput),
+                if s.useful_gpu_hours > 0.0 { format!("{:.1}%", 100.0 * s.lost_gpu_hours / s.useful_gpu_hours) } else { "-".into() },
+                s.max_requeues.allocated,
+                dur(debug.and_then(|w| w.pct(50.0))),
+                dur(debug.and_then(|w| w.pct(90.0))),
+                r.unfinished(),
+                r.contract_violations,
+                ceil
+            );
+            let m = missed(c, r, rs, config);
+            if !m.is_empty() {
+                misses.push(format!("{} / {}: {}", c.name, p.name(), m.join("; ")));
+            }
+        }
+    }
+    println!("\ndeliv. = delivered / owed over the arrival window; lost = GPU-hours thrown away by requeues, % of delivered;");
+    println!("requ. = most requeues of an allocated job that cannot checkpoint; ceiling = granularity ceiling of delivered / owed");
+    println!("(docs/sim.md). Targets (demand >= 1): deliv. >= 98%, every team >= 95%, occupancy within 1 point of fifo's and");
+    println!("multifactor's best, lost <= 2%, requ. <= max_requeues, nothing unfinished, no violation, debug p90 <= 5 min.");
+    if misses.is_empty() {
+        println!("\nEvery Tally replay at demand >= 1 meets every target.");
+    } else {
+        println!("\nTargets missed:");
+        for m in misses {
+            println!("  {m}");
+        }
+    }
+}

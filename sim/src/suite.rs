@@ -1,0 +1,290 @@
+//! The benchmark suite's cases: windows of real traces at chosen demands,
+//! and synthetic cases built to stress one property each. Pure: traces and
+//! configs in, [`Case`]s out; `tally sim suite` runs them through every
+//! policy (docs/sim.md, "The suite").
+//!
+//! Demand is `mean busy GPUs ÷ cluster GPUs`, the busy GPUs being what the
+//! window's jobs would keep busy if each ran at arrival (`Trace::mean_busy_gpus`).
+//!
+//! | case | what it stresses |
+//! |---|---|
+//! | `<trace> ×D` | a 14-day window of a real trace (augmented with the example tree), cluster sized so demand is D |
+//! | `symmetric` | 4 equal teams, 8-GPU 24 h resumable jobs, demand 1.5×: fair delivery without churn |
+//! | `idle-returns` | a team idle for 5 days comes back: its share is restored without thrashing |
+//! | `small-teams-big-jobs` | 12 teams with rates of 8 GPUs and 8-32 GPU jobs: the granularity ceiling |
+//! | `long-not-resumable` | 24 h jobs that cannot checkpoint, contracts capped at 8 h: no livelock |
+//!
+//! Every synthetic case also has a stream of debug jobs (1-2 GPUs,
+//! 2-15 minutes, contract = duration). Seeds change the instances, not the
+//! rules.
+
+use crate::augment::{augment, AugmentOptions};
+use crate::trace::{Class, Trace, TraceJob};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tally_config::Config;
+
+const H: u64 = 3600;
+const DAY: u64 = 86_400;
+
+/// One case of the suite.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub name: String,
+    /// What the case is for (one line).
+    pub about: String,
+    pub trace: Trace,
+    pub config: Config,
+    pub gpus: u32,
+    /// Demand over supply of the arrival window.
+    pub demand: f64,
+}
+
+/// The demands at which each real-trace window is replayed.
+pub const DEMANDS: [f64; 5] = [0.8, 1.0, 1.3, 2.0, 3.0];
+/// Window of a real trace: `WINDOW_DAYS` days from day `WINDOW_START_DAY`
+/// (the first week of a collection is often a ramp-up).
+pub const WINDOW_START_DAY: u64 = 7;
+pub const WINDOW_DAYS: u64 = 14;
+
+/// The jobs submitted in `[from, from + days)` days after the trace's first
+/// submission.
+pub fn window(trace: &Trace, from_day: u64, days: u64) -> Trace {
+    let origin = trace.jobs.first().map_or(0, |j| j.submit_s);
+    let (a, b) = (origin + from_day * DAY, origin + (from_day + days) * DAY);
+    Trace { jobs: trace.jobs.iter().filter(|j| j.submit_s >= a && j.submit_s < b).cloned().collect() }
+}
+
+/// GPUs for a demand: `mean busy ÷ demand`, in whole nodes (at least one).
+pub fn gpus_for(trace: &Trace, demand: f64, gpus_per_node: u32) -> u32 {
+    let per = gpus_per_node.max(1);
+    let nodes = (trace.mean_busy_gpus() / demand / f64::from(per)).round().max(1.0) as u32;
+    nodes * per
+}
+
+/// The window of an imported (bare) trace at each demand of [`DEMANDS`],
+/// augmented with `config`'s tree (seed 1).
+pub fn trace_cases(name: &str, bare: &Trace, config: &Config) -> Vec<Case> {
+    let w = window(bare, WINDOW_START_DAY, WINDOW_DAYS);
+    DEMANDS
+        .iter()
+        .map(|&d| {
+            let gpus = gpus_for(&w, d, config.cluster.gpus_per_node);
+            let opts = AugmentOptions { seed: 1, gpus: Some(gpus), ..AugmentOptions::default() };
+            let trace = augment(&w, config, &opts);
+            let demand = trace.mean_busy_gpus() / f64::from(gpus);
+            Case {
+                name: format!("{name} x{d}"),
+                about: format!("{name}: {WINDOW_DAYS} days from day {WINDOW_START_DAY}, augmented (seed 1)"),
+                trace,
+                config: config.clone(),
+                gpus,
+                demand,
+            }
+        })
+        .collect()
+}
+
+/// A tree of `n` equal teams (`t01`…), `gpus` GPUs in nodes of 8.
+fn equal_teams(n: usize, gpus: u32) -> Config {
+    let mut text = format!("[cluster]\ngpus = {gpus}\ngpus_per_node = 8\n");
+    for i in 0..n {
+        text.push_str(&format!("[accounts.t{:02}]\nshare = {}\n", i + 1, 100.0 / n as f64));
+    }
+    Config::parse(&text, "<suite>").expect("a valid generated tree")
+}
+
+/// Exponential inter-arrival times at `per_hour` jobs an hour.
+fn next_arrival(rng: &mut ChaCha8Rng, per_hour: f64) -> u64 {
+    let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+    (-u.ln() / per_hour * 3600.0) as u64
+}
+
+/// A job template drawn per arrival: (GPUs, duration, resumable, contract).
+type Draw<'a> = dyn Fn(&mut ChaCha8Rng) -> (u32, u64, bool, u64) + 'a;
+
+/// Poisson arrivals for `team` over `[from, to)`, `per_hour` an hour.
+fn arrivals(rng: &mut ChaCha8Rng, team: &str, (from, to): (u64, u64), per_hour: f64, class: Class, draw: &Draw<'_>, jobs: &mut Vec<TraceJob>) {
+    let mut t = from + next_arrival(rng, per_hour);
+    while t < to {
+        let (gpus, duration_s, resumable, contract_s) = draw(rng);
+        jobs.push(TraceJob {
+            job_id: 0,
+            submit_s: t,
+            duration_s,
+            gpus,
+            account: team.to_string(),
+            user: format!("{team}-u{}", rng.gen_range(1..=3)),
+            class,
+            contract_s,
+            resumable,
+            priority: 0,
+        });
+        t += next_arrival(rng, per_hour);
+    }
+}
+
+/// Debug jobs: `per_day` a day spread over the teams, 1-2 GPUs, 2-15 min,
+/// contract = duration, not resumable.
+fn debug_jobs(rng: &mut ChaCha8Rng, teams: &[String], days: u64, per_day: f64, jobs: &mut Vec<TraceJob>) {
+    let per_team = per_day / 24.0 / teams.len() as f64;
+    for t in teams {
+        let draw = |r: &mut ChaCha8Rng| {
+            let d = r.gen_range(120..=900);
+            (r.gen_range(1..=2), d, false, d)
+        };
+        arrivals(rng, t, (0, days * DAY), per_team, Class::Debug, &draw, jobs);
+    }
+}
+
+fn finish(mut jobs: Vec<TraceJob>) -> Trace {
+    jobs.sort_by_key(|j| (j.submit_s, j.account.clone(), j.duration_s));
+    for (i, j) in jobs.iter_mut().enumerate() {
+        j.job_id = i as u64 + 1;
+    }
+    Trace { jobs }
+}
+
+fn team_names(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("t{i:02}")).collect()
+}
+
+/// Arrival rate per team so that `teams` teams at `demand` keep
+/// `demand × gpus` busy with jobs of mean `gpu_hours` GPU-hours.
+fn per_team_rate(demand: f64, gpus: u32, teams: usize, gpu_hours: f64) -> f64 {
+    demand * f64::from(gpus) / gpu_hours / teams as f64
+}
+
+fn synthetic(name: &str, about: &str, config: Config, gpus: u32, jobs: Vec<TraceJob>) -> Case {
+    let trace = finish(jobs);
+    let demand = trace.mean_busy_gpus() / f64::from(gpus);
+    Case { name: name.into(), about: about.into(), trace, config, gpus, demand }
+}
+
+/// Four equal teams on 64 GPUs, 8-GPU 24 h resumable jobs (contract 8 h),
+/// demand 1.5.
+pub fn symmetric(seed: u64) -> Case {
+    let (gpus, days) = (64, WINDOW_DAYS);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let teams = team_names(4);
+    let mut jobs = Vec::new();
+    let rate = per_team_rate(1.5, gpus, teams.len(), 8.0 * 24.0);
+    for t in &teams {
+        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &|_: &mut ChaCha8Rng| (8, 24 * H, true, 8 * H), &mut jobs);
+    }
+    debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
+    synthetic("symmetric", "4 equal teams, 8-GPU 24 h resumable jobs, demand 1.5x", equal_teams(4, gpus), gpus, jobs)
+}
+
+/// A mixed job: 1-8 GPUs (powers of two), 1-12 h, resumable half the
+/// time, contract a quarter to all of the duration (at most 8 h).
+fn mixed(r: &mut ChaCha8Rng) -> (u32, u64, bool, u64) {
+    let gpus = [1, 2, 4, 8][r.gen_range(0..4)];
+    let d = r.gen_range(H..=12 * H);
+    let c = ((d as f64 * r.gen_range(0.25..1.0)) as u64).clamp(60, 8 * H);
+    (gpus, d, r.gen_bool(0.5), c)
+}
+
+/// Four equal teams on 64 GPUs; three busy from the start (together 1.5×
+/// their share), the fourth idle for 5 days, then as busy.
+pub fn idle_returns(seed: u64) -> Case {
+    let (gpus, days) = (64, WINDOW_DAYS);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let teams = team_names(4);
+    let mut jobs = Vec::new();
+    // Mean GPU-hours of `mixed`: E[gpus] 3.75 × E[duration] 6.5 h.
+    let rate = per_team_rate(2.0, gpus, teams.len(), 3.75 * 6.5);
+    for (i, t) in teams.iter().enumerate() {
+        let from = if i == 0 { 5 * DAY } else { 0 };
+        arrivals(&mut rng, t, (from, days * DAY), rate, Class::Training, &mixed, &mut jobs);
+    }
+    debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
+    synthetic("idle-returns", "4 equal teams, one idle for 5 days then back; mixed jobs", equal_teams(4, gpus), gpus, jobs)
+}
+
+/// Twelve equal teams on 96 GPUs (a rate of 8 GPUs each) whose jobs are
+/// 8, 16 or 32 GPUs, 2-12 h, demand 1.5.
+pub fn small_teams_big_jobs(seed: u64) -> Case {
+    let (gpus, days) = (96, WINDOW_DAYS);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let teams = team_names(12);
+    let mut jobs = Vec::new();
+    let big = |r: &mut ChaCha8Rng| {
+        let g = [8, 16, 32][r.gen_range(0..3)];
+        let d = r.gen_range(2 * H..=12 * H);
+        let c = ((d as f64 * r.gen_range(0.25..1.0)) as u64).clamp(60, 8 * H);
+        (g, d, r.gen_bool(0.6), c)
+    };
+    let rate = per_team_rate(1.5, gpus, teams.len(), (56.0 / 3.0) * 7.0);
+    for t in &teams {
+        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &big, &mut jobs);
+    }
+    debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
+    synthetic("small-teams-big-jobs", "12 teams with 8-GPU rates, jobs of 8-32 GPUs, demand 1.5x", equal_teams(12, gpus), gpus, jobs)
+}
+
+/// Four equal teams on 64 GPUs, 8-GPU 24 h jobs that cannot checkpoint,
+/// contracts at the 8 h cap, demand 1.5.
+pub fn long_not_resumable(seed: u64) -> Case {
+    let (gpus, days) = (64, WINDOW_DAYS);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let teams = team_names(4);
+    let mut jobs = Vec::new();
+    let rate = per_team_rate(1.5, gpus, teams.len(), 8.0 * 24.0);
+    for t in &teams {
+        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &|_: &mut ChaCha8Rng| (8, 24 * H, false, 8 * H), &mut jobs);
+    }
+    debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
+    synthetic("long-not-resumable", "4 equal teams, 8-GPU 24 h jobs that cannot checkpoint, contracts capped at 8 h, demand 1.5x", equal_teams(4, gpus), gpus, jobs)
+}
+
+/// Every synthetic case for one seed.
+pub fn synthetic_cases(seed: u64) -> Vec<Case> {
+    vec![symmetric(seed), idle_returns(seed), small_teams_big_jobs(seed), long_not_resumable(seed)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_cases_have_the_demand_they_claim() {
+        for c in synthetic_cases(1) {
+            let want = match c.name.as_str() {
+                "idle-returns" => 1.8,
+                _ => 1.5,
+            };
+            assert!((c.demand - want).abs() < 0.35, "{}: demand {:.2}", c.name, c.demand);
+            assert!(c.trace.jobs.iter().all(|j| j.gpus <= c.gpus));
+            // Seeded: the same seed, the same trace.
+            let again = synthetic_cases(1).into_iter().find(|d| d.name == c.name).unwrap();
+            assert_eq!(again.trace, c.trace);
+        }
+    }
+
+    #[test]
+    fn windows_and_sizes() {
+        let jobs = (0..100u64)
+            .map(|i| TraceJob {
+                job_id: i + 1,
+                submit_s: i * DAY / 2,
+                duration_s: 12 * H,
+                gpus: 8,
+                account: "-".into(),
+                user: "-".into(),
+                class: Class::Training,
+                contract_s: 0,
+                resumable: false,
+                priority: 0,
+            })
+            .collect();
+        let t = Trace { jobs };
+        let w = window(&t, 7, 14);
+        assert_eq!(w.jobs.len(), 28);
+        assert_eq!(w.jobs[0].submit_s, 7 * DAY);
+        // 2688 GPU-hours over 13.5 days: 8.3 GPUs busy on average.
+        assert!((w.mean_busy_gpus() - 8.3).abs() < 0.01);
+        assert_eq!(gpus_for(&w, 2.0, 8), 8);
+        assert_eq!(gpus_for(&w, 0.25, 8), 32);
+    }
+}
