@@ -73,9 +73,10 @@ sleep 6   # one recalculation
 step "3. The queue as Tally orders it (pending jobs, highest priority first)"
 show squeue -t PD -S -p -o '%.6i %.11a %.6u %.3t %.12Q  %k'
 echo
-echo "Allocated work (a contract) before unallocated; inside each tier, teams by fair share:"
-echo "pretrain, over its budget, waits behind every other team although it submitted first."
-step "sprio: SITE = allocated tier, FAIRSHARE = team rank, QOS/NICE/AGE = inside the team"
+echo "Allocated work (a contract) before unallocated; inside the allocated tier, first the jobs whose"
+echo "team is owed GPUs now (running below its rate), the least served first; pretrain already runs all"
+echo "32 GPUs, far above its rate, so it waits behind every other team although it submitted first."
+step "sprio: SITE = allocated tier, FAIRSHARE = owed now, level and 7-day team rank, QOS/NICE = inside the team"
 show sprio -l
 step "The ledger: tally share -a (7-day window, GPU-hours, rank 0 runs first)"
 show "$TALLY" share -a -c "$DEMO/tally.toml"

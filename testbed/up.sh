@@ -19,9 +19,18 @@
 #   TALLY_ACCOUNTS       file with the account tree and users, one entry a line:
 #                            account <name> <parent>     (parent "root" for top level)
 #                            user <name> <account>       (first account of a user = default)
+#                            qos <name>                  (a QOS, created when missing)
 #                        '#' comments and blank lines ignored. Unix users are created when
 #                        missing. Default: accounts teama, teamb under root; alice->teama,
-#                        bob->teamb. Associations not in the file are removed.
+#                        bob->teamb. Associations not in the file are removed (QOS are not).
+#                        Optional key=value words after an entry are sacctmgr settings of its
+#                        association (or QOS), applied on every fresh start, e.g.
+#                            qos scavenger
+#                            qos high priority=1 preempt=scavenger
+#                            account pretrain llm fairshare=40
+#                            user pretrain-u1 pretrain qos=normal,high,scavenger defaultqos=normal
+#                        (QOS come first: settings may name them.) Settings dropped from the file
+#                        keep their last value in the database.
 #   TALLY_SLURM_EXTRA    lines appended verbatim to slurm.conf; a Key=... line there replaces
 #                        the default line for that key
 #   TALLY_ENV            environment assignments for slurmctld, shell-quoted words,
@@ -68,24 +77,38 @@ if [[ -n $CTLD_ENV ]]; then
     done
 fi
 
-# Account spec -> ACC_NAME/ACC_PARENT (parents before children), USR_NAME/USR_ACCT (in order).
-ACC_NAME=(); ACC_PARENT=(); USR_NAME=(); USR_ACCT=()
+# Account spec -> ACC_NAME/ACC_PARENT (parents before children), USR_NAME/USR_ACCT (in order),
+# QOS_NAME (in order); ACC_SET/USR_SET/QOS_SET: the optional settings of each ("k=v k=v" or "").
+ACC_NAME=(); ACC_PARENT=(); USR_NAME=(); USR_ACCT=(); QOS_NAME=()
+ACC_SET=(); USR_SET=(); QOS_SET=()
 read_accounts() {
-    local kind name parent rest lineno=0 src=${ACCOUNTS_FILE:-built-in default}
-    local -a names=() parents=()
-    local re='^[A-Za-z_][A-Za-z0-9_.-]*$'
+    local kind name parent rest lineno=0 src=${ACCOUNTS_FILE:-built-in default} w
+    local -a names=() parents=() sets=() words=()
+    local re='^[A-Za-z_][A-Za-z0-9_.-]*$' set_re='^[A-Za-z]+=[A-Za-z0-9_.,:+-]*$'
+    local usage="expected 'account <name> <parent>', 'user <name> <account>' or 'qos <name>', each optionally followed by key=value settings"
     while IFS= read -r line || [[ -n $line ]]; do
         lineno=$(( lineno + 1 ))
         line=${line%%#*}
         read -r kind name parent rest <<<"$line" || true
         [[ -z ${kind:-} ]] && continue
-        [[ -n ${name:-} && -n ${parent:-} && -z ${rest:-} && $name =~ $re && $parent =~ $re ]] \
-            || die "$src:$lineno: expected 'account <name> <parent>' or 'user <name> <account>': $line"
+        if [[ $kind == qos ]]; then   # qos <name> [settings]: no parent field
+            rest="${parent:-} ${rest:-}"; parent=-
+        fi
+        read -r -a words <<<"${rest:-}" || true
+        for w in "${words[@]}"; do
+            [[ $w =~ $set_re ]] || die "$src:$lineno: not a key=value setting: '$w' ($usage)"
+        done
+        rest="${words[*]}"
+        [[ -n ${name:-} && -n ${parent:-} && $name =~ $re && ( $parent == - || $parent =~ $re ) ]] \
+            || die "$src:$lineno: $usage: $line"
         name=${name,,}; parent=${parent,,}    # Slurm stores account and user names in lower case
         case $kind in
             account) [[ $name != root ]] || die "$src:$lineno: account root is implicit"
-                     names+=("$name"); parents+=("$parent") ;;
-            user)    USR_NAME+=("$name"); USR_ACCT+=("$parent") ;;
+                     [[ $parent != - ]] || die "$src:$lineno: $usage: $line"
+                     names+=("$name"); parents+=("$parent"); sets+=("$rest") ;;
+            user)    [[ $parent != - ]] || die "$src:$lineno: $usage: $line"
+                     USR_NAME+=("$name"); USR_ACCT+=("$parent"); USR_SET+=("$rest") ;;
+            qos)     QOS_NAME+=("$name"); QOS_SET+=("$rest") ;;
             *)       die "$src:$lineno: unknown entry '$kind'" ;;
         esac
     done < <(if [[ -n $ACCOUNTS_FILE ]]; then cat -- "$ACCOUNTS_FILE"; else
@@ -102,7 +125,7 @@ read_accounts() {
         progress=0
         for i in "${!names[@]}"; do
             [[ -z ${placed[${names[$i]}]:-} && -n ${placed[${parents[$i]}]:-} ]] || continue
-            ACC_NAME+=("${names[$i]}"); ACC_PARENT+=("${parents[$i]}")
+            ACC_NAME+=("${names[$i]}"); ACC_PARENT+=("${parents[$i]}"); ACC_SET+=("${sets[$i]}")
             placed[${names[$i]}]=1; progress=1
         done
     done
@@ -113,8 +136,10 @@ read_accounts() {
     done
 }
 read_accounts
-ACCOUNTS_SPEC=$(for i in "${!ACC_NAME[@]}"; do echo "account ${ACC_NAME[$i]} ${ACC_PARENT[$i]}"; done
-                for i in "${!USR_NAME[@]}"; do echo "user ${USR_NAME[$i]} ${USR_ACCT[$i]}"; done)
+# (Entries without settings print as before, so the fingerprint of an old spec is unchanged.)
+ACCOUNTS_SPEC=$(for i in "${!QOS_NAME[@]}"; do echo "qos ${QOS_NAME[$i]}${QOS_SET[$i]:+ ${QOS_SET[$i]}}"; done
+                for i in "${!ACC_NAME[@]}"; do echo "account ${ACC_NAME[$i]} ${ACC_PARENT[$i]}${ACC_SET[$i]:+ ${ACC_SET[$i]}}"; done
+                for i in "${!USR_NAME[@]}"; do echo "user ${USR_NAME[$i]} ${USR_ACCT[$i]}${USR_SET[$i]:+ ${USR_SET[$i]}}"; done)
 
 # ---- config files ----------------------------------------------------------------------------
 plugin_dir_value() { echo "${PLUGIN_DIR:+$PLUGIN_DIR:}$TB_SLURM_LIBDIR"; }
@@ -346,6 +371,14 @@ sync_accounts() {
     local i a p u line
     echo "--- $(date +%T) sync" >>"$TB_LOG/sacctmgr.log"
     timeout 10 sacctmgr -nP show cluster format=cluster | grep -qx "$TB_CLUSTER" || sam add cluster "$TB_CLUSTER"
+    # QOS of the spec: created when missing (never removed); settings at the end.
+    if (( ${#QOS_NAME[@]} )); then
+        local -A have_qos=()
+        for a in $(timeout 10 sacctmgr -nP show qos format=name); do have_qos[$a]=1; done
+        for a in "${QOS_NAME[@]}"; do
+            [[ -n ${have_qos[$a]:-} ]] || sam add qos "$a"
+        done
+    fi
     # Existing associations: "account|parent|user", tree order.
     local -a assocs
     mapfile -t assocs < <(timeout 10 sacctmgr -nP show assoc cluster="$TB_CLUSTER" format=account,parentname,user)
@@ -407,6 +440,61 @@ sync_accounts() {
             sam modify user where name="$u" set defaultaccount="${default[$u]}"
         fi
     done
+    apply_settings
+}
+
+# The optional key=value settings of the spec's QOS, accounts and users (one sacctmgr call per
+# QOS, per distinct account setting and per distinct user setting).
+apply_settings() {
+    local i k
+    local -a words
+    local -A group=()
+    for i in "${!QOS_NAME[@]}"; do
+        [[ -n ${QOS_SET[$i]} ]] || continue
+        read -r -a words <<<"${QOS_SET[$i]}"
+        sam modify qos where name="${QOS_NAME[$i]}" set "${words[@]}"
+    done
+    for i in "${!ACC_NAME[@]}"; do
+        [[ -n ${ACC_SET[$i]} ]] || continue
+        k=${ACC_SET[$i]}; group[$k]+="${group[$k]:+,}${ACC_NAME[$i]}"
+    done
+    for k in "${!group[@]}"; do
+        read -r -a words <<<"$k"
+        sam modify account where name="${group[$k]}" cluster="$TB_CLUSTER" set "${words[@]}"
+    done
+    # Users: one call per distinct setting (users x their accounts) when no other association
+    # in that cross product has another setting; else one call per account and setting.
+    local -A users=() accts=() has=() split=()
+    local u a
+    for i in "${!USR_NAME[@]}"; do
+        k=${USR_SET[$i]}
+        has["${USR_NAME[$i]}|${USR_ACCT[$i]}"]=$k
+        [[ -n $k ]] || continue
+        [[ ,${users[$k]:-}, == *",${USR_NAME[$i]},"* ]] || users[$k]+="${users[$k]:+,}${USR_NAME[$i]}"
+        [[ ,${accts[$k]:-}, == *",${USR_ACCT[$i]},"* ]] || accts[$k]+="${accts[$k]:+,}${USR_ACCT[$i]}"
+    done
+    for k in "${!users[@]}"; do
+        for u in ${users[$k]//,/ }; do
+            for a in ${accts[$k]//,/ }; do
+                [[ -z ${has["$u|$a"]+x} || ${has["$u|$a"]} == "$k" ]] || split[$k]=1
+            done
+        done
+    done
+    group=()
+    for i in "${!USR_NAME[@]}"; do
+        k=${USR_SET[$i]}
+        [[ -n $k && -n ${split[$k]:-} ]] || continue
+        k="${USR_ACCT[$i]}|$k"; group[$k]+="${group[$k]:+,}${USR_NAME[$i]}"
+    done
+    for k in "${!users[@]}"; do
+        [[ -z ${split[$k]:-} ]] || continue
+        read -r -a words <<<"$k"
+        sam modify user where name="${users[$k]}" account="${accts[$k]}" cluster="$TB_CLUSTER" set "${words[@]}"
+    done
+    for k in "${!group[@]}"; do
+        read -r -a words <<<"${k#*|}"
+        sam modify user where name="${group[$k]}" account="${k%%|*}" cluster="$TB_CLUSTER" set "${words[@]}"
+    done
 }
 
 start_slurmctld() {
@@ -455,7 +543,7 @@ ensure_unix_users
 t=$(now); start_munge;     log "munged ready [$(elapsed "$t")s]"
 t=$(now); start_mariadb;   log "mariadbd ready [$(elapsed "$t")s]"
 t=$(now); start_slurmdbd;  log "slurmdbd ready [$(elapsed "$t")s]"
-t=$(now); sync_accounts;   log "accounts synced: ${#ACC_NAME[@]} accounts, ${#USR_NAME[@]} user associations [$(elapsed "$t")s]"
+t=$(now); sync_accounts;   log "accounts synced: ${#ACC_NAME[@]} accounts, ${#USR_NAME[@]} user associations${QOS_NAME[0]:+, ${#QOS_NAME[@]} QOS} [$(elapsed "$t")s]"
 write_slurm_conf "$(first_job_id)"
 t=$(now); start_slurmctld; log "slurmctld ready [$(elapsed "$t")s]"
 t=$(now); start_slurmds;   log "$NODES slurmd ready, all nodes idle [$(elapsed "$t")s]"

@@ -201,8 +201,10 @@ const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 30
 ///  31..30  class  0 unallocated, 1 past contract & resumable,
 ///                 2 past contract, 3 not a victim now (inside its contract,
 ///                 requeues spent)
-///  29..0   loss   GPU-minutes the requeue throws away (gpus × minutes run;
-///                 0 when resumable), saturating
+///  29..0   loss   not resumable: GPU-minutes the requeue throws away
+///                 (gpus × minutes run), saturating;
+///                 resumable: requeues so far (10 bits) above minutes run
+///                 (20 bits), both saturating
 /// ```
 /// Independent of the preemptor: [`may_preempt`] decides who is eligible,
 /// this number only orders the eligible (Slurm sorts its candidates by it,
@@ -212,10 +214,10 @@ pub fn victim_rank(victim: &Job, m: &Moment<'_>) -> u32 {
         Ok(c) => c as u32,
         Err(_) => 3,
     };
+    let minutes = victim.start_s.map_or(0, |s| m.now.saturating_sub(s) / 60);
     let loss = if victim.contract.resumable {
-        0
+        (victim.restarts.min(1023) << 20) | minutes.min((1 << 20) - 1) as u32
     } else {
-        let minutes = victim.start_s.map_or(0, |s| m.now.saturating_sub(s) / 60);
         minutes.saturating_mul(u64::from(victim.gpus)).min(u64::from(LOSS.max())) as u32
     };
     CLASS.put(class) | LOSS.put(loss)

@@ -293,7 +293,7 @@ fn print_table(file: &std::path::Path, trace: &Trace, config: &str, s: Settings,
 }
 
 fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Result<(), String> {
-    use tally_sim::plot::{bar_chart, line_chart, Series};
+    use tally_sim::plot::{bar_chart, line_chart, line_chart_log_seconds, Series};
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let write = |name: &str, svg: String| {
         let p = dir.join(name);
@@ -330,18 +330,20 @@ fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Res
             .filter_map(|(p, r, _)| {
                 let w = r.score.waits.get(&c)?;
                 let n = w.sorted_s.len() as f64;
-                let scale = if c == Class::Debug { 60.0 } else { 3600.0 };
                 // At most ~1000 points per line.
                 let step = (w.sorted_s.len() / 1000).max(1);
-                let pts = w.sorted_s.iter().enumerate().filter(|(i, _)| i % step == 0 || *i + 1 == w.sorted_s.len()).map(|(i, &s)| (s as f64 / scale, 100.0 * (i + 1) as f64 / n)).collect();
+                let pts = w.sorted_s.iter().enumerate().filter(|(i, _)| i % step == 0 || *i + 1 == w.sorted_s.len()).map(|(i, &s)| (s as f64, 100.0 * (i + 1) as f64 / n)).collect();
                 Some(Series { name: p.name(), points: pts })
             })
             .collect();
         if series.is_empty() {
             continue;
         }
-        let unit = if c == Class::Debug { "minutes" } else { "hours" };
-        write(&format!("waits-{}.svg", c.name()), line_chart(&format!("Wait before start: {}", c.name()), &format!("wait ({unit})"), "% of jobs", &series, true))?;
+        // Waits span seconds to weeks: a log time axis shows both ends.
+        write(
+            &format!("waits-{}.svg", c.name()),
+            line_chart_log_seconds(&format!("Wait before start: {}", c.name()), "wait (log scale)", "% of jobs", &series, true),
+        )?;
     }
     Ok(())
 }

@@ -5,4 +5,5 @@ pub mod sim;
 pub mod import;
 pub mod augment;
 pub mod plot;
+pub mod sacct;
 pub mod suite;

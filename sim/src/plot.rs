@@ -53,6 +53,8 @@ pub fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
 struct Scale {
     ticks: Vec<f64>,
     decimals: usize,
+    /// Labels of the ticks when they are not the numbers (log time axes).
+    labels: Option<Vec<String>>,
 }
 
 impl Scale {
@@ -118,14 +120,38 @@ impl Scale {
                 Scale {
                     ticks,
                     decimals: if e < 0 { (-e) as usize } else { 0 },
+                    labels: None,
                 }
             }
             // Absurd ranges (e.g. 1e300 wide at 1e-300 precision): just the ends.
             _ => Scale {
                 ticks: vec![lo, hi],
                 decimals: 3,
+                labels: None,
             },
         }
+    }
+
+    /// A log₁₀ axis over seconds `[lo, hi]` (values below 1 s drawn at 1 s),
+    /// ticked at 1 s, 10 s, 1 min, 10 min, 1 h, 10 h, 1 d, 10 d, 100 d.
+    fn log_seconds(lo: f64, hi: f64) -> Scale {
+        const TICKS: [(f64, &str); 9] = [
+            (1.0, "1s"),
+            (10.0, "10s"),
+            (60.0, "1m"),
+            (600.0, "10m"),
+            (3600.0, "1h"),
+            (36_000.0, "10h"),
+            (86_400.0, "1d"),
+            (864_000.0, "10d"),
+            (8_640_000.0, "100d"),
+        ];
+        let (lo, hi) = (lo.max(1.0), hi.max(1.0));
+        let first = TICKS.iter().rposition(|&(t, _)| t <= lo).unwrap_or(0);
+        let last = TICKS.iter().position(|&(t, _)| t >= hi).unwrap_or(TICKS.len() - 1).max(first + 1);
+        let ticks = TICKS[first..=last].iter().map(|&(t, _)| t.log10()).collect();
+        let labels = TICKS[first..=last].iter().map(|&(_, l)| l.to_string()).collect();
+        Scale { ticks, decimals: 0, labels: Some(labels) }
     }
 
     fn lo(&self) -> f64 {
@@ -142,6 +168,9 @@ impl Scale {
     }
 
     fn label(&self, v: f64) -> String {
+        if let Some(i) = self.labels.as_ref().and_then(|_| self.ticks.iter().position(|&t| t == v)) {
+            return self.labels.as_ref().map(|l| l[i].clone()).unwrap_or_default();
+        }
         let s = format!("{:.*}", self.decimals, v);
         if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
             s[1..].to_string()
@@ -169,6 +198,17 @@ pub fn line_chart(
     series: &[Series],
     step: bool,
 ) -> String {
+    chart(title, x_label, y_label, series, step, false)
+}
+
+/// [`line_chart`] with x in seconds on a log axis (ticks 1 s, 10 s, 1 min,
+/// … 100 d): waits that span seconds and days both show. Values below 1 s
+/// are drawn at 1 s.
+pub fn line_chart_log_seconds(title: &str, x_label: &str, y_label: &str, series: &[Series], step: bool) -> String {
+    chart(title, x_label, y_label, series, step, true)
+}
+
+fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], step: bool, log_seconds: bool) -> String {
     let clean: Vec<Vec<(f64, f64)>> = series
         .iter()
         .map(|s| {
@@ -176,6 +216,7 @@ pub fn line_chart(
                 .iter()
                 .copied()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .map(|(x, y)| if log_seconds { (x.max(1.0).log10(), y) } else { (x, y) })
                 .collect()
         })
         .collect();
@@ -193,7 +234,7 @@ pub fn line_chart(
         doc.no_data(x_label, y_label);
         return doc.finish();
     }
-    let xs = Scale::new(xmin, xmax);
+    let xs = if log_seconds { Scale::log_seconds(10f64.powf(xmin), 10f64.powf(xmax)) } else { Scale::new(xmin, xmax) };
     let ys = Scale::new(if ymin >= 0.0 { 0.0 } else { ymin }, ymax);
 
     let left = left_margin(&ys);
@@ -1167,5 +1208,18 @@ mod tests {
             ),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn log_seconds_axis_spans_seconds_to_days() {
+        let series = [Series { name: "tally", points: vec![(0.0, 10.0), (30.0, 50.0), (7200.0, 90.0), (3.0 * 86_400.0, 100.0)] }];
+        let svg = line_chart_log_seconds("Wait", "wait (log scale)", "% of jobs", &series, true);
+        for label in [">1s<", ">1m<", ">1h<", ">1d<", ">10d<"] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+        // 30 s and 2 h are far apart on the page, not both squeezed at 0.
+        assert!(svg.contains("<polyline"));
+        let empty = line_chart_log_seconds("Wait", "w", "%", &[], true);
+        assert!(empty.contains("no data"));
     }
 }

@@ -873,6 +873,10 @@ const PLAN_JOBS: usize = 100;
 /// submission or a re-plan), in priority order.
 pub const MAX_PREEMPT_TRIES: usize = 32;
 
+/// The priority plugin's thread runs at most this often when job ends poke
+/// it (`tally_slurm::worker::MIN_POKE_GAP`).
+const MIN_RERANK_GAP_S: u64 = 1;
+
 fn high_qos(c: Class) -> bool {
     matches!(c, Class::Debug | Class::Interactive | Class::Realtime)
 }
@@ -967,6 +971,7 @@ fn run_inner(
     let mut last_t = origin;
     let total = sim.cluster.total();
     let mut unrunnable = 0;
+    let mut last_rank = origin;
     loop {
         let t_sub = trace.jobs.get(next_submit).map_or(u64::MAX, |j| j.submit_s);
         let t_end = sim.ends.peek().map_or(u64::MAX, |Reverse((t, _, _))| *t);
@@ -979,6 +984,7 @@ fn run_inner(
             break;
         }
         last_t = t;
+        let mut ended = false;
         while let Some(&Reverse((te, i, epoch))) = sim.ends.peek() {
             if te != t {
                 break;
@@ -986,8 +992,15 @@ fn run_inner(
             sim.ends.pop();
             if sim.jobs[i].status == Status::Running && sim.jobs[i].epoch == epoch {
                 sim.finish(i, t);
+                ended = true;
             }
             events += 1;
+        }
+        // A job ended: the priority plugin re-ranks at once (priority_p_job_end
+        // pokes its thread), before the scheduler hands out the GPUs.
+        if ended && policy.tally() && t >= last_rank + MIN_RERANK_GAP_S {
+            sim.replan(t);
+            last_rank = t;
         }
         let mut preempt = false;
         while let Some(&Reverse((tr, i))) = sim.requeues.peek() {
@@ -1014,6 +1027,7 @@ fn run_inner(
         if t >= next_tick {
             preempt = true;
             sim.replan(t);
+            last_rank = t;
             next_tick = t - t % tick + tick;
             events += 1;
         }

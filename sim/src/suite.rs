@@ -238,6 +238,26 @@ pub fn long_not_resumable(seed: u64) -> Case {
     synthetic("long-not-resumable", "4 equal teams, 8-GPU 24 h jobs that cannot checkpoint, contracts capped at 8 h, demand 1.5x", equal_teams(4, gpus), gpus, jobs)
 }
 
+/// A bare trace (times, durations, GPUs) of `hours` hours keeping `busy`
+/// GPUs busy on average: 1-16 GPU jobs of 10 minutes to 6 hours, Poisson
+/// arrivals. [`augment`] gives it teams and contracts. Stands in for a
+/// real trace's window where none is at hand (the test bed's replay test
+/// without shared/).
+pub fn bare_window(hours: u64, busy: f64, seed: u64) -> Trace {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    const SIZES: [u32; 7] = [1, 1, 1, 2, 4, 8, 16];
+    let mean_gpus = SIZES.iter().sum::<u32>() as f64 / SIZES.len() as f64;
+    let mean_hours = (10.0 / 60.0 + 6.0) / 2.0;
+    let per_hour = busy / (mean_gpus * mean_hours);
+    let mut jobs = Vec::new();
+    let draw = |r: &mut ChaCha8Rng| (SIZES[r.gen_range(0..SIZES.len())], r.gen_range(600..=6 * H), false, 0);
+    arrivals(&mut rng, "-", (0, hours * H), per_hour, Class::Training, &draw, &mut jobs);
+    for j in &mut jobs {
+        j.user = "-".into();
+    }
+    finish(jobs)
+}
+
 /// Every synthetic case for one seed.
 pub fn synthetic_cases(seed: u64) -> Vec<Case> {
     vec![symmetric(seed), idle_returns(seed), small_teams_big_jobs(seed), long_not_resumable(seed)]

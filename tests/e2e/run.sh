@@ -2,7 +2,9 @@
 # End-to-end tests against a real Slurm: build the plugins, bring up the test
 # bed (munge, MariaDB, slurmdbd, slurmctld with priority/tally, job_submit/tally
 # and preempt/tally, 2 slurmd with 8 fake GPUs each), run tests/tests/e2e.rs,
-# and always tear the bed down.
+# and always tear the bed down. Then the compressed replay of a trace window
+# under multifactor and under Tally (tests/tests/replay.rs, ~10 minutes: each
+# policy brings its own 6-node bed up and down).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -29,5 +31,12 @@ TALLY_E2E_CONFIG=$CONFIG cargo test --locked -p tally-tests --features e2e --tes
 if (( status != 0 )); then
     echo "---- slurmctld log (tally lines, last 60) ----"
     grep -E 'tally|error' "$RUN/log/slurmctld.log" | tail -n 60 || true
+    exit "$status"
+fi
+bash testbed/down.sh
+cargo test --locked -p tally-tests --features e2e --test replay -- --nocapture || status=$?
+if (( status != 0 )); then
+    echo "---- slurmctld log (tally and fatal lines, last 60) ----"
+    grep -E 'tally|fatal|error' "$RUN/log/slurmctld.log" | tail -n 60 || true
 fi
 exit "$status"

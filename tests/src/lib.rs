@@ -1,1 +1,4 @@
-//! Integration tests live in tests/.
+//! Integration tests live in tests/; `replay` drives the real-Slurm replay
+//! (tests/e2e/replay.sh).
+
+pub mod replay;

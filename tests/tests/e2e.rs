@@ -189,9 +189,13 @@ fn e2e_3_priorities_follow_usage_and_a_restart_keeps_it() {
     cancel(fillers[0]);
     wait_until(60, "usage_a's job to start", || state(a1) == "RUNNING");
     let a2 = submit("ua", 8, "contract=1h", 900);
-    wait_until(30, "usage to move usage_b ahead", || prio(b1) > prio(a2));
-    let r = ranks();
-    assert!(r["usage_b"] < r["usage_a"], "tally share agrees: {r:?}");
+    // usage_a now runs 8 GPUs, far above its rate: usage_b's job (its team
+    // runs nothing) is owed first.
+    wait_until(30, "usage_b's job to go first", || prio(b1) > prio(a2));
+    wait_until(30, "the ledger to rank usage_b before usage_a", || {
+        let r = ranks();
+        r["usage_b"] < r["usage_a"]
+    });
 
     // Let usage build up, then restart slurmctld.
     std::thread::sleep(Duration::from_secs(20));
@@ -236,14 +240,22 @@ fn e2e_4_sprio_shows_tallys_factors() {
         assert_eq!(total, site + age + fs + js + qos - nice_col, "job {id}: columns add up to PRIORITY");
         assert_eq!(total as u64, prio(id), "job {id}: sprio agrees with squeue");
         let team = if id == nice { "tier_busy" } else { "tier_idle" };
-        assert_eq!(fs, i64::from(1023 - r[team]) << 20, "job {id}: FAIRSHARE is the team's rank");
+        // FAIRSHARE = need (bits 29-28) | level (27-18) | team (17-8).
+        assert_eq!((fs >> 8) & 0x3ff, i64::from(1023 - r[team]), "job {id}: FAIRSHARE carries the team's 7-day rank");
+        assert_eq!(fs & 0xff, 0, "job {id}: nothing below the team field in FAIRSHARE");
+        if id == paid {
+            assert_eq!(fs >> 28, 2, "tier_idle runs nothing: its allocated job is owed GPUs now");
+        }
+        if id == nice {
+            assert_eq!(fs >> 28, 0, "tier_busy runs 16 GPUs, far above its rate: not owed");
+        }
         if id == free {
             assert_eq!(site, 0, "unallocated: SITE 0");
         } else {
             assert_eq!(site, (1 << 31) - 1, "allocated: SITE 2^31-1");
         }
         if id == nice {
-            assert_eq!(nice_col, 3 * 1024, "NICE column is nice x 1024");
+            assert_eq!(nice_col, 3 * 2, "NICE column is nice x 2 (bit 0 is the quick bit)");
         }
         seen += 1;
     }
@@ -323,7 +335,8 @@ fn e2e_7_contracts_protect_then_expire_and_resumable_victims_go_first() {
         }
         std::thread::sleep(Duration::from_secs(2));
     }
-    // Once the 1-minute contracts run out, the resumable job goes first.
+    // Once the 1-minute contracts run out, the resumable job goes; the one
+    // that cannot checkpoint is never thrown away (max_requeues = 0).
     wait_until(90, "the preemptor to start after the contracts ran out", || state(p) == "RUNNING");
     println!("preemptor started {:.0} s after submission (contracts of 1 min)", started.elapsed().as_secs_f64());
     assert_ne!(state(resumable), "RUNNING", "the resumable victim was taken");
@@ -394,7 +407,7 @@ fn e2e_9_planner_starts_the_job_that_fits_the_hole_first() {
     let (p_whole, p_fits) = (prio(whole), prio(fits));
     println!("ranks {r:?}; priority of the 8-GPU job of plan_idle {p_whole:#x}, of the 4-GPU job of plan_busy {p_fits:#x}");
     assert_eq!(p_whole & PLAN, 0, "the 8-GPU job cannot start now: no plan bit");
-    assert!((p_whole >> 20) & 0x3ff > (p_fits >> 20) & 0x3ff, "plan_idle's team field is the better one");
+    assert!((p_whole >> 28) & 3 > (p_fits >> 28) & 3, "plan_idle's job is owed GPUs now, plan_busy's is not");
     assert!(p_fits > p_whole, "the job the plan starts now goes first");
     // sprio: the plan bit is the PARTITION column.
     let sp = sh("sprio", &["-h", "-j", &fits.to_string(), "-o", "%i %P"]);

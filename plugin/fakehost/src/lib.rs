@@ -109,6 +109,31 @@ impl Host {
         with_lock(|| unsafe { f(job_list, job.ptr().cast()) });
     }
 
+    /// Run `f` from inside a walk of `job_list` (`list_for_each`, as
+    /// slurmctld's `slurm_find_preemptable_jobs` calls the preempt plugin):
+    /// the list's lock is held, so a plugin that walks `job_list` again
+    /// dies here as it would in slurmctld. `job_list` must not be empty.
+    pub fn inside_job_list_walk<F: FnOnce() -> T, T>(&self, f: F) -> T {
+        struct Call<F, T> {
+            f: Option<F>,
+            out: Option<T>,
+        }
+        extern "C" fn trampoline<F: FnOnce() -> T, T>(_item: *mut c_void, arg: *mut c_void) -> c_int {
+            // SAFETY: `arg` is the `Call` below, alive for the walk.
+            let call = unsafe { &mut *arg.cast::<Call<F, T>>() };
+            if let Some(f) = call.f.take() {
+                call.out = Some(f());
+            }
+            -1 // stop after the first item
+        }
+        let walk: Symbol<unsafe extern "C" fn(List, extern "C" fn(*mut c_void, *mut c_void) -> c_int, *mut c_void) -> c_int> =
+            self.sym(b"list_for_each");
+        let mut call: Call<F, T> = Call { f: Some(f), out: None };
+        // SAFETY: job_list was created in `load`; the callback gets `call`.
+        with_lock(|| unsafe { walk(job_list, trampoline::<F, T>, (&mut call as *mut Call<F, T>).cast()) });
+        call.out.expect("job_list is empty: add a job first")
+    }
+
     pub fn list_count(&self, l: List) -> usize {
         let f: Symbol<unsafe extern "C" fn(List) -> c_int> = self.sym(b"list_count");
         // SAFETY: a valid list.

@@ -13,12 +13,18 @@
 //! `allocator::victim_rank` (unallocated, then resumable, then the rest;
 //! least work lost first). Every victim is requeued and keeps its comment.
 //!
-//! The rule reads what every team runs *now*: slurmctld calls these
-//! functions from its scheduler with the job lock held, so the plugin walks
-//! `job_list` itself (found with `dlsym`, never linked) and keeps the result
-//! for the preemptor it was asked about until a job changes (Slurm asks once
-//! per running job for each preemptor). The config comes from tally.toml,
-//! followed from disk by a thread; no IO on the call paths.
+//! The rule reads what every team runs *now*, and slurmctld calls these
+//! functions from inside its own walk of `job_list` (`list_for_each` holds
+//! the list's lock: walking it again here is fatal). So a thread of this
+//! plugin, started in `init` only inside slurmctld and joined in `fini`,
+//! copies the jobs every second under the job read lock (`job_list` found
+//! with `dlsym`, never linked) and publishes a [`Snapshot`]: the
+//! entitlement and the running jobs. Between two snapshots each preemptor's
+//! answer is kept, and assumes the worst of the preemptors asked before it
+//! (every victim they were offered gone, their jobs running), so several
+//! preemptions in one scheduling pass still never take a side below its
+//! rate. The config comes from tally.toml, followed from disk; no IO and no
+//! walk on the call paths.
 
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
@@ -26,19 +32,20 @@ use slurm_sys::{
     job_queue_rec_t, job_record_t, slurm_preempt_data_type_t, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME,
     PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tally_allocator::{victim_rank, Entitlement, Job, Moment, VictimPool};
 use tally_config::Config;
 use tally_slurm::engine::{allocation, entitlement_of, to_job, DEFAULT_PREEMPT_WINDOW_S};
 use tally_slurm::follower::{self, Follower};
 use tally_slurm::guard::{guard, lock};
-use tally_slurm::host::Host;
+use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::SlurmLogger;
 use tally_slurm::statefile;
 use tally_slurm::view::{c_string, job_pointers, read_job, RunState};
+use tally_slurm::worker::{Wake, Worker};
 
 tally_slurm::plugin_identity!("Tally contract-aware preemption", "preempt/tally");
 
@@ -46,20 +53,68 @@ const SUCCESS: c_int = 0;
 const ERROR: c_int = -1;
 static LOGGER: SlurmLogger = SlurmLogger { prefix: "preempt/tally" };
 static FOLLOWER: Mutex<Option<Follower>> = Mutex::new(None);
-static LIVE: Mutex<Option<Live>> = Mutex::new(None);
+static LIVE: Mutex<Option<Snapshot>> = Mutex::new(None);
+static THREAD: Mutex<Option<Worker>> = Mutex::new(None);
+/// How often the thread copies the jobs.
+const REFRESH: Duration = Duration::from_secs(1);
+/// A copy older than this is not trusted for the restorative rule.
+const STALE_S: u64 = 30;
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// What the rule saw for one preemptor: the entitlement of the moment and
-/// the victims it may take.
-struct Live {
-    /// (preemptor, last_job_update, now): the walk is redone when any changes.
-    stamp: (u32, i64, u64),
+/// What every team ran at the last copy, and the answers given since.
+struct Snapshot {
     config: Arc<Config>,
+    taken_at: u64,
+    /// The entitlement at the copy, then moved by the claims of every
+    /// preemptor asked since (their victims gone, their jobs running).
     ent: Entitlement,
-    victims: BTreeSet<u32>,
+    /// Running jobs at the copy, minus the allocated victims claimed since.
+    running: Vec<Job>,
+    /// Each preemptor asked since the copy and the victims offered to it.
+    answers: BTreeMap<u32, BTreeSet<u32>>,
+}
+
+impl Snapshot {
+    /// The victims of `p`: computed once per snapshot; assumes the worst of
+    /// the preemptors before it, and is assumed the worst of by the ones
+    /// after.
+    fn victims(&mut self, p: &Job) -> BTreeSet<u32> {
+        let id = u32::try_from(p.id).unwrap_or(u32::MAX);
+        if let Some(v) = self.answers.get(&id) {
+            return v.clone();
+        }
+        let t = now();
+        let m = Moment { ent: &self.ent, max_requeues: self.config.contracts.max_requeues, now: t };
+        let pool = VictimPool::new(self.running.iter().map(|j| (j.id, j)), &m);
+        let victims: BTreeSet<u64> = pool.for_preemptor(p, &m).into_iter().collect();
+        // Claim: the allocated victims leave, the preemptor runs.
+        let tree = &self.config.tree;
+        let mut gone = Vec::new();
+        self.running.retain(|j| {
+            let claimed = victims.contains(&j.id) && j.is_allocated(tree);
+            if claimed {
+                gone.push((j.account.clone(), j.gpus));
+            }
+            !claimed
+        });
+        for (account, gpus) in gone {
+            if let Some(n) = tree.id(&account) {
+                self.ent.add_running(n, -f64::from(gpus));
+            }
+        }
+        if p.is_allocated(tree) && !victims.is_empty() {
+            if let Some(n) = tree.id(&p.account) {
+                self.ent.add_running(n, f64::from(p.gpus));
+            }
+        }
+        let out: BTreeSet<u32> = victims.into_iter().filter_map(|v| u32::try_from(v).ok()).collect();
+        log::debug!("job {} may preempt {:?}", p.id, out);
+        self.answers.insert(id, out.clone());
+        out
+    }
 }
 
 fn preempt_window_s() -> u64 {
@@ -73,36 +128,19 @@ fn preempt_window_s() -> u64 {
     }
 }
 
-/// The victims `preemptor` may take now, walking `job_list` when something
-/// changed since the last call. `None` outside slurmctld.
-///
-/// # Safety
-/// Called from slurmctld's scheduler with the job lock held; `preemptor` is
-/// a live job.
-unsafe fn live_for(preemptor: *mut job_record_t, config: Arc<Config>) -> Option<(BTreeSet<u32>, Arc<Config>)> {
-    let host = Host::lookup()?;
-    // SAFETY: caller's contract (job lock held).
-    let (list, updated) = unsafe { host.jobs_held() };
-    // SAFETY: as above.
-    let p = unsafe { read_job(preemptor) }?;
+/// One round of the thread: copy the jobs under the read lock, compute with
+/// no lock held, publish.
+fn refresh(host: &Host) {
+    let Some(config) = config() else { return };
+    let views: Vec<_> = host.with_jobs(Access::ReadJobs, |list| {
+        // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
+        unsafe { job_pointers(list) }.into_iter().filter_map(|j| unsafe { read_job(j) }).collect()
+    });
     let t = now();
-    let stamp = (p.job_id, updated, t);
-    let mut slot = lock(&LIVE);
-    if let Some(l) = slot.as_ref().filter(|l| l.stamp == stamp && Arc::ptr_eq(&l.config, &config)) {
-        return Some((l.victims.clone(), l.config.clone()));
-    }
-    // SAFETY: job_list under the caller's lock; pointers not kept.
-    let views: Vec<_> = unsafe { job_pointers(list) }.into_iter().filter_map(|j| unsafe { read_job(j) }).collect();
     let alloc = allocation(&config);
     let ent = entitlement_of(&config, &alloc, &views, t, preempt_window_s());
-    let running: Vec<Job> = views.iter().filter(|v| v.state == RunState::Running).map(|v| to_job(&config, v).0).collect();
-    let m = Moment { ent: &ent, max_requeues: config.contracts.max_requeues, now: t };
-    let pool = VictimPool::new(running.iter().map(|j| (j.id, j)), &m);
-    let (preemptor_job, _) = to_job(&config, &p);
-    let victims: BTreeSet<u32> = pool.for_preemptor(&preemptor_job, &m).into_iter().filter_map(|id| u32::try_from(id).ok()).collect();
-    log::debug!("job {} may preempt {:?}", p.job_id, victims);
-    *slot = Some(Live { stamp, config: config.clone(), ent, victims: victims.clone() });
-    Some((victims, config))
+    let running = views.iter().filter(|v| v.state == RunState::Running).map(|v| to_job(&config, v).0).collect();
+    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, answers: BTreeMap::new() });
 }
 
 fn config() -> Option<Arc<Config>> {
@@ -115,6 +153,17 @@ pub extern "C" fn init() -> c_int {
         // SAFETY: libslurmfull's global config, loaded before plugins.
         let dir = unsafe { c_string(slurm_sys::slurm_conf.state_save_location) };
         follower::install(&FOLLOWER, &LOGGER, dir.map(|d| statefile::path_in(std::path::Path::new(&d))));
+        if let Some(host) = Host::lookup() {
+            let w = Worker::spawn("tally-preempt", move |wake| {
+                if wake != Wake::Stop {
+                    refresh(&host);
+                }
+                REFRESH
+            })
+            .map_err(|e| log::error!("cannot start the preemption thread: {e}"))
+            .ok();
+            *lock(&THREAD) = w;
+        }
         SUCCESS
     })
 }
@@ -122,6 +171,10 @@ pub extern "C" fn init() -> c_int {
 #[no_mangle]
 pub extern "C" fn fini() -> c_int {
     guard("fini", || SUCCESS, || {
+        let w = lock(&THREAD).take();
+        if let Some(w) = w {
+            w.stop();
+        }
         follower::uninstall(&FOLLOWER);
         *lock(&LIVE) = None;
         SUCCESS
@@ -137,15 +190,21 @@ pub extern "C" fn preempt_p_preemptable(preemptee: *mut job_record_t, preemptor:
         if preemptee.is_null() || preemptor.is_null() || preemptee == preemptor {
             return false;
         }
-        let Some(config) = config() else { return false };
-        // SAFETY: live job under the caller's job lock.
-        let Some(v) = (unsafe { read_job(preemptee) }) else { return false };
+        // SAFETY: live jobs under the caller's job lock.
+        let (Some(v), Some(p)) = (unsafe { read_job(preemptee) }, unsafe { read_job(preemptor) }) else { return false };
         if v.state != RunState::Running {
             return false;
         }
-        // SAFETY: called by slurmctld's scheduler with the job lock held.
-        let Some((victims, _)) = (unsafe { live_for(preemptor, config) }) else { return false };
-        victims.contains(&v.job_id)
+        let mut live = lock(&LIVE);
+        let Some(snap) = live.as_mut() else { return false };
+        let (job, _) = to_job(&snap.config, &p);
+        if now() > snap.taken_at + STALE_S {
+            // The thread has not copied the jobs for a while: only the rule
+            // that needs no count (unallocated victims) still answers.
+            let (victim, _) = to_job(&snap.config, &v);
+            return job.is_allocated(&snap.config.tree) && !victim.is_allocated(&snap.config.tree);
+        }
+        snap.victims(&job).contains(&v.job_id)
     })
 }
 
@@ -175,22 +234,13 @@ pub extern "C" fn preempt_p_get_data(job_ptr: *mut job_record_t, data_type: slur
             PREEMPT_DATA_MODE => unsafe { *data.cast::<u16>() = PREEMPT_MODE_REQUEUE },
             PREEMPT_DATA_GRACE_TIME => unsafe { *data.cast::<u32>() = 0 },
             PREEMPT_DATA_PRIO => {
-                let rank = config().and_then(|c| {
+                let live = lock(&LIVE);
+                let rank = live.as_ref().and_then(|snap| {
                     // SAFETY: a live job under the caller's job lock.
                     let v = unsafe { read_job(job_ptr) }?;
-                    // The victim's class and loss need only the tree: the
-                    // last walk's entitlement, or one with nobody running.
-                    let live = lock(&LIVE);
-                    let fresh;
-                    let ent = match live.as_ref().filter(|l| Arc::ptr_eq(&l.config, &c)) {
-                        Some(l) => &l.ent,
-                        None => {
-                            fresh = Entitlement::compute(&c.tree, &allocation(&c), &tally_allocator::Load::new(&c.tree));
-                            &fresh
-                        }
-                    };
-                    let m = Moment { ent, max_requeues: c.contracts.max_requeues, now: now() };
-                    Some(victim_rank(&to_job(&c, &v).0, &m))
+                    // The victim's class and loss need only the tree.
+                    let m = Moment { ent: &snap.ent, max_requeues: snap.config.contracts.max_requeues, now: now() };
+                    Some(victim_rank(&to_job(&snap.config, &v).0, &m))
                 });
                 // SAFETY: as above.
                 unsafe { *data.cast::<u32>() = rank.unwrap_or(u32::MAX) };

@@ -3,7 +3,8 @@
 
 use slurm_sys::{job_queue_rec_t, job_record_t, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE};
 use std::ffi::{c_int, c_void};
-use tally_fakehost::{assert_exports, assert_identity, job, open_plugin, temp_dir, with_lock, zeroed, FakeJob, Host};
+use std::time::Duration;
+use tally_fakehost::{assert_exports, assert_identity, job, open_plugin, temp_dir, wait_until, with_lock, zeroed, FakeJob, Host};
 
 #[test]
 fn the_rule_in_a_fake_slurmctld() {
@@ -37,7 +38,14 @@ fn the_rule_in_a_fake_slurmctld() {
         for j in [&mut p, &mut unalloc, &mut inside, &mut past_resumable, &mut past, &mut own_team_past, &mut pending] {
             host.add_job(j);
         }
-        let mut may = |v: &mut FakeJob| with_lock(|| preemptable(v.ptr(), p.ptr()));
+        // As slurmctld asks: from inside its own walk of job_list.
+        let ask = |v: &mut FakeJob, p: &mut FakeJob| {
+            let (vp, pp) = (v.ptr(), p.ptr());
+            host.inside_job_list_walk(|| preemptable(vp, pp))
+        };
+        // The plugin's thread copies the jobs every second.
+        wait_until("the preemption thread to see the jobs", Duration::from_secs(10), || ask(&mut unalloc, &mut p));
+        let mut may = |v: &mut FakeJob| ask(v, &mut p);
         assert!(may(&mut unalloc), "unallocated work is preemptible");
         assert!(!may(&mut inside), "never inside a contract");
         assert!(may(&mut past_resumable), "past contract, busy stays at its rate");
@@ -49,13 +57,12 @@ fn the_rule_in_a_fake_slurmctld() {
         let mut free_rider = job(2, "idle", "bob", "contract=0", 2);
         assert!(!with_lock(|| preemptable(unalloc.ptr(), free_rider.ptr())), "unallocated jobs preempt nobody");
         assert!(!preemptable(std::ptr::null_mut(), p.ptr()));
-        // busy's job 12 gone (requeued): busy is at its rate, nothing more to take.
-        with_lock(|| past_resumable.rec.job_state = 0);
-        with_lock(slurm_sys_touch);
-        assert!(!with_lock(|| preemptable(past.ptr(), p.ptr())));
-        assert!(!with_lock(|| preemptable(inside.ptr(), p.ptr())));
-        with_lock(|| past_resumable.rec.job_state = 1);
-        with_lock(slurm_sys_touch);
+        // A second preemptor asked before the next copy: the first one's
+        // victim counts as gone, busy would fall below its rate.
+        let mut p2 = job(3, "idle", "bob", "contract=15m", 2);
+        host.add_job(&mut p2);
+        assert!(!ask(&mut past_resumable, &mut p2), "claimed by the first preemptor already");
+        assert!(ask(&mut unalloc, &mut p2), "unallocated work stays preemptible");
 
         // The queue-order hint follows the rule (a pending preemptee: no).
         let mut qa: Box<job_queue_rec_t> = zeroed();
@@ -87,13 +94,6 @@ fn the_rule_in_a_fake_slurmctld() {
         assert_eq!(get_data(unalloc.ptr(), 77, (&mut grace as *mut u32).cast()), -1, "unknown request");
         assert_eq!(fini(), 0);
     }
-}
-
-/// A job changed: slurmctld moves `last_job_update` (the plugin walks
-/// `job_list` again).
-fn slurm_sys_touch() {
-    // SAFETY: the fake host's global, written under its lock by the caller.
-    unsafe { tally_fakehost::last_job_update += 1 };
 }
 
 #[test]

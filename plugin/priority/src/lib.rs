@@ -491,7 +491,8 @@ fn u32_list(list: List) -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// A job ended: charge it up to its end now rather than at the next tick.
+/// A job ended: charge it up to its end now rather than at the next tick,
+/// and poke the recalculation thread (at most one extra run a second).
 /// Called with the job write lock held; in-memory only.
 #[no_mangle]
 pub extern "C" fn priority_p_job_end(job_ptr: *mut job_record_t) {
@@ -500,6 +501,11 @@ pub extern "C" fn priority_p_job_end(job_ptr: *mut job_record_t) {
         let Some(v) = (unsafe { read_job(job_ptr) }) else { return };
         if let Some(r) = lock(&PLUGIN).as_ref() {
             lock(&r.shared.engine).charge(&v, now());
+            // Its team may be owed GPUs now: re-rank soon (the thread, not
+            // here), so the GPUs it freed go by the fresh order.
+            if let Some(w) = &r.worker {
+                w.poke();
+            }
         }
     })
 }

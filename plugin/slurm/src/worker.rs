@@ -23,6 +23,8 @@ pub enum Wake {
 struct Signals {
     stop: bool,
     reload: bool,
+    /// Tick early (coalesced: several pokes before the tick make one).
+    poke: bool,
 }
 
 #[derive(Debug, Default)]
@@ -30,6 +32,9 @@ struct Shared {
     signals: Mutex<Signals>,
     wake: Condvar,
 }
+
+/// The shortest time between two runs that pokes can cause.
+pub const MIN_POKE_GAP: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub struct Worker {
@@ -50,15 +55,23 @@ impl Worker {
                 if wake == Wake::Stop {
                     return;
                 }
-                let deadline = Instant::now() + period.max(Duration::from_millis(100));
+                let began = Instant::now();
+                let deadline = began + period.max(Duration::from_millis(100));
                 let mut sig = lock(&s.signals);
-                while !sig.stop && !sig.reload {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
+                loop {
+                    if sig.stop || sig.reload {
                         break;
                     }
-                    sig = s.wake.wait_timeout(sig, left).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+                    // A poke ticks early, but not within MIN_POKE_GAP of the last run.
+                    let poked = sig.poke && began.elapsed() >= MIN_POKE_GAP;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if poked || left.is_zero() {
+                        break;
+                    }
+                    let wait = if sig.poke { left.min(MIN_POKE_GAP.saturating_sub(began.elapsed())) } else { left };
+                    sig = s.wake.wait_timeout(sig, wait.max(Duration::from_millis(1))).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
                 }
+                sig.poke = false;
                 wake = if sig.stop {
                     Wake::Stop
                 } else if std::mem::take(&mut sig.reload) {
@@ -69,6 +82,13 @@ impl Worker {
             }
         })?;
         Ok(Worker { shared, handle: Some(handle) })
+    }
+
+    /// Ask for a `Wake::Tick` run soon: at once, or [`MIN_POKE_GAP`] after
+    /// the last run. Never waits; several pokes make one run.
+    pub fn poke(&self) {
+        lock(&self.shared.signals).poke = true;
+        self.shared.wake.notify_all();
     }
 
     /// Ask for a `Wake::Reload` run now.
@@ -105,6 +125,26 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Reload));
         w.stop();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Stop));
+    }
+
+    #[test]
+    fn pokes_tick_early_and_coalesce() {
+        let (tx, rx) = mpsc::channel();
+        let w = Worker::spawn("test-poke", move |wake| {
+            tx.send(wake).unwrap();
+            Duration::from_secs(3600)
+        })
+        .unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Tick));
+        let t = Instant::now();
+        for _ in 0..10 {
+            w.poke();
+        }
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Tick));
+        assert!(t.elapsed() < Duration::from_secs(3), "poked, not the hour's period");
+        // Ten pokes, one run.
+        assert!(rx.recv_timeout(Duration::from_millis(1500)).is_err());
+        w.stop();
     }
 
     #[test]

@@ -1,0 +1,80 @@
+//! The suite's promises as tests (issue 10): the symmetric case is
+//! delivered, jobs that cannot checkpoint all finish, and two equal teams
+//! never preempt a job twice — each on several seeds (other instances of
+//! the same generators).
+
+use tally_config::Config;
+use tally_sim::sim::{run, Policy, Settings};
+use tally_sim::suite::{long_not_resumable, symmetric, Case};
+use tally_sim::trace::{Class, Trace, TraceJob};
+
+fn tally(case: &Case) -> tally_sim::sim::PolicyResult {
+    let s = Settings { gpus: case.gpus, gpus_per_node: 8, ..Settings::default() };
+    run(&case.trace, &case.config, Policy::Tally, s, &mut |_| {}).unwrap_or_else(|e| panic!("{}: {e}", case.name))
+}
+
+#[test]
+fn the_symmetric_case_is_delivered() {
+    for seed in 1..=3 {
+        let r = tally(&symmetric(seed));
+        let f = &r.score.fairness;
+        assert!(f.overall >= 0.95, "seed {seed}: delivered/owed {:.3}", f.overall);
+        assert_eq!(f.teams_at_threshold, f.teams, "seed {seed}: every team >= 95%: {:?}", f.worst);
+        assert_eq!(r.score.lost_gpu_hours, 0.0);
+    }
+}
+
+#[test]
+fn every_long_job_that_cannot_checkpoint_finishes() {
+    for seed in 1..=3 {
+        let case = long_not_resumable(seed);
+        let training = case.trace.jobs.iter().filter(|j| j.class == Class::Training).count();
+        for max_requeues in [0, 1] {
+            let mut config = case.config.clone();
+            config.contracts.max_requeues = max_requeues;
+            let c = Case { config, ..case.clone() };
+            let r = tally(&c);
+            assert_eq!(r.unfinished(), 0, "seed {seed}, max_requeues {max_requeues}");
+            assert!(r.score.completed >= training, "seed {seed}: {} of {training} training jobs", r.score.completed);
+            assert!(r.score.max_requeues.allocated <= max_requeues, "seed {seed}: {:?}", r.score.max_requeues);
+            if max_requeues == 0 {
+                assert_eq!(r.score.lost_allocated_gpu_hours, 0.0, "seed {seed}: nothing allocated thrown away");
+            }
+        }
+    }
+}
+
+/// Two equal teams on 32 GPUs, 8-GPU resumable jobs of 12-24 h with 1 h
+/// contracts, twice what the cluster holds; team b alone for the first day
+/// (it fills the cluster), then both: a takes its half back by preemption,
+/// and no job is preempted twice.
+#[test]
+fn two_equal_teams_never_preempt_a_job_twice() {
+    use rand::{Rng, SeedableRng};
+    let config = Config::parse("[cluster]\ngpus = 32\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "pingpong.toml").unwrap();
+    for seed in 1..=5u64 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut jobs = Vec::new();
+        let mut t = 0;
+        while t < 10 * 86_400 {
+            t += rng.gen_range(600..5400);
+            let team = if t > 86_400 && rng.gen_bool(0.5) { "a" } else { "b" };
+            jobs.push(TraceJob {
+                job_id: jobs.len() as u64 + 1,
+                submit_s: t,
+                duration_s: rng.gen_range(12 * 3600..24 * 3600),
+                gpus: 8,
+                account: team.into(),
+                user: format!("{team}-u1"),
+                class: Class::Training,
+                contract_s: 3600,
+                resumable: true,
+                priority: 0,
+            });
+        }
+        let case = Case { name: "ping-pong".into(), about: String::new(), trace: Trace { jobs }, config: config.clone(), gpus: 32, demand: 0.0 };
+        let r = tally(&case);
+        assert!(r.score.preemptions > 0, "seed {seed}: the case must make the teams preempt");
+        assert!(r.score.max_requeues.resumable <= 1, "seed {seed}: a job preempted {} times", r.score.max_requeues.resumable);
+    }
+}
