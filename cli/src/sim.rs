@@ -45,7 +45,8 @@ pub struct SimArgs {
     /// Policies to compare, comma-separated: fifo, multifactor, tally, tally+planner, planner.
     #[arg(long, value_name = "LIST", default_value = "fifo,multifactor,tally")]
     pub compare: String,
-    /// Re-plan period of multifactor and tally (the plugin's calc_period).
+    /// Re-plan period of multifactor (Slurm's PriorityCalcPeriod) and the
+    /// planner policy; tally re-ranks every calc_period of the config.
     #[arg(long, value_name = "DURATION", default_value = "5m")]
     pub replan: String,
     /// How long a requeued job waits before it may start again (Slurm:
@@ -165,7 +166,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
         println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
         return Ok(());
     }
-    print_table(&trace_path, &trace, &config.source, settings, demand, &ok, started.elapsed().as_secs_f64());
+    print_table(&trace_path, &trace, (&config.source, config.calc_period_s), settings, demand, &ok, started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -224,7 +225,7 @@ fn policy_json(r: &PolicyResult) -> Value {
     v
 }
 
-fn print_table(file: &std::path::Path, trace: &Trace, config: &str, s: Settings, demand: f64, rs: &[(Policy, PolicyResult, f64)], wall: f64) {
+fn print_table(file: &std::path::Path, trace: &Trace, (config, calc_period_s): (&str, u64), s: Settings, demand: f64, rs: &[(Policy, PolicyResult, f64)], wall: f64) {
     println!(
         "Replay of {} ({} jobs over {:.1} days, {:.0} GPU-hours) with {}",
         file.display(),
@@ -234,10 +235,11 @@ fn print_table(file: &std::path::Path, trace: &Trace, config: &str, s: Settings,
         config
     );
     println!(
-        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; re-plan every {}, requeued jobs wait {}\n",
+        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; tally re-ranks every {} and at job ends,\nmultifactor and planner every {}; requeued jobs wait {}\n",
         s.gpus,
         s.gpus_per_node,
         demand,
+        format_duration(calc_period_s),
         format_duration(s.replan_s),
         format_duration(s.requeue_delay_s)
     );
@@ -273,8 +275,8 @@ fn print_table(file: &std::path::Path, trace: &Trace, config: &str, s: Settings,
     }
     row("preemptions", &|r| r.score.preemptions.to_string());
     row("most requeues: allocated, not resumable", &|r| r.score.max_requeues.allocated.to_string());
-    row("most requeues: unallocated, not resum.", &|r| r.score.max_requeues.unallocated.to_string());
-    row("most requeues: resumable", &|r| r.score.max_requeues.resumable.to_string());
+    row("most requeues: allocated, resumable", &|r| r.score.max_requeues.resumable.to_string());
+    row("most requeues: unallocated", &|r| r.score.max_requeues.unallocated.to_string());
     row("GPU-hours lost to requeues", &|r| format!("{:.0}", r.score.lost_gpu_hours));
     row("  of which allocated work", &|r| format!("{:.0}", r.score.lost_allocated_gpu_hours));
     row("contract violations", &|r| r.contract_violations.to_string());

@@ -41,6 +41,10 @@ pub struct SuiteArgs {
     /// How long a requeued job waits before it may start again.
     #[arg(long, value_name = "DURATION", default_value = "121s")]
     pub requeue_delay: String,
+    /// Turn the debug lane on in every case's config, for jobs of at most
+    /// this many GPUs (`[priority] debug_lane`; off by default).
+    #[arg(long, value_name = "GPUS")]
+    pub debug_lane: Option<u32>,
     /// Replays run at once (default: the machine's cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -111,6 +115,14 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
     }
     if cases.is_empty() {
         return Err("no case left to run (check --cases)".into());
+    }
+    if let Some(g) = a.debug_lane {
+        if g == 0 {
+            return Err("--debug-lane: give the most GPUs a job in the lane may ask for (at least 1)".into());
+        }
+        for c in &mut cases {
+            c.config.priority.debug_lane_max_gpus = Some(g);
+        }
     }
 
     // Every (case, policy) pair, on a few threads.

@@ -174,13 +174,13 @@ pub struct Scored {
 }
 
 /// Most requeues of one job: allocated and not resumable (bounded by
-/// `contracts.max_requeues` under Tally), unallocated and not resumable,
-/// resumable (progress kept).
+/// `contracts.max_requeues` under Tally), allocated and resumable (progress
+/// kept), unallocated (preemptible by any allocated job, by design).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Requeues {
     pub allocated: u32,
-    pub unallocated: u32,
     pub resumable: u32,
+    pub unallocated: u32,
 }
 
 /// Score one replay. `teams` = (name, allocation rate in GPUs) in team
@@ -275,10 +275,10 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
     }
     let mut max_requeues = Requeues::default();
     for (j, &q) in jobs.iter().zip(&requeues) {
-        let slot = match (j.resumable, j.asks) {
-            (true, _) => &mut max_requeues.resumable,
-            (false, true) => &mut max_requeues.allocated,
-            (false, false) => &mut max_requeues.unallocated,
+        let slot = match (j.asks, j.resumable) {
+            (true, false) => &mut max_requeues.allocated,
+            (true, true) => &mut max_requeues.resumable,
+            (false, _) => &mut max_requeues.unallocated,
         };
         *slot = (*slot).max(q);
     }

@@ -161,19 +161,25 @@ fn synthetic(name: &str, about: &str, config: Config, gpus: u32, jobs: Vec<Trace
     Case { name: name.into(), about: about.into(), trace, config, gpus, demand }
 }
 
-/// Four equal teams on 64 GPUs, 8-GPU 24 h resumable jobs (contract 8 h),
-/// demand 1.5.
-pub fn symmetric(seed: u64) -> Case {
+/// Four equal teams on 64 GPUs, 8-GPU 24 h jobs with 8 h contracts at
+/// demand 1.5, resumable or not.
+fn four_teams_of_day_jobs(seed: u64, resumable: bool, name: &str, about: &str) -> Case {
     let (gpus, days) = (64, WINDOW_DAYS);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let teams = team_names(4);
     let mut jobs = Vec::new();
     let rate = per_team_rate(1.5, gpus, teams.len(), 8.0 * 24.0);
     for t in &teams {
-        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &|_: &mut ChaCha8Rng| (8, 24 * H, true, 8 * H), &mut jobs);
+        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &|_: &mut ChaCha8Rng| (8, 24 * H, resumable, 8 * H), &mut jobs);
     }
     debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
-    synthetic("symmetric", "4 equal teams, 8-GPU 24 h resumable jobs, demand 1.5x", equal_teams(4, gpus), gpus, jobs)
+    synthetic(name, about, equal_teams(4, gpus), gpus, jobs)
+}
+
+/// Four equal teams on 64 GPUs, 8-GPU 24 h resumable jobs (contract 8 h),
+/// demand 1.5.
+pub fn symmetric(seed: u64) -> Case {
+    four_teams_of_day_jobs(seed, true, "symmetric", "4 equal teams, 8-GPU 24 h resumable jobs, demand 1.5x")
 }
 
 /// A mixed job: 1-8 GPUs (powers of two), 1-12 h, resumable half the
@@ -226,16 +232,12 @@ pub fn small_teams_big_jobs(seed: u64) -> Case {
 /// Four equal teams on 64 GPUs, 8-GPU 24 h jobs that cannot checkpoint,
 /// contracts at the 8 h cap, demand 1.5.
 pub fn long_not_resumable(seed: u64) -> Case {
-    let (gpus, days) = (64, WINDOW_DAYS);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let teams = team_names(4);
-    let mut jobs = Vec::new();
-    let rate = per_team_rate(1.5, gpus, teams.len(), 8.0 * 24.0);
-    for t in &teams {
-        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &|_: &mut ChaCha8Rng| (8, 24 * H, false, 8 * H), &mut jobs);
-    }
-    debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
-    synthetic("long-not-resumable", "4 equal teams, 8-GPU 24 h jobs that cannot checkpoint, contracts capped at 8 h, demand 1.5x", equal_teams(4, gpus), gpus, jobs)
+    four_teams_of_day_jobs(
+        seed,
+        false,
+        "long-not-resumable",
+        "4 equal teams, 8-GPU 24 h jobs that cannot checkpoint, contracts capped at 8 h, demand 1.5x",
+    )
 }
 
 /// A bare trace (times, durations, GPUs) of `hours` hours keeping `busy`
