@@ -5,11 +5,14 @@
 //! through `tally_slurm::submit::check`: a bad contract is refused with a
 //! message sbatch prints (`sbatch: error: tally: contract=9h exceeds the 8h
 //! maximum …`) and nothing is created; an accepted comment is rewritten in
-//! its one spelling. The config is followed from disk by a thread
-//! (`Follower`), never read on the submit path.
+//! its one spelling, and a warning (a job that cannot checkpoint, longer
+//! than any contract, when `max_requeues` > 0) reaches sbatch with the
+//! success (`job_submit_user_msg`). The config is followed from disk by a
+//! thread (`Follower`), never read on the submit path.
 //!
 //! Error codes: a bad or missing contract → `ESLURM_INVALID_TIME_VALUE`,
-//! longer than the time limit → `ESLURM_INVALID_TIME_LIMIT`, allocated in an
+//! longer than the time limit, or not resumable and longer than the
+//! contract maximum with `long_jobs = "reject"` → `ESLURM_INVALID_TIME_LIMIT`, allocated in an
 //! account without budget → `ESLURM_INVALID_ACCOUNT`, GPUs not a power of
 //! two → `ESLURM_INVALID_GRES`. `job_modify` has no message channel in 22.05:
 //! the message goes to slurmctld's log and scontrol prints the code's text.

@@ -15,7 +15,7 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
     let dir = temp_dir("fake-host-submit");
     let host = Host::load(&dir);
     let config = dir.join("tally.toml");
-    std::fs::write(&config, "[accounts.nlp]\nshare = 50\n").unwrap();
+    std::fs::write(&config, "[contracts]\nmax_requeues = 1\n[accounts.nlp]\nshare = 50\n").unwrap();
     std::env::set_var("TALLY_CONFIG", &config);
     let lib = open_plugin("job_submit_tally");
     assert_identity(&lib, "job_submit/tally");
@@ -69,6 +69,12 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
         let mut d = desc("", "", NO_VAL);
         assert_eq!(run(&mut d).0, 0);
         assert!(d.comment.is_null());
+        // Accepted with a warning sbatch prints: a day's job that cannot
+        // checkpoint may be requeued once past its contract.
+        let mut d = desc("contract=8h", "nlp", 24 * 60);
+        let (rc, warning) = run(&mut d);
+        assert_eq!(rc, 0);
+        assert!(warning.starts_with("tally: warning: this job is not resumable and has a time limit of 1d"), "{warning}");
 
         // Updates: a new comment is judged, a new limit is checked against the contract.
         let mut j = job(42, "nlp", "alice", "contract=1h", 2);
