@@ -79,8 +79,28 @@ fn plugin_in_a_fake_slurmctld() {
         assert!(with_lock(|| set(0, bad.ptr())) < 1 << 31, "a refused contract runs unallocated");
 
         // ---- sprio's factors add up to the priority
+        // Partition strings from Slurm's allocator, freed before the list
+        // is read (slurmctld packs it after the job lock is released).
+        let part_strings: Vec<_> = jobs
+            .iter_mut()
+            .map(|j| {
+                let s = host.xstrdup("gpu");
+                with_lock(|| j.rec.partition = s);
+                s
+            })
+            .collect();
         let out = factors(std::ptr::null_mut(), 0);
         assert!(!out.is_null());
+        with_lock(|| {
+            for (j, s) in jobs.iter_mut().zip(&part_strings) {
+                j.rec.partition = tally_fakehost::leak("debug");
+                host.xfree(*s);
+            }
+        });
+        for o in host.list_items(out) {
+            let o = &*o.cast::<priority_factors_object_t>();
+            assert!(!part_strings.contains(&o.partition), "job {}: sprio's object points at the job's partition string", o.job_id);
+        }
         assert_eq!(host.list_count(out), 4, "pending, not held: jobs 2, 3, 4, 5");
         for o in host.list_items(out) {
             let o = &*o.cast::<priority_factors_object_t>();
