@@ -58,8 +58,10 @@ pub enum TreeError {
     Duplicate(String),
     #[error("`root` is the implicit top of the tree and cannot be declared")]
     RootDeclared,
-    #[error("account name `{0}` is not valid (use letters, digits, `_`, `-` or `.`; Slurm lowercases account names)")]
+    #[error("account name `{0}` is not valid (use 1 to 64 lower-case letters, digits, `_`, `-` or `.`)")]
     BadName(String),
+    #[error("account name `{name}` has upper-case letters: Slurm stores account names in lower case; write `{lower}`")]
+    UpperCase { name: String, lower: String },
     #[error("account `{account}` has unknown parent `{parent}`")]
     UnknownParent { account: String, parent: String },
     #[error("cycle in the account tree: {}", .0.join(" -> "))]
@@ -94,10 +96,85 @@ pub struct OrgTree {
     by_name: BTreeMap<String, NodeId>,
 }
 
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+/// Longest account name accepted.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The one rule for account names, for the tree's accounts and for every
+/// reference to one (the config's `[users]`): 1 to [`MAX_NAME_LEN`] of
+/// `a-z 0-9 _ - .`. Slurm stores account names in lower case, so `NLP`
+/// would never match a job's account: a name that is valid once
+/// lower-cased is refused with that spelling ([`TreeError::UpperCase`]),
+/// any other with [`TreeError::BadName`].
+pub fn check_account_name(name: &str) -> Result<(), TreeError> {
+    let valid = |n: &str| {
+        !n.is_empty()
+            && n.len() <= MAX_NAME_LEN
+            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'))
+    };
+    if valid(name) {
+        return Ok(());
+    }
+    let lower = name.to_ascii_lowercase();
+    if lower != name && valid(&lower) {
+        return Err(TreeError::UpperCase { name: name.to_string(), lower });
+    }
+    Err(TreeError::BadName(name.to_string()))
+}
+
+/// The first cycle among the parent links, named from its alphabetically
+/// first member and closed (`[a, b, c, a]`), or `None`.
+///
+/// Colouring, O(n) in all: from each account in declaration order, walk up
+/// the parents marking the accounts *on the walk*, until root or an account
+/// already known to reach root (*done*), then mark the walk done. Meeting
+/// an account on the current walk closes a cycle: the walk from that
+/// account on. Every account is walked once (where walking up from every
+/// account and searching the walk so far was O(n · depth²): seconds for a
+/// 4,000-deep chain, days for 100,000). No recursion, so no depth limit.
+/// The cycle found is the one the first account declared in or under a
+/// cycle leads to, as before.
+fn first_cycle(nodes: &[Node]) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnWalk,
+        Done,
+    }
+    let mut mark = vec![Mark::New; nodes.len()];
+    mark[0] = Mark::Done;
+    let mut walk: Vec<NodeId> = Vec::new();
+    for start in 1..nodes.len() {
+        walk.clear();
+        let mut cur = start;
+        loop {
+            match mark[cur] {
+                Mark::Done => break,
+                Mark::OnWalk => {
+                    let pos = walk.iter().position(|&x| x == cur).unwrap_or(0);
+                    let names: Vec<&str> = walk[pos..].iter().map(|&i| nodes[i].name.as_str()).collect();
+                    // Report the cycle from its alphabetically first member
+                    // so the message does not depend on declaration order.
+                    let min = (0..names.len()).min_by_key(|&i| names[i]).unwrap_or(0);
+                    let mut cycle: Vec<String> =
+                        names[min..].iter().chain(&names[..min]).map(|n| n.to_string()).collect();
+                    cycle.push(cycle[0].clone());
+                    return Some(cycle);
+                }
+                Mark::New => {
+                    mark[cur] = Mark::OnWalk;
+                    walk.push(cur);
+                    match nodes[cur].parent {
+                        Some(p) => cur = p,
+                        None => break, // only root has none
+                    }
+                }
+            }
+        }
+        for &i in &walk {
+            mark[i] = Mark::Done;
+        }
+    }
+    None
 }
 
 impl OrgTree {
@@ -111,9 +188,7 @@ impl OrgTree {
             if s.name == ROOT {
                 return Err(TreeError::RootDeclared);
             }
-            if !valid_name(&s.name) {
-                return Err(TreeError::BadName(s.name.clone()));
-            }
+            check_account_name(&s.name)?;
             if by_name.insert(s.name.clone(), i + 1).is_some() {
                 return Err(TreeError::Duplicate(s.name.clone()));
             }
@@ -137,28 +212,8 @@ impl OrgTree {
             };
             nodes.push(Node { name: s.name.clone(), parent: Some(parent), children: vec![], budget: s.budget });
         }
-        // Cycles: walk up from each node; a walk longer than the tree loops.
-        for start in 1..nodes.len() {
-            let mut path = vec![start];
-            let mut cur = start;
-            while let Some(p) = nodes[cur].parent {
-                if p == 0 {
-                    break;
-                }
-                if let Some(pos) = path.iter().position(|&x| x == p) {
-                    let mut names: Vec<String> = path[pos..].iter().map(|&i| nodes[i].name.clone()).collect();
-                    names.push(nodes[p].name.clone());
-                    // Report the cycle from its alphabetically first member
-                    // so the message does not depend on declaration order.
-                    let min = (0..names.len() - 1).min_by_key(|&i| names[i].clone()).unwrap_or(0);
-                    let mut rotated: Vec<String> = names[min..names.len() - 1].to_vec();
-                    rotated.extend_from_slice(&names[..min]);
-                    rotated.push(rotated[0].clone());
-                    return Err(TreeError::Cycle(rotated));
-                }
-                path.push(p);
-                cur = p;
-            }
+        if let Some(cycle) = first_cycle(&nodes) {
+            return Err(TreeError::Cycle(cycle));
         }
         for i in 1..nodes.len() {
             if let Some(p) = nodes[i].parent {
@@ -389,6 +444,87 @@ mod tests {
         assert!(matches!(nan, TreeError::BadShare { .. }));
         let inf = OrgTree::new(&[AccountSpec::new("a", None, Some(Budget::GpuHours(f64::INFINITY)))]).unwrap_err();
         assert!(matches!(inf, TreeError::BadGpuHours { .. }));
+    }
+
+    /// `n` accounts in one chain under root: c0 ← c1 ← … (each the only
+    /// child of the one before).
+    fn chain(n: usize) -> Vec<AccountSpec> {
+        let names: Vec<String> = (0..n).map(|i| format!("c{i:06}")).collect();
+        (0..n).map(|i| share(&names[i], i.checked_sub(1).map(|p| names[p].as_str()), 100.0)).collect()
+    }
+
+    #[test]
+    fn a_chain_100k_deep_builds() {
+        // Walking up from every node and searching the path walked so far
+        // was O(n · depth²): a 4,000-deep chain took seconds, this one would
+        // take days. The check is linear now, and iterative (no recursion to
+        // overflow).
+        let n = 100_000;
+        let tree = OrgTree::new(&chain(n)).unwrap();
+        assert_eq!(tree.len(), n + 1);
+        let deepest = tree.id("c099999").unwrap();
+        assert_eq!(tree.walk().last(), Some(&(deepest, n)));
+        let a = Allocation::new(&tree, Capacity { gpus: 8, window_s: 3600 }).unwrap();
+        assert!((a.gpu_hours[deepest] - 8.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_cycle_below_a_deep_chain_is_reported_from_its_first_member() {
+        // c0 … c49999 hang from root; x's parent is z, z's y, y's x (a
+        // loop), and a second chain of 50,000 hangs from the loop. Whatever
+        // the order of the declarations, the loop is reported from `x`,
+        // following parents, as before.
+        let mut specs = chain(50_000);
+        specs.push(share("z", Some("y"), 50.0));
+        specs.push(share("y", Some("x"), 50.0));
+        specs.push(share("x", Some("z"), 50.0));
+        let names: Vec<String> = (0..50_000).map(|i| format!("d{i:06}")).collect();
+        for i in 0..names.len() {
+            let parent = if i == 0 { "z" } else { names[i - 1].as_str() };
+            specs.push(share(&names[i], Some(parent), 100.0));
+        }
+        let want = Err(TreeError::Cycle(vec!["x".into(), "z".into(), "y".into(), "x".into()]));
+        assert_eq!(OrgTree::new(&specs), want);
+        specs.reverse();
+        assert_eq!(OrgTree::new(&specs), want);
+    }
+
+    #[test]
+    fn of_two_cycles_the_one_reached_first_is_reported() {
+        // Declaration order decides which loop is found (as it always did):
+        // the one reached from the first account declared that is in or
+        // under a loop.
+        let specs = [
+            share("ok", None, 10.0),
+            share("q", Some("p"), 10.0),
+            share("p", Some("q"), 10.0),
+            share("b", Some("a"), 10.0),
+            share("a", Some("b"), 10.0),
+        ];
+        assert_eq!(OrgTree::new(&specs), Err(TreeError::Cycle(vec!["p".into(), "q".into(), "p".into()])));
+        let mut specs = specs.to_vec();
+        specs.swap(1, 3);
+        assert_eq!(OrgTree::new(&specs), Err(TreeError::Cycle(vec!["a".into(), "b".into(), "a".into()])));
+    }
+
+    #[test]
+    fn account_names_are_lower_case() {
+        let want = |name: &str, lower: &str| TreeError::UpperCase { name: name.into(), lower: lower.into() };
+        assert_eq!(OrgTree::new(&[share("NLP", None, 50.0)]), Err(want("NLP", "nlp")));
+        assert_eq!(OrgTree::new(&[share("ai.Vision-2", None, 50.0)]), Err(want("ai.Vision-2", "ai.vision-2")));
+        assert_eq!(
+            want("NLP", "nlp").to_string(),
+            "account name `NLP` has upper-case letters: Slurm stores account names in lower case; write `nlp`"
+        );
+        // Not fixable by lower-casing: the general rule.
+        assert_eq!(OrgTree::new(&[share("A B", None, 50.0)]), Err(TreeError::BadName("A B".into())));
+        assert_eq!(
+            TreeError::BadName("a b".into()).to_string(),
+            "account name `a b` is not valid (use 1 to 64 lower-case letters, digits, `_`, `-` or `.`)"
+        );
+        assert_eq!(check_account_name("nlp-2.x_y"), Ok(()));
+        assert_eq!(check_account_name("Nlp"), Err(want("Nlp", "nlp")));
+        assert_eq!(check_account_name(&"a".repeat(65)), Err(TreeError::BadName("a".repeat(65))));
     }
 
     #[test]

@@ -158,7 +158,7 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
 
 fn option_error(e: &AugmentError) -> String {
     let flag = match e {
-        AugmentError::DebugPerDay(_) => "--debug-per-day",
+        AugmentError::DebugPerDay(_) | AugmentError::TooManyDebugJobs { .. } => "--debug-per-day",
         AugmentError::UnallocatedFraction(_) => "--unallocated-fraction",
         AugmentError::Gpus => "--gpus",
         AugmentError::WeekOffset(_) => "--week-offset",
@@ -183,6 +183,8 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
     let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
     let file = name(&args.input);
     let input = trace::parse_csv(&read_input(&args.input)?).map_err(|e| format!("{file}: {e}"))?;
+    // What would be generated, before any of it is.
+    opts.validate_for(&input).map_err(|e| option_error(&e))?;
     if input.jobs.iter().any(|j| j.account != "-" || j.class == Class::Debug) {
         eprintln!("{file}: note: the trace already has accounts or debug jobs; augment replaces every account, user, class, contract, resumable and priority (it expects `tally trace import` output)");
     }

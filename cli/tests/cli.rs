@@ -224,3 +224,69 @@ fn full_mode_reports_a_bound_no_plan_exceeds() {
     assert!(!ok);
     assert!(err.contains("--time-limit"), "{err}");
 }
+
+#[test]
+fn plan_blames_the_scenario_for_a_running_job_off_its_blocks() {
+    // Before: "fast plan invalid (a bug): ...", or a panic past the last GPU.
+    let job = |first: u32| {
+        format!("[cluster]\ngpus = 8\n[horizon]\nsteps = 4\n[[jobs]]\nid = 1\ngpus = 4\nduration = \"2h\"\npriority = 1\nrunning_since = \"1h\"\nfirst_gpu = {first}\n")
+    };
+    for (name, first) in [("unaligned.toml", 2), ("outside.toml", 100)] {
+        let path = temp_config(name, &job(first));
+        let (ok, out, err) = tally(&["plan", "--scenario", &path]);
+        assert!(!ok && out.is_empty(), "{out}");
+        assert_eq!(
+            err.trim(),
+            format!("{path}:5: jobs[0].first_gpu: {first} is not where a block of 4 GPUs can start: allowed are multiples of 4 from 0 to 4 (a block is aligned to its size inside one node of 8 GPUs)")
+        );
+    }
+    let path = temp_config("steps.toml", "[cluster]\ngpus = 8\n[horizon]\nsteps = 1e12\n");
+    let (ok, _, err) = tally(&["plan", "--scenario", &path]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            ":4: horizon.steps: `1000000000000.0` is a floating-point number: steps is a whole number from 1 to 10000"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn trace_augment_refuses_more_debug_jobs_than_it_can_hold() {
+    // A week of trace at 10^9 debug jobs a day: 5 × 10^9 jobs, terabytes,
+    // an abort before. Refused by the size of what it would generate.
+    let trace = temp_config(
+        "week.csv",
+        "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,0,60,1,-,-,training,0,false,0\n2,604800,60,1,-,-,training,0,false,0\n",
+    );
+    let (ok, out, err) = tally(&[
+        "trace",
+        "augment",
+        "--config",
+        "examples/tally.toml",
+        "--gpus",
+        "256",
+        "--debug-per-day",
+        "1e9",
+        &trace,
+    ]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert_eq!(
+        err.trim(),
+        "--debug-per-day: debug_per_day 1000000000 would add about 5000000000 debug jobs over the trace's 5.0 working days \
+         (Mon-Fri 09:00-18:00 between its first and last submission); at most 10000000 are allowed (debug_per_day up to 2000000 for this trace)"
+    );
+    let (ok, _, err) = tally(&[
+        "trace",
+        "augment",
+        "--config",
+        "examples/tally.toml",
+        "--gpus",
+        "256",
+        "--debug-per-day",
+        "40",
+        &trace,
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("debug jobs added"), "{err}");
+}

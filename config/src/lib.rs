@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use tally_allocator::plan::queue::QueueRules;
 use tally_allocator::{
@@ -22,11 +23,49 @@ use tally_allocator::{
     OrgTree, PriorityRules, TreeError,
 };
 
+pub mod lines;
 pub mod raw;
 pub mod scenario;
 
+use lines::LineIndex;
+
 /// Where slurmctld and the CLI look unless told otherwise.
 pub const DEFAULT_PATH: &str = "/etc/slurm/tally.toml";
+
+/// The largest file [`Config::load`] (and [`scenario::load`]) reads: 16 MiB.
+/// slurmctld reads tally.toml on its main thread (at start and on
+/// reconfigure); a tree of 1,000 accounts is about 50 KB, so the cap leaves
+/// a margin of hundreds while bounding what one wrong file (a log, a
+/// device) can cost. The file is read through a reader that stops one byte
+/// past the cap, so its size as reported by the file system does not decide.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Read at most [`MAX_FILE_BYTES`] of `path` as UTF-8; `what` names the
+/// kind of file in the refusal ("a tally.toml"), `why` follows it.
+pub(crate) fn read_capped(path: &Path, file: &str, what: &str, why: &str) -> Result<String, ConfigError> {
+    let cannot = |e: std::io::Error| ConfigError::one(file, "", None, format!("cannot read: {e}"));
+    let f = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    (&f).take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        const MIB: u64 = 1024 * 1024;
+        let size = match f.metadata().map(|m| m.len()) {
+            Ok(n) if n > MAX_FILE_BYTES => format!("{n} bytes ({:.1} MiB)", n as f64 / MIB as f64),
+            _ => format!("more than {MAX_FILE_BYTES} bytes"),
+        };
+        return Err(ConfigError::one(
+            file,
+            "",
+            None,
+            format!(
+                "the file is {size}; {what} may be at most {MAX_FILE_BYTES} bytes ({} MiB){why}",
+                MAX_FILE_BYTES / MIB
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| ConfigError::one(file, "", None, format!("cannot read: not UTF-8 text ({})", e.utf8_error())))
+}
 
 /// `$TALLY_CONFIG` or [`DEFAULT_PATH`].
 pub fn default_path() -> PathBuf {
@@ -129,14 +168,16 @@ pub struct Config {
     /// Line of each `[accounts.X]` (for messages found later, e.g. budgets
     /// that do not fit a cluster size).
     account_lines: BTreeMap<String, usize>,
+    /// The text it was parsed from (the plugins keep it as the last good copy).
+    pub text: String,
 }
 
 impl Config {
-    /// Read and validate a file.
+    /// Read (at most [`MAX_FILE_BYTES`]) and validate a file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::one(&file, "", None, format!("cannot read: {e}")))?;
+        let why = ": slurmctld reads it on its main thread (a tree of 1,000 accounts is about 50 KB)";
+        let text = read_capped(path, &file, "a tally.toml", why)?;
         Config::parse(&text, &file)
     }
 
@@ -149,7 +190,8 @@ impl Config {
     /// Validation of the raw file. Collects every problem it can before
     /// failing (the tree is checked only once its parts are valid).
     pub fn from_raw(raw: raw::RawConfig, text: &str, file: &str) -> Result<Config, ConfigError> {
-        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let lines = LineIndex::new(text);
+        let line_of = |offset: usize| lines.line(offset);
         let mut problems = Vec::new();
         let mut bad = |key: &str, line: Option<usize>, message: String| {
             problems.push(Problem { key: key.to_string(), line, message })
@@ -186,7 +228,18 @@ impl Config {
         if max_s == 0 {
             bad("contracts.max", None, "must be longer than 0 (default \"8h\")".into());
         }
-        let unallocated_below_s = c.unallocated_below.map_or(0, |d| d.0);
+        let unallocated_below_s = c.unallocated_below.as_ref().map_or(0, |d| d.get_ref().0);
+        if unallocated_below_s > max_s {
+            bad(
+                "contracts.unallocated_below",
+                c.unallocated_below.as_ref().map(|d| line_of(d.span().start)),
+                format!(
+                    "{} is longer than contracts.max {}, so every contract would count as unallocated (allowed: 0 to contracts.max)",
+                    tally_allocator::format_duration(unallocated_below_s),
+                    tally_allocator::format_duration(max_s)
+                ),
+            );
+        }
         let missing = match c.missing.as_deref().map(str::trim) {
             None | Some("unallocated") => MissingContract::Unallocated,
             Some("reject") => MissingContract::Reject,
@@ -301,6 +354,20 @@ impl Config {
                 bad("planner.enabled", "the planner needs the cluster's size: set [cluster] gpus (and gpus_per_node)".into());
             }
             let steps = (horizon_s / step_s.max(1)) as usize;
+            // The planner thread keeps a grid of GPUs × steps, as `tally plan` does.
+            let cells = u64::from(cluster.gpus.unwrap_or(0)) * steps as u64;
+            if enabled && cells > scenario::MAX_GPU_STEPS {
+                bad(
+                    "planner.horizon",
+                    format!(
+                        "{} steps of {} on {} GPUs is {cells} GPU-steps: the planner allows at most {} (a shorter horizon or longer steps)",
+                        steps,
+                        tally_allocator::format_duration(step_s),
+                        cluster.gpus.unwrap_or(0),
+                        scenario::MAX_GPU_STEPS
+                    ),
+                );
+            }
             (enabled && ok)
                 .then_some(Planner { interval_s, rules: QueueRules { step_s, steps, decay, max_jobs, default_duration_s } })
         });
@@ -331,13 +398,13 @@ impl Config {
 
         let mut problems = Vec::new();
         for (user, account) in &raw.users {
-            if !tree.contains(account) {
-                problems.push(Problem {
-                    key: format!("users.{user}"),
-                    line: None,
-                    message: format!("account `{account}` is not declared under [accounts]"),
-                });
-            }
+            let (line, account) = (Some(line_of(account.span().start)), account.get_ref());
+            let message = match tally_allocator::tree::check_account_name(account) {
+                Err(e) => e.to_string(),
+                Ok(()) if !tree.contains(account) => format!("account `{account}` is not declared under [accounts]"),
+                Ok(()) => continue,
+            };
+            problems.push(Problem { key: format!("users.{user}"), line, message });
         }
         if !problems.is_empty() {
             return Err(ConfigError { file: file.to_string(), problems });
@@ -354,9 +421,10 @@ impl Config {
             calc_period_s,
             planner,
             tree,
-            users: raw.users,
+            users: raw.users.into_iter().map(|(user, account)| (user, account.into_inner())).collect(),
             debug: raw.log.and_then(|l| l.debug).unwrap_or(false),
             account_lines,
+            text: text.to_string(),
         };
         if let Some(gpus) = config.cluster.gpus {
             config.allocation(gpus)?;
@@ -406,7 +474,9 @@ impl Config {
 fn tree_problem(file: &str, e: &TreeError, lines: &BTreeMap<String, usize>) -> ConfigError {
     let at = |name: &str| lines.get(name).copied();
     let (key, line) = match e {
-        TreeError::Duplicate(a) | TreeError::BadName(a) => (format!("accounts.{a}"), at(a)),
+        TreeError::Duplicate(a) | TreeError::BadName(a) | TreeError::UpperCase { name: a, .. } => {
+            (format!("accounts.{a}"), at(a))
+        }
         TreeError::RootDeclared => ("accounts.root".to_string(), at("root")),
         TreeError::UnknownParent { account, .. } => (format!("accounts.{account}.parent"), at(account)),
         TreeError::Cycle(path) => (format!("accounts.{}.parent", path[0]), at(&path[0])),

@@ -18,7 +18,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub accounts: BTreeMap<String, Spanned<RawAccount>>,
     #[serde(default)]
-    pub users: BTreeMap<String, String>,
+    pub users: BTreeMap<String, Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -41,7 +41,7 @@ pub struct RawLedger {
 pub struct RawContracts {
     pub max: Option<Duration>,
     pub missing: Option<String>,
-    pub unallocated_below: Option<Duration>,
+    pub unallocated_below: Option<Spanned<Duration>>,
     pub require_funded_account: Option<bool>,
     pub power_of_two_gpus: Option<bool>,
     pub max_requeues: Option<u32>,
@@ -125,7 +125,7 @@ pub fn parse_as<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, (String
         // Spanned<T> shows up as a private segment of the path: drop it.
         let path = e.path().to_string().replace(".$__serde_spanned_private_value", "");
         let inner = e.into_inner();
-        let line = inner.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let line = inner.span().map(|s| crate::lines::LineIndex::new(text).line(s.start));
         let key = if path == "." { String::new() } else { path };
         (key, line, inner.message().trim().to_string())
     })

@@ -102,7 +102,7 @@ const BROKEN: &[(&str, &str)] = &[
     ("[cluster]\ngpus = 0\n", "t.toml: cluster.gpus: must be at least 1 (or left out to count the nodes' GPUs)"),
     ("[cluster]\ngpus = -3\n", "t.toml:2: cluster.gpus: invalid value: integer `-3`, expected u32"),
     ("[clutser]\ngpus = 3\n", "t.toml:1: clutser: unknown field `clutser`, expected one of `cluster`, `ledger`, `contracts`, `priority`, `planner`, `log`, `accounts`, `users`"),
-    ("[users]\nalice = \"ghost\"\n", "t.toml: users.alice: account `ghost` is not declared under [accounts]"),
+    ("[users]\nalice = \"ghost\"\n", "t.toml:2: users.alice: account `ghost` is not declared under [accounts]"),
     ("[accounts.root]\nshare = 5\n", "t.toml:1: accounts.root: `root` is the implicit top of the tree and cannot be declared"),
     (
         "[cluster]\ngpus = 8\n[accounts.a]\nshare = 10\n[accounts.b]\nparent = \"a\"\ngpu_hours = 500\n",
@@ -146,6 +146,22 @@ fn planner_is_off_by_default_and_configurable() {
 }
 
 #[test]
+fn the_planner_grid_is_bounded() {
+    // The planner thread inside slurmctld allocates GPUs × steps: 4 million
+    // GPUs over 24 steps would be gigabytes (an abort) at its first plan.
+    let text = "[cluster]\ngpus = 4194304\n[planner]\nenabled = true\n";
+    assert_eq!(
+        Config::parse(text, "t.toml").unwrap_err().to_string(),
+        "t.toml: planner.horizon: 24 steps of 1h on 4194304 GPUs is 100663296 GPU-steps: the planner allows at most 10000000 \
+         (a shorter horizon or longer steps)"
+    );
+    // Not enabled: nothing is planned. A large cluster with a short horizon: fine.
+    assert!(Config::parse("[cluster]\ngpus = 4194304\n[planner]\nenabled = false\n", "t.toml").is_ok());
+    let c = Config::parse("[cluster]\ngpus = 65536\n[planner]\nenabled = true\nhorizon = \"8h\"\n", "t.toml").unwrap();
+    assert_eq!(c.planner.map(|p| p.rules.steps), Some(8));
+}
+
+#[test]
 fn several_problems_are_reported_together() {
     let err = Config::parse("[cluster]\ngpus = 0\ngpus_per_node = 0\n[priority]\nage_unit = \"1m\"\n", "t.toml").unwrap_err();
     let keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
@@ -182,4 +198,132 @@ fn quick_jobs_and_the_debug_lane() {
     assert_eq!((c.priority.quick_time_limit_s, c.priority.debug_lane_max_gpus), (3600, Some(2)));
     let err = Config::parse("[priority]\ndebug_lane = true\ndebug_lane_gpus = 0\n", "t.toml").unwrap_err();
     assert_eq!(err.to_string(), "t.toml: priority.debug_lane_gpus: must be at least 1 (default 2): the most GPUs a job in the debug lane may ask for");
+}
+
+/// A file in this test process's own temporary directory.
+fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tally-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Comment lines filling exactly `len` bytes: a valid (empty) tally.toml.
+fn comments(len: usize) -> Vec<u8> {
+    let mut text = Vec::with_capacity(len);
+    while text.len() < len {
+        let room = len - text.len();
+        let line = (room - 1).min(99);
+        if line == 0 {
+            text.push(b'\n');
+        } else {
+            text.push(b'#');
+            text.extend(std::iter::repeat_n(b'x', line - 1));
+            text.push(b'\n');
+        }
+    }
+    text
+}
+
+#[test]
+fn a_file_over_the_size_cap_is_refused_before_it_is_parsed() {
+    let cap = MAX_FILE_BYTES as usize;
+    assert_eq!(cap, 16 << 20, "the cap the message names");
+    // Exactly at the cap: read and validated (it is all comments).
+    let at = temp_file("at-cap.toml", &comments(cap));
+    assert_eq!(Config::load(&at).unwrap().tree.len(), 1);
+    // One byte over: refused with its size, the limit and what is allowed.
+    let over = temp_file("over-cap.toml", &comments(cap + 1));
+    let err = Config::load(&over).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: the file is 16777217 bytes (16.0 MiB); a tally.toml may be at most 16777216 bytes (16 MiB): \
+             slurmctld reads it on its main thread (a tree of 1,000 accounts is about 50 KB)",
+            over.display()
+        )
+    );
+    std::fs::remove_file(at).unwrap();
+    std::fs::remove_file(over).unwrap();
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_an_error() {
+    let path = temp_file("latin1.toml", b"[accounts.caf\xe9]\nshare = 5\n");
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("{}: cannot read: not UTF-8 text", path.display())), "{err}");
+}
+
+/// `n` accounts with GPU-hour budgets, one `[accounts.aNNNNN]` table each;
+/// `broken(i)` makes account `i` give both a share and GPU-hours. Returns
+/// the text and the line of each account's table.
+fn many_accounts(n: usize, broken: impl Fn(usize) -> bool) -> (String, Vec<usize>) {
+    let mut text = String::from("[cluster]\ngpus = 1024\n");
+    let mut lines = Vec::with_capacity(n);
+    let mut line = 3;
+    for i in 0..n {
+        text.push_str(&format!("\n[accounts.a{i:05}]\n"));
+        lines.push(line + 1);
+        if broken(i) {
+            text.push_str("share = 1\n");
+            line += 1;
+        }
+        text.push_str("gpu_hours = 1 # a comment that makes the file longer\n");
+        line += 3;
+    }
+    (text, lines)
+}
+
+#[test]
+fn a_large_config_loads_and_its_problems_keep_their_lines() {
+    let n = 20_000;
+    let (text, _) = many_accounts(n, |_| false);
+    let c = Config::parse(&text, "big.toml").unwrap();
+    assert_eq!(c.tree.len(), n + 1);
+    // Problems at the start, the middle and the end name their own lines.
+    let bad = [0, 7, 9_999, 19_998, 19_999];
+    let (text, lines) = many_accounts(n, |i| bad.contains(&i));
+    let err = Config::parse(&text, "big.toml").unwrap_err();
+    let got: Vec<(String, Option<usize>)> = err.problems.iter().map(|p| (p.key.clone(), p.line)).collect();
+    let want: Vec<(String, Option<usize>)> =
+        bad.iter().map(|&i| (format!("accounts.a{i:05}"), Some(lines[i]))).collect();
+    assert_eq!(got, want);
+    assert_eq!(text.lines().nth(lines[19_999] - 1), Some("[accounts.a19999]"));
+    // A tree problem found after the per-account pass: the last account's line.
+    let text = format!("{text_ok}\n[accounts.zz]\nparent = \"nope\"\n", text_ok = many_accounts(n, |_| false).0);
+    let err = Config::parse(&text, "big.toml").unwrap_err();
+    let last = text.lines().count() - 1;
+    assert_eq!(err.to_string(), format!("big.toml:{last}: accounts.zz.parent: account `zz` has unknown parent `nope`"));
+}
+
+#[test]
+fn account_names_with_upper_case_are_refused_with_the_lower_case_spelling() {
+    let err = Config::parse("[accounts.ai]\nshare = 50\n[accounts.NLP]\nparent = \"ai\"\nshare = 50\n", "t.toml")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "t.toml:3: accounts.NLP: account name `NLP` has upper-case letters: Slurm stores account names in lower case; write `nlp`"
+    );
+    // A [users] mapping to an upper-case account: the same rule, its line.
+    let err =
+        Config::parse("[accounts.nlp]\nshare = 50\n[users]\nbob = \"nlp\"\nalice = \"NLP\"\n", "t.toml").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "t.toml:5: users.alice: account name `NLP` has upper-case letters: Slurm stores account names in lower case; write `nlp`"
+    );
+}
+
+#[test]
+fn unallocated_below_above_the_maximum_is_refused_with_its_line() {
+    let err = Config::parse("[contracts]\nmax = \"8h\"\nunallocated_below = \"9h\"\n", "t.toml").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "t.toml:3: contracts.unallocated_below: 9h is longer than contracts.max 8h, so every contract would count as \
+         unallocated (allowed: 0 to contracts.max)"
+    );
+    // The default maximum (8h) counts too; equal to it is allowed.
+    assert!(Config::parse("[contracts]\nunallocated_below = \"8h1s\"\n", "t.toml").is_err());
+    let c = Config::parse("[contracts]\nunallocated_below = \"8h\"\n", "t.toml").unwrap();
+    assert_eq!(c.contracts.unallocated_below_s, 8 * 3600);
 }

@@ -47,7 +47,9 @@
 //!    of rule 1, user by rule 2, 1 or 2 GPUs (even odds), duration uniform in
 //!    120..=900 s, contract = duration (capped at `contracts.max_s`), not
 //!    resumable, priority by rule 6, class `debug`. Their ids continue after
-//!    the trace's largest id, in arrival order.
+//!    the trace's largest id, in arrival order. At most [`MAX_DEBUG_JOBS`]
+//!    are expected: [`AugmentOptions::validate_for`] refuses a rate that
+//!    would expect more over the trace, [`augment`] lowers it to that cap.
 //!
 //! The output is sorted by `(submit_s, job_id)`. Random draws come from
 //! three independent streams (teams and users; the trace's jobs, a fixed
@@ -98,8 +100,15 @@ pub const DEBUG_DURATION_S: (u64, u64) = (120, 900);
 /// a cluster size: `gpus = round(mean busy GPUs / 2.5)`.
 pub const DEMAND_OVER_SUPPLY: f64 = 2.5;
 
+/// Most debug jobs expected (rate × working seconds of the trace): about a
+/// GB of trace in memory, over 300 a working day for a year and a half of
+/// trace. `--debug-per-day 1e9` over a week would be 5 × 10⁹ jobs,
+/// terabytes.
+pub const MAX_DEBUG_JOBS: u64 = 10_000_000;
+
 const DAY_S: u64 = 86_400;
 const WEEK_S: u64 = 7 * DAY_S;
+const WORKING_DAY_S: u64 = WORK_END_S - WORK_START_S;
 
 /// What [`augment`] adds, and how much.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,6 +146,12 @@ pub enum AugmentError {
     Gpus,
     #[error("week_offset_s must be below 604800 (one week), found {0}")]
     WeekOffset(u64),
+    #[error(
+        "debug_per_day {per_day} would add about {expected:.0} debug jobs over the trace's {working_days:.1} working days \
+         (Mon-Fri 09:00-18:00 between its first and last submission); at most {MAX_DEBUG_JOBS} are allowed \
+         (debug_per_day up to {max_per_day} for this trace)"
+    )]
+    TooManyDebugJobs { per_day: f64, expected: f64, working_days: f64, max_per_day: f64 },
 }
 
 impl AugmentOptions {
@@ -155,6 +170,67 @@ impl AugmentOptions {
             return Err(AugmentError::WeekOffset(self.week_offset_s));
         }
         Ok(())
+    }
+
+    /// [`AugmentOptions::validate`], then the size of what [`augment`]
+    /// would add to `trace`: expected debug jobs = `debug_per_day` × the
+    /// trace's working days, at most [`MAX_DEBUG_JOBS`].
+    pub fn validate_for(&self, trace: &Trace) -> Result<(), AugmentError> {
+        self.validate()?;
+        let working_s = trace_working_seconds(trace, self.week_offset_s);
+        let working_days = working_s as f64 / WORKING_DAY_S as f64;
+        let expected = self.debug_per_day * working_days;
+        if expected > MAX_DEBUG_JOBS as f64 {
+            // Rounded down to a whole number of jobs a day where it can be.
+            let max = MAX_DEBUG_JOBS as f64 / working_days;
+            let max_per_day = if max >= 10.0 { max.floor() } else { max };
+            return Err(AugmentError::TooManyDebugJobs {
+                per_day: self.debug_per_day,
+                expected,
+                working_days,
+                max_per_day,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Working seconds (Monday-Friday, 09:00-18:00) in `[start, end]` of trace
+/// time, t = 0 being `offset` seconds after Monday 00:00. Closed form,
+/// `f(end) − f(start)` with `f(x)` the working seconds of week time `[0, x)`:
+/// whole weeks of 5 × 9 h, then the days of the last week.
+pub fn working_seconds(start: u64, end: u64, offset: u64) -> u64 {
+    fn before(x: u64) -> u64 {
+        let in_week = x % WEEK_S;
+        let days: u64 =
+            (0..WORK_DAYS).map(|d| in_week.saturating_sub(d * DAY_S + WORK_START_S).min(WORKING_DAY_S)).sum();
+        (x / WEEK_S).saturating_mul(WORK_DAYS * WORKING_DAY_S).saturating_add(days)
+    }
+    if end <= start {
+        return 0;
+    }
+    let offset = offset % WEEK_S;
+    before(end.saturating_add(offset)).saturating_sub(before(start.saturating_add(offset)))
+}
+
+/// Working seconds between the trace's first and last submission.
+fn trace_working_seconds(trace: &Trace, offset: u64) -> u64 {
+    let first = trace.jobs.iter().map(|j| j.submit_s).min();
+    let last = trace.jobs.iter().map(|j| j.submit_s).max();
+    match (first, last) {
+        (Some(a), Some(b)) => working_seconds(a, b, offset),
+        _ => 0,
+    }
+}
+
+/// Debug arrivals per working second: `debug_per_day` over a working day,
+/// lowered so that `working_s` seconds expect at most [`MAX_DEBUG_JOBS`].
+fn debug_rate_per_s(debug_per_day: f64, working_s: u64) -> f64 {
+    let rate = if debug_per_day.is_finite() { debug_per_day.max(0.0) } else { 0.0 } / WORKING_DAY_S as f64;
+    if working_s > 0 && rate * working_s as f64 > MAX_DEBUG_JOBS as f64 {
+        MAX_DEBUG_JOBS as f64 / working_s as f64
+    } else {
+        rate
     }
 }
 
@@ -309,7 +385,8 @@ pub fn classify(duration_s: u64, gpus: u32, u_realtime: f64, u_mix: f64) -> Clas
 }
 
 /// Augment a trace (see the module docs for every rule). Options out of
-/// range are clamped; call [`AugmentOptions::validate`] first to refuse them.
+/// range are clamped (a debug rate to [`MAX_DEBUG_JOBS`] expected); call
+/// [`AugmentOptions::validate_for`] first to refuse them.
 pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptions) -> Trace {
     let teams = teams(trace, config, opts);
     let chooser = Chooser::new(&teams);
@@ -349,8 +426,7 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
 
     // Debug jobs: Poisson arrivals in working hours between the first and
     // the last submission.
-    let rate_per_s = if opts.debug_per_day.is_finite() { opts.debug_per_day.max(0.0) } else { 0.0 }
-        / (WORK_END_S - WORK_START_S) as f64;
+    let rate_per_s = debug_rate_per_s(opts.debug_per_day, trace_working_seconds(&input, opts.week_offset_s));
     if let (Some(first), Some(last)) = (input.jobs.first(), input.jobs.last()) {
         if rate_per_s > 0.0 {
             let mut rng = rng(opts.seed, STREAM_DEBUG);
@@ -603,6 +679,71 @@ mod tests {
     #[test]
     fn empty_trace_stays_empty() {
         assert_eq!(augment(&Trace::default(), &config(), &AugmentOptions::default()), Trace::default());
+    }
+
+    /// Working seconds in `[start, end]` (trace time), day by day: the
+    /// definition the closed form must agree with.
+    fn working_by_days(start: u64, end: u64, offset: u64) -> u64 {
+        let mut working_s = 0;
+        for day in (start + offset) / DAY_S..=(end + offset) / DAY_S {
+            if day % 7 < WORK_DAYS {
+                let a = (day * DAY_S + WORK_START_S).saturating_sub(offset).max(start);
+                let b = (day * DAY_S + WORK_END_S).saturating_sub(offset).min(end);
+                working_s += b.saturating_sub(a);
+            }
+        }
+        working_s
+    }
+
+    #[test]
+    fn working_seconds_in_closed_form() {
+        let mut x = 12345u64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for _ in 0..2000 {
+            let start = next(30 * DAY_S);
+            let end = start + next(40 * DAY_S);
+            let offset = next(WEEK_S);
+            assert_eq!(
+                working_seconds(start, end, offset),
+                working_by_days(start, end, offset),
+                "{start} {end} {offset}"
+            );
+        }
+        assert_eq!(working_seconds(0, WEEK_S, 0), 5 * 9 * 3600);
+        // No loop over days: a span of 10^13 years is as quick as a week.
+        assert_eq!(working_seconds(0, u64::MAX / 2, 0) / (45 * 3600), (u64::MAX / 2) / WEEK_S);
+    }
+
+    #[test]
+    fn debug_jobs_are_refused_by_how_many_they_would_be() {
+        // One week, Monday 00:00 to the next: 5 working days.
+        let job = bare(1).jobs[0].clone();
+        let week = Trace {
+            jobs: vec![TraceJob { submit_s: 0, ..job.clone() }, TraceJob { job_id: 2, submit_s: WEEK_S, ..job }],
+        };
+        let opts = AugmentOptions { debug_per_day: 1e9, ..Default::default() };
+        assert_eq!(opts.validate(), Ok(()), "the rate alone is a finite number >= 0");
+        assert_eq!(
+            opts.validate_for(&week).unwrap_err().to_string(),
+            "debug_per_day 1000000000 would add about 5000000000 debug jobs over the trace's 5.0 working days \
+             (Mon-Fri 09:00-18:00 between its first and last submission); at most 10000000 are allowed \
+             (debug_per_day up to 2000000 for this trace)"
+        );
+        // At the cap: accepted; the default rate: far below it.
+        let at_cap = AugmentOptions { debug_per_day: 2e6, ..Default::default() };
+        assert_eq!(at_cap.validate_for(&week), Ok(()));
+        assert_eq!(AugmentOptions::default().validate_for(&bare(4000)), Ok(()));
+        // Options out of range come first, as validate() says them.
+        let bad = AugmentOptions { debug_per_day: -1.0, ..Default::default() };
+        assert_eq!(bad.validate_for(&week), Err(AugmentError::DebugPerDay(-1.0)));
+        // augment() clamps instead: the rate it uses never expects more than the cap.
+        let working_s = working_seconds(0, WEEK_S, 0);
+        let rate = debug_rate_per_s(1e9, working_s);
+        assert!((rate * working_s as f64 - MAX_DEBUG_JOBS as f64).abs() < 1e-3, "{}", rate * working_s as f64);
+        assert_eq!(debug_rate_per_s(40.0, working_s), 40.0 / 32_400.0);
     }
 
     #[test]

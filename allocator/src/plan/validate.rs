@@ -56,30 +56,41 @@ pub struct Score {
     pub fragmented_gpu_steps: u64,
 }
 
+/// Whether job `job`'s block of `g` GPUs may start at GPU `first` of a
+/// cluster of `gpus`, `per_node` to a node: `g` a power of two, the block
+/// aligned to its size inside one node when it fits in one, to a node
+/// boundary otherwise, and inside the cluster. The one rule of blocks:
+/// every plan is checked against it here, and a scenario's running jobs
+/// when it is loaded.
+pub fn check_block(gpus: u32, per_node: u32, job: u64, first: u32, g: u32) -> Result<(), Violation> {
+    if !g.is_power_of_two() {
+        return Err(Violation::NotPowerOfTwo { job, gpus: g });
+    }
+    let per_node = per_node.max(1);
+    let align = if g <= per_node { g } else { per_node };
+    let last = u64::from(first) + u64::from(g) - 1;
+    if first % align != 0 || (g <= per_node && u64::from(first / per_node) != last / u64::from(per_node)) {
+        return Err(Violation::Unaligned { job, first, gpus: g });
+    }
+    if last >= u64::from(gpus) {
+        return Err(Violation::Outside { job, first, end: first.saturating_add(g) });
+    }
+    Ok(())
+}
+
 /// Check every constraint and score the plan.
 pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
     let steps = s.steps;
     let mut used: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); steps];
     let mut seen = BTreeSet::new();
     let mut score = Score { busy: vec![0; steps], ..Score::default() };
-    let per_node = s.gpus_per_node.max(1);
     for p in &plan.batch {
         if !seen.insert(p.job_id) {
             return Err(Violation::Twice(p.job_id));
         }
         let job = s.jobs.iter().find(|j| j.id == p.job_id).ok_or(Violation::Unknown(p.job_id))?;
         let g = job.gpus;
-        if !g.is_power_of_two() {
-            return Err(Violation::NotPowerOfTwo { job: job.id, gpus: g });
-        }
-        // Aligned to its size: within a node for g ≤ node, whole nodes above.
-        let align = if g <= per_node { g } else { per_node };
-        if p.first_gpu % align != 0 || (g <= per_node && p.first_gpu / per_node != (p.first_gpu + g - 1) / per_node) {
-            return Err(Violation::Unaligned { job: job.id, first: p.first_gpu, gpus: g });
-        }
-        if p.first_gpu + g > s.gpus {
-            return Err(Violation::Outside { job: job.id, first: p.first_gpu, end: p.first_gpu + g });
-        }
+        check_block(s.gpus, s.gpus_per_node, job.id, p.first_gpu, g)?;
         match job.pinned {
             Some((start, first)) if (start, first) != (p.start_step, p.first_gpu) => return Err(Violation::PinnedMoved(job.id)),
             None if p.start_step < job.arrival_step => {
@@ -152,4 +163,36 @@ pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
         }
     }
     Ok(score)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Placed, PlanJob};
+
+    #[test]
+    fn a_block_at_the_top_of_u32_is_outside_not_an_overflow() {
+        let s = Scenario {
+            gpus: 16,
+            gpus_per_node: 8,
+            steps: 2,
+            step_s: 3600,
+            decay: 1.0,
+            penalty: 8.0,
+            jobs: vec![PlanJob { id: 1, gpus: 4, duration_steps: 1, priority: 1.0, arrival_step: 0, pinned: None }],
+            services: vec![],
+        };
+        let at =
+            |first_gpu: u32| Plan { batch: vec![Placed { job_id: 1, start_step: 0, first_gpu }], realtime: vec![] };
+        let first = u32::MAX - 3;
+        assert_eq!(validate(&s, &at(first)), Err(Violation::Outside { job: 1, first, end: u32::MAX }));
+        assert_eq!(validate(&s, &at(16)), Err(Violation::Outside { job: 1, first: 16, end: 20 }));
+        assert_eq!(validate(&s, &at(6)), Err(Violation::Unaligned { job: 1, first: 6, gpus: 4 }));
+        assert!(validate(&s, &at(12)).is_ok());
+        // Larger than a node: node boundaries.
+        assert_eq!(check_block(32, 8, 2, 8, 16), Ok(()));
+        assert_eq!(check_block(32, 8, 2, 4, 16), Err(Violation::Unaligned { job: 2, first: 4, gpus: 16 }));
+        assert_eq!(check_block(32, 8, 2, 24, 16), Err(Violation::Outside { job: 2, first: 24, end: 40 }));
+        assert_eq!(check_block(32, 8, 2, 0, 12), Err(Violation::NotPowerOfTwo { job: 2, gpus: 12 }));
+    }
 }
