@@ -198,6 +198,12 @@ impl Entitlement {
         Entitlement { capacity_gpus, rate, running, demand, fair, paths, names, has_children, index }
     }
 
+    /// May an account's own part hold allocated work: a positive rate of
+    /// its own, not the root (`Job::is_allocated`'s test, by node).
+    pub fn funded_at(&self, id: NodeId) -> bool {
+        id != 0 && self.rate.get(own(id)).is_some_and(|&r| r > 0.0)
+    }
+
     /// Node of an account; `None` outside the tree.
     pub fn id(&self, account: &str) -> Option<NodeId> {
         self.index.get(account).copied()

@@ -5,26 +5,50 @@
 use crate::contract::Contract;
 use crate::fairshare::FairShare;
 use crate::ledger::{Ledger, UsageKey};
-use crate::tree::OrgTree;
+use crate::tree::{Allocation, OrgTree, ROOT};
+
 use std::collections::BTreeMap;
 
-/// Anything that knows which accounts are in the tree.
+/// Anything that knows which accounts may hold allocated work: those in
+/// the tree with a positive own budget, never `root` (the one definition
+/// of a *funded* account, whichever view of the tree asks).
 pub trait KnownAccounts {
     fn knows(&self, account: &str) -> bool;
 }
-impl KnownAccounts for OrgTree {
+
+/// The tree and its allocation: which accounts are funded.
+#[derive(Debug, Clone, Copy)]
+pub struct Funded<'a> {
+    pub tree: &'a OrgTree,
+    pub alloc: &'a Allocation,
+}
+
+impl<'a> Funded<'a> {
+    pub fn new(tree: &'a OrgTree, alloc: &'a Allocation) -> Self {
+        Funded { tree, alloc }
+    }
+}
+
+impl Funded<'_> {
+    /// [`KnownAccounts::knows`] by node.
+    pub fn funded_at(&self, id: crate::tree::NodeId) -> bool {
+        id != self.tree.root() && self.alloc.own_gpu_hours.get(id).is_some_and(|&g| g > 0.0)
+    }
+}
+
+impl KnownAccounts for Funded<'_> {
     fn knows(&self, account: &str) -> bool {
-        self.contains(account)
+        self.tree.id(account).is_some_and(|id| self.funded_at(id))
     }
 }
 impl KnownAccounts for crate::entitlement::Entitlement {
     fn knows(&self, account: &str) -> bool {
-        self.id(account).is_some()
+        self.id(account).is_some_and(|id| self.funded_at(id))
     }
 }
 impl KnownAccounts for FairShare {
     fn knows(&self, account: &str) -> bool {
-        self.standing(account).is_some()
+        account != ROOT && self.standing(account).is_some_and(|s| s.allocated_gpu_hours > 0.0)
     }
 }
 
@@ -51,6 +75,10 @@ pub struct Job {
     pub restarts: u32,
     /// Seconds it may run (Slurm's time limit); `None` = no limit.
     pub time_limit_s: Option<u64>,
+    /// Seconds it ran in earlier runs (before requeues): the contract
+    /// protects a job's first `contract` seconds of running over all its
+    /// runs, so a requeue never buys a fresh contract ([`crate::runs`]).
+    pub earlier_run_s: u64,
 }
 
 impl Job {
@@ -67,6 +95,7 @@ impl Job {
             within_team: 0,
             restarts: 0,
             time_limit_s: None,
+            earlier_run_s: 0,
         }
     }
     pub fn contract(mut self, min_runtime_s: u64, resumable: bool) -> Job {
@@ -97,8 +126,13 @@ impl Job {
         self.time_limit_s = Some(s);
         self
     }
+    pub fn earlier_run(mut self, s: u64) -> Job {
+        self.earlier_run_s = s;
+        self
+    }
 
-    /// Allocated ⇔ a contract > 0 **and** an account in the tree. Only
+    /// Allocated ⇔ a contract > 0 **and** a funded account (in the tree,
+    /// a positive own budget, not `root`). Only
     /// allocated jobs are charged, fair-shared and protected. One definition
     /// for plugin, simulator and reports.
     pub fn is_allocated(&self, accounts: &impl KnownAccounts) -> bool {
@@ -117,10 +151,14 @@ impl Job {
     }
 
     /// Seconds of protected runtime left at `now` (0 when pending, past the
-    /// contract or unallocated).
+    /// contract or unallocated): the contract less what this run and the
+    /// earlier ones have run.
     pub fn contract_left_s(&self, now: u64) -> u64 {
         match self.start_s {
-            Some(start) => (start + self.contract.min_runtime_s).saturating_sub(now),
+            Some(start) => {
+                let ran = self.earlier_run_s.saturating_add(now.saturating_sub(start));
+                self.contract.min_runtime_s.saturating_sub(ran)
+            }
             None => 0,
         }
     }

@@ -16,6 +16,8 @@
 //! - [`preempt`]: [`may_preempt`], [`eligible_victims`] and
 //!   [`victim_rank`], the one preemption rule.
 //! - [`fairness`]: owed versus delivered GPU-hours.
+//! - [`runs`]: what a host saw of each job's runs ([`RunBook`]): charging
+//!   by run seconds, frozen at the run's start, protection over requeues.
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
 //! - [`plan`]: the rolling-horizon planner (fast mode, FIFO baseline,
 //!   validator; HiGHS full mode behind the `highs` feature).
@@ -36,6 +38,7 @@ pub mod ledger;
 pub mod plan;
 pub mod preempt;
 pub mod priority;
+pub mod runs;
 pub mod state;
 pub mod tree;
 
@@ -43,10 +46,11 @@ pub use contract::{parse_comment, Contract, ContractError, ContractRules, LongJo
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use fairness::{summarize, Delivery, FairnessSummary};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
-pub use job::{charge_from_mark, Job, KnownAccounts};
+pub use job::{charge_from_mark, Funded, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
 pub use entitlement::{Entitlement, Load, Need, Reclaim, ReclaimRefusal, TeamNow};
 pub use preempt::{eligible_victims, may_preempt, victim_rank, Decision, Moment, Refusal, VictimClass, VictimPool};
 pub use priority::{inside_key, inside_order, job_priority, order_queue, Priority, PriorityRules, QueueOrder, QueueWalk, TeamLoad};
+pub use runs::{RunBook, RunRecord, Seen};
 pub use state::{Snapshot, StateError};
 pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

@@ -149,8 +149,8 @@ pub fn job_priority(job: &Job, standing: Option<&Standing>, load: TeamLoad<'_>, 
 
 /// [`job_priority`] with the job's tree node already looked up.
 fn job_priority_at(job: &Job, standing: Option<&Standing>, node: Option<NodeId>, load: TeamLoad<'_>, rules: &PriorityRules) -> Priority {
-    // Allocated ⇔ a contract > 0 and an account in the tree (`Job::is_allocated`).
-    let allocated = job.contract.is_allocated() && standing.is_some();
+    // `Job::is_allocated` with the node already looked up.
+    let allocated = job.contract.is_allocated() && node.is_some_and(|id| load.ent.funded_at(id));
     let rank = standing.map(|s| s.rank);
     let team = TEAM.max() - rank.unwrap_or(TEAM.max()).min(TEAM.max());
     let quick = rules.is_quick(job);
@@ -208,8 +208,18 @@ pub struct QueueOrder {
 /// [`inside_order`], each job behind the GPUs of its team's allocated
 /// waiting jobs before it. `waiting` are the eligible waiting jobs.
 pub fn order_queue(waiting: &[&Job], fs: &FairShare, ent: &Entitlement, rules: &PriorityRules) -> QueueOrder {
+    // Grouped by team (in order of first appearance: teams are walked
+    // independently), then the inside order; keys computed once.
+    let mut team_of: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let keys: Vec<(u32, (i32, bool, u64, u64))> = waiting
+        .iter()
+        .map(|j| {
+            let next = u32::try_from(team_of.len()).unwrap_or(u32::MAX);
+            (*team_of.entry(j.account.as_str()).or_insert(next), inside_key(j, rules))
+        })
+        .collect();
     let mut idx: Vec<usize> = (0..waiting.len()).collect();
-    idx.sort_by(|&a, &b| waiting[a].account.cmp(&waiting[b].account).then(inside_order(waiting[a], waiting[b], rules)));
+    idx.sort_unstable_by_key(|&i| keys[i]);
     let mut walk = QueueWalk::new(fs, ent, rules);
     let mut priorities = vec![Priority::default(); waiting.len()];
     let mut ahead = vec![0.0; waiting.len()];

@@ -3,143 +3,313 @@
 //! reports read. Pure: strings in, strings out.
 //!
 //! ```text
-//! tally-state 1
+//! tally-state 2
 //! saved_at 1796083200
 //! geometry 3600 604800            # bucket_s window_s
-//! charged 4711 1796083140         # job id, charged up to (unix s)
+//! run 4711 1796080000 3140 1796083140 1 8 7200 0 0 pretrain alice
+//!     # job, start, charged run s, last seen, active, GPUs, contract s,
+//!     # resumable, earlier runs' s, account, user (see crate::runs)
 //! use 498912 pretrain alice 7200  # bucket, account, user, GPU-seconds
 //! ```
-//! `charged` marks make charging idempotent: a job is charged from its mark
-//! on, so a restart that reloads ledger and marks together never charges the
-//! same second twice.
+//! Names are escaped (`%20` for a space, `%25` for `%`, `%00` for an empty
+//! name), so a user name with a space (AD, SSSD) stays one field.
+//!
+//! `run` records make charging idempotent: a job is charged from what its
+//! record says was charged, so a restart that reloads ledger and records
+//! together never charges the same second twice. Version 1 files (`charged
+//! <job> <unix s>` marks) are read: the mark becomes the record of the run
+//! when the job is next seen.
+//!
+//! Reading is lenient line by line: a bad line is skipped and reported
+//! ([`Parsed::skipped`]), so one damaged line costs one record, not the
+//! ledger. Only a file that is not a Tally state at all, or one written by a
+//! newer version, is refused as a whole ([`StateError`]).
 
+use crate::contract::Contract;
 use crate::ledger::{Ledger, UsageKey};
+use crate::runs::{RunBook, RunRecord};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use thiserror::Error;
 
-const MAGIC: &str = "tally-state 1";
+const MAGIC: &str = "tally-state";
+/// The version this code writes.
+pub const VERSION: u32 = 2;
 
-/// Ledger, charging marks and when they were saved.
+/// Ledger, run records and when they were saved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     pub saved_at: u64,
     pub ledger: Ledger,
-    /// job id → unix second up to which the job has been charged.
-    pub charged_until: BTreeMap<u64, u64>,
+    pub runs: RunBook,
+}
+
+/// A parsed state and the lines that were skipped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub snapshot: Snapshot,
+    /// (1-based line, what was wrong).
+    pub skipped: Vec<(usize, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum StateError {
-    #[error("not a Tally state file (first line is not `{MAGIC}`)")]
+    #[error("not a Tally state file (first line is not `{MAGIC} <version>`)")]
     NotState,
+    #[error("written by a newer Tally (state version {0}; this one reads up to {VERSION})")]
+    Newer(u32),
     #[error("line {line}: {what}")]
     Line { line: usize, what: String },
 }
 
+/// A name as one whitespace-free field.
+pub fn escape(name: &str) -> String {
+    if name.is_empty() {
+        return "%00".to_string();
+    }
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c == '%' || c.is_whitespace() || c.is_control() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "%{b:02X}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The inverse of [`escape`]; `None` for a malformed field.
+pub fn unescape(field: &str) -> Option<String> {
+    if field == "%00" {
+        return Some(String::new());
+    }
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = field.get(i + 1..i + 3)?;
+            let b = u8::from_str_radix(hex, 16).ok()?;
+            if b == 0 {
+                return None;
+            }
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 impl Snapshot {
     pub fn new(ledger: Ledger) -> Snapshot {
-        Snapshot { saved_at: 0, ledger, charged_until: BTreeMap::new() }
+        Snapshot { saved_at: 0, ledger, runs: RunBook::new() }
     }
 
     pub fn to_text(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "{MAGIC}");
+        let _ = writeln!(s, "{MAGIC} {VERSION}");
         let _ = writeln!(s, "saved_at {}", self.saved_at);
         let _ = writeln!(s, "geometry {} {}", self.ledger.bucket_s(), self.ledger.window_s());
-        for (job, until) in &self.charged_until {
-            let _ = writeln!(s, "charged {job} {until}");
+        for (job, r) in self.runs.iter() {
+            let _ = writeln!(
+                s,
+                "run {job} {} {} {} {} {} {} {} {} {} {}",
+                r.start_s,
+                r.charged_s,
+                r.seen_s,
+                u8::from(r.active),
+                r.gpus,
+                r.contract.min_runtime_s,
+                u8::from(r.contract.resumable),
+                r.earlier_s,
+                escape(&r.account),
+                escape(&r.user)
+            );
+        }
+        for (job, mark) in self.runs.legacy_marks() {
+            let _ = writeln!(s, "charged {job} {mark}");
         }
         for (bucket, key, gs) in self.ledger.entries() {
-            let _ = writeln!(s, "use {bucket} {} {} {gs}", key.account, key.user);
+            let _ = writeln!(s, "use {bucket} {} {} {gs}", escape(&key.account), escape(&key.user));
         }
         s
     }
 
     /// Parse a saved state into a ledger of the given geometry. Usage saved
     /// with another bucket size is moved to the bucket holding the start of
-    /// its old bucket.
-    pub fn parse(text: &str, bucket_s: u64, window_s: u64) -> Result<Snapshot, StateError> {
+    /// its old bucket. Bad lines are skipped and listed.
+    pub fn parse(text: &str, bucket_s: u64, window_s: u64) -> Result<Parsed, StateError> {
         let mut lines = text.lines().enumerate();
-        match lines.next() {
-            Some((_, l)) if l.trim() == MAGIC => {}
+        let version = match lines.next().map(|(_, l)| l.split_ascii_whitespace().collect::<Vec<_>>()) {
+            Some(f) if f.len() == 2 && f[0] == MAGIC => f[1].parse::<u32>().map_err(|_| StateError::NotState)?,
             _ => return Err(StateError::NotState),
+        };
+        if version == 0 {
+            return Err(StateError::NotState);
         }
-        let ledger = Ledger::new(bucket_s, window_s)
-            .map_err(|e| StateError::Line { line: 0, what: e.to_string() })?;
+        if version > VERSION {
+            return Err(StateError::Newer(version));
+        }
+        let ledger = Ledger::new(bucket_s, window_s).map_err(|e| StateError::Line { line: 0, what: e.to_string() })?;
         let mut snap = Snapshot::new(ledger);
+        let mut skipped = Vec::new();
         let mut old_bucket_s = bucket_s;
+        let mut legacy = BTreeMap::new();
         for (i, line) in lines {
-            let n = i + 1;
-            let bad = |what: &str| StateError::Line { line: n, what: what.to_string() };
-            let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-            let num = |k: usize| -> Result<u64, StateError> {
-                fields.get(k).and_then(|f| f.parse().ok()).ok_or_else(|| bad("expected a whole number"))
-            };
-            match fields.first().copied() {
-                None => {}
-                Some(c) if c.starts_with('#') => {}
-                Some("saved_at") => snap.saved_at = num(1)?,
-                Some("geometry") => {
-                    old_bucket_s = num(1)?;
-                    if old_bucket_s == 0 {
-                        return Err(bad("bucket of 0 seconds"));
-                    }
-                }
-                Some("charged") => {
-                    snap.charged_until.insert(num(1)?, num(2)?);
-                }
-                Some("use") => {
-                    if fields.len() != 5 {
-                        return Err(bad("expected `use <bucket> <account> <user> <gpu_seconds>`"));
-                    }
-                    let bucket = num(1)?;
-                    let gs: f64 = fields[4].parse().map_err(|_| bad("GPU-seconds is not a number"))?;
-                    if !(gs.is_finite() && gs >= 0.0) {
-                        return Err(bad("GPU-seconds must be finite and >= 0"));
-                    }
-                    let start = bucket.checked_mul(old_bucket_s).ok_or_else(|| bad("bucket out of range"))?;
-                    snap.ledger.add(start / bucket_s, &UsageKey::new(fields[2], fields[3]), gs);
-                }
-                Some(other) => return Err(bad(&format!("unknown record `{other}`"))),
+            if let Err(what) = parse_line(line, &mut snap, &mut old_bucket_s, &mut legacy) {
+                skipped.push((i + 1, what));
             }
         }
-        Ok(snap)
+        for (job, mark) in legacy {
+            snap.runs.set_legacy_mark(job, mark);
+        }
+        Ok(Parsed { snapshot: snap, skipped })
     }
+}
+
+fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &mut BTreeMap<u64, u64>) -> Result<(), String> {
+    let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+    let num = |k: usize| -> Result<u64, String> {
+        fields.get(k).and_then(|f| f.parse().ok()).ok_or_else(|| format!("field {} is not a whole number", k + 1))
+    };
+    let name = |k: usize| -> Result<String, String> {
+        fields.get(k).and_then(|f| unescape(f)).ok_or_else(|| format!("field {} is not an escaped name", k + 1))
+    };
+    let flag = |k: usize| -> Result<bool, String> {
+        match num(k)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(format!("field {} is not 0 or 1", k + 1)),
+        }
+    };
+    match fields.first().copied() {
+        None => {}
+        Some(c) if c.starts_with('#') => {}
+        Some("saved_at") => snap.saved_at = num(1)?,
+        Some("geometry") => {
+            let b = num(1)?;
+            if b == 0 {
+                return Err("bucket of 0 seconds".into());
+            }
+            *old_bucket_s = b;
+        }
+        Some("charged") => {
+            if fields.len() != 3 {
+                return Err("expected `charged <job> <unix s>`".into());
+            }
+            legacy.insert(num(1)?, num(2)?);
+        }
+        Some("run") => {
+            if fields.len() != 12 {
+                return Err("expected `run <job> <start> <charged> <seen> <active> <gpus> <contract> <resumable> <earlier> <account> <user>`".into());
+            }
+            let gpus = u32::try_from(num(6)?).map_err(|_| "GPU count out of range".to_string())?;
+            let r = RunRecord {
+                start_s: num(2)?,
+                charged_s: num(3)?,
+                seen_s: num(4)?,
+                active: flag(5)?,
+                gpus,
+                contract: Contract::new(num(7)?, flag(8)?),
+                earlier_s: num(9)?,
+                account: name(10)?,
+                user: name(11)?,
+            };
+            snap.runs.insert(num(1)?, r);
+        }
+        Some("use") => {
+            if fields.len() != 5 {
+                return Err("expected `use <bucket> <account> <user> <gpu_seconds>`".into());
+            }
+            let bucket = num(1)?;
+            let gs: f64 = fields[4].parse().map_err(|_| "GPU-seconds is not a number".to_string())?;
+            if !(gs.is_finite() && gs >= 0.0) {
+                return Err("GPU-seconds must be finite and >= 0".into());
+            }
+            let start = bucket.checked_mul(*old_bucket_s).ok_or_else(|| "bucket out of range".to_string())?;
+            let key = UsageKey { account: name(2)?, user: name(3)? };
+            snap.ledger.add(start / snap.ledger.bucket_s(), &key, gs);
+        }
+        Some(other) => return Err(format!("unknown record `{other}`")),
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse(text: &str, b: u64, w: u64) -> Result<Snapshot, StateError> {
+        Snapshot::parse(text, b, w).map(|p| p.snapshot)
+    }
+
     #[test]
     fn round_trip() {
         let mut l = Ledger::new(3600, 7 * 86_400).unwrap();
         l.charge(&UsageKey::new("a", "u"), 2, 1000, 9000);
-        l.charge(&UsageKey::new("b", "v"), 1, 0, 10);
+        l.charge(&UsageKey::new("b", "Jane Doe"), 1, 0, 10);
+        l.charge(&UsageKey::new("c", ""), 1, 0, 10);
         let mut s = Snapshot::new(l);
         s.saved_at = 9000;
-        s.charged_until.insert(42, 9000);
+        s.runs.insert(
+            42,
+            RunRecord {
+                start_s: 1000,
+                charged_s: 8000,
+                seen_s: 9000,
+                active: true,
+                account: "a".into(),
+                user: "100% me".into(),
+                gpus: 2,
+                contract: Contract::new(7200, true),
+                earlier_s: 5,
+            },
+        );
+        s.runs.set_legacy_mark(43, 8000);
         let text = s.to_text();
-        assert_eq!(Snapshot::parse(&text, 3600, 7 * 86_400), Ok(s));
+        assert!(text.contains(" b Jane%20Doe "), "{text}");
+        assert_eq!(Snapshot::parse(&text, 3600, 7 * 86_400), Ok(Parsed { snapshot: s, skipped: vec![] }));
+    }
+
+    #[test]
+    fn names_escape_and_unescape() {
+        for n in ["", "alice", "Jane Doe", "a%b", "tab\there", "ünï cödé", "%00"] {
+            let e = escape(n);
+            assert!(!e.is_empty() && !e.contains(char::is_whitespace), "{n:?} -> {e:?}");
+            assert_eq!(unescape(&e).as_deref(), Some(n), "{e}");
+        }
+        for bad in ["%", "%4", "%zz", "%FF", "a%0"] {
+            assert_eq!(unescape(bad), None, "{bad}");
+        }
     }
 
     #[test]
     fn rebuckets_on_new_geometry() {
         let text = "tally-state 1\ngeometry 3600 604800\nuse 3 a u 100\n";
-        let s = Snapshot::parse(text, 7200, 604_800).unwrap();
+        let s = parse(text, 7200, 604_800).unwrap();
         assert_eq!(s.ledger.entries().map(|(b, _, v)| (b, v)).collect::<Vec<_>>(), vec![(1, 100.0)]);
     }
 
     #[test]
-    fn corrupt_input_is_an_error_with_a_line() {
-        assert_eq!(Snapshot::parse("garbage", 3600, 3600), Err(StateError::NotState));
-        assert_eq!(Snapshot::parse("", 3600, 3600), Err(StateError::NotState));
-        let e = Snapshot::parse("tally-state 1\nuse 1 a u\n", 3600, 3600).unwrap_err();
-        assert!(matches!(e, StateError::Line { line: 2, .. }), "{e}");
-        let e = Snapshot::parse("tally-state 1\nuse 1 a u NaN\n", 3600, 3600).unwrap_err();
-        assert!(matches!(e, StateError::Line { line: 2, .. }), "{e}");
-        let e = Snapshot::parse("tally-state 1\nfrobnicate\n", 3600, 3600).unwrap_err();
-        assert_eq!(e.to_string(), "line 2: unknown record `frobnicate`");
+    fn version_one_marks_are_kept() {
+        let s = parse("tally-state 1\ncharged 7 5000\n", 3600, 3600).unwrap();
+        assert_eq!(s.runs.legacy_marks().collect::<Vec<_>>(), vec![(7, 5000)]);
+    }
+
+    #[test]
+    fn a_bad_line_costs_that_line_only() {
+        assert_eq!(parse("garbage", 3600, 3600), Err(StateError::NotState));
+        assert_eq!(parse("", 3600, 3600), Err(StateError::NotState));
+        assert_eq!(parse("tally-state 3\nuse 1 a u 5\n", 3600, 3600), Err(StateError::Newer(3)));
+        let p = Snapshot::parse("tally-state 2\nuse 1 a u\nuse 1 a u NaN\nfrobnicate\nuse 1 b v 5\n", 3600, 3600).unwrap();
+        assert_eq!(p.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(p.skipped[2].1, "unknown record `frobnicate`");
+        assert_eq!(p.snapshot.ledger.entries().map(|(_, k, v)| (k.account.clone(), v)).collect::<Vec<_>>(), vec![("b".into(), 5.0)]);
     }
 }

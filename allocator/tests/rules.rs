@@ -85,16 +85,24 @@ fn users_rank_inside_their_account() {
 
 #[test]
 fn unallocated_jobs_are_never_charged() {
-    let w = World::new(8).share("a", None, 100.0);
-    let tree = w.tree();
+    // `parent` hands all of its share down: it has no budget of its own.
+    let w = World::new(8).share("a", None, 50.0).share("parent", None, 50.0).share("child", Some("parent"), 100.0);
+    let (tree, alloc) = (w.tree(), w.alloc());
+    let funded = Funded::new(&tree, &alloc);
     let mut ledger = Ledger::new(H, WEEK).unwrap();
     let cases = [
         (Job::new(1, "a", "u").gpus(4), false),                          // contract 0
         (Job::new(2, "nope", "u").gpus(4).contract(3600, false), false), // account not in tree
         (Job::new(3, "a", "u").gpus(4).contract(3600, false), true),
+        (Job::new(4, "root", "u").gpus(4).contract(3600, false), false), // root is never a team
+        (Job::new(5, "parent", "u").gpus(4).contract(3600, false), false), // no own budget
+        (Job::new(6, "child", "u").gpus(4).contract(3600, false), true),
     ];
     for (job, charged) in cases {
-        assert_eq!(job.charge(&tree, &mut ledger, 0, H), charged, "job {}", job.id);
+        assert_eq!(job.charge(&funded, &mut ledger, 0, H), charged, "job {}", job.id);
+        // The entitlement and the ranking agree on who is funded.
+        assert_eq!(job.is_allocated(&w.ent(&[])), charged, "job {}", job.id);
+        assert_eq!(job.is_allocated(&w.fs()), charged, "job {}", job.id);
     }
     let u = ledger.usage(H);
     assert_eq!(u.account_gpu_hours("a"), 4.0);

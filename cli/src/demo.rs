@@ -27,7 +27,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         let gpu_hours = alloc.gpu_hours[id] * USAGE_FACTORS[i % USAGE_FACTORS.len()];
         let gpus_busy = (gpu_hours / alloc.capacity.window_hours()).round() as u32;
         let job = Job::new(i as u64, &tree.node(id).name, "demo").contract(H, false).gpus(gpus_busy);
-        job.charge(tree, &mut ledger, start, NOW);
+        job.charge(&tally_allocator::Funded::new(tree, &alloc), &mut ledger, start, NOW);
     }
     let fs = FairShare::compute(tree, &alloc, &ledger.usage(NOW));
 
@@ -98,7 +98,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     for (j, comment) in &jobs {
         let a = ahead.entry(j.account.clone()).or_insert(0.0);
         let p = job_priority(j, fs.standing(&j.account), TeamLoad { ent: &ent, ahead_gpus: *a }, &config.priority);
-        if j.is_allocated(tree) {
+        if j.is_allocated(&ent) {
             *a += f64::from(j.gpus);
         }
         prios.push((p, j, *comment));

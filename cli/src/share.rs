@@ -40,7 +40,13 @@ pub fn run(args: Args) -> Result<(), String> {
     };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let snapshot = match std::fs::read_to_string(&state) {
-        Ok(text) => Snapshot::parse(&text, config.bucket_s, config.window_s).map_err(|e| format!("{}: {e}", state.display()))?,
+        Ok(text) => {
+            let parsed = Snapshot::parse(&text, config.bucket_s, config.window_s).map_err(|e| format!("{}: {e}", state.display()))?;
+            for (line, what) in &parsed.skipped {
+                eprintln!("{}:{line}: skipped: {what}", state.display());
+            }
+            parsed.snapshot
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("{}: no ledger yet (slurmctld with priority/tally saves it every calc_period); showing zero usage", state.display());
             Snapshot::new(config.new_ledger())

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use tally_allocator::plan::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 use tally_allocator::tree::NodeId;
 use tally_allocator::{
-    charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Job, Ledger, Load, Moment, QueueOrder, QueueWalk,
+    charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder, QueueWalk,
     Standing, VictimPool,
 };
 use tally_config::Config;
@@ -300,8 +300,9 @@ impl<'a> Sim<'a> {
                 restarts: 0,
                 // The simulator knows each job's duration: its time limit.
                 time_limit_s: Some(tj.duration_s.max(1)),
+                earlier_run_s: 0,
             };
-            let node = if job.is_allocated(&config.tree) { config.tree.id(&job.account) } else { None };
+            let node = if job.is_allocated(&Funded::new(&config.tree, &alloc)) { config.tree.id(&job.account) } else { None };
             jobs.push(SimJob {
                 job,
                 class: tj.class,
@@ -459,7 +460,7 @@ impl<'a> Sim<'a> {
             Policy::Tally | Policy::TallyPlanner => {
                 for &i in &self.running {
                     let j = &self.jobs[i];
-                    charge_from_mark(&mut self.marks, &j.job, &self.config.tree, &mut self.ledger, j.run_start, now);
+                    charge_from_mark(&mut self.marks, &j.job, &Funded::new(&self.config.tree, &self.alloc), &mut self.ledger, j.run_start, now);
                 }
                 self.ledger.prune(now);
                 self.fs = FairShare::compute(&self.config.tree, &self.alloc, &self.ledger.usage(now));
@@ -654,7 +655,7 @@ impl<'a> Sim<'a> {
         match self.policy {
             Policy::Tally | Policy::TallyPlanner => {
                 let j = &self.jobs[i];
-                charge_from_mark(&mut self.marks, &j.job, &self.config.tree, &mut self.ledger, j.run_start, now);
+                charge_from_mark(&mut self.marks, &j.job, &Funded::new(&self.config.tree, &self.alloc), &mut self.ledger, j.run_start, now);
             }
             Policy::Multifactor => {
                 self.decay_to(now);
@@ -677,9 +678,8 @@ impl<'a> Sim<'a> {
 
     fn preempt(&mut self, v: usize, by: usize, now: u64) -> R<()> {
         let ran = now - self.jobs[v].run_start;
-        // Inside a declared minimum runtime?
-        let c = self.jobs[v].job.contract;
-        if c.is_allocated() && ran < c.min_runtime_s && self.jobs[v].node.is_some() {
+        // Inside a declared minimum runtime (over all its runs)?
+        if self.jobs[v].job.contract_left_s(now) > 0 && self.jobs[v].node.is_some() {
             self.violations += 1;
             if self.policy.tally() {
                 return Err(broken(now, format!("job {} preempted inside its contract", self.jobs[v].job.id)));
@@ -693,6 +693,7 @@ impl<'a> Sim<'a> {
             j.remaining_s = j.duration_s;
         }
         j.job.restarts += 1;
+        j.job.earlier_run_s += ran;
         let (id, by_id) = (self.jobs[v].job.id, self.jobs[by].job.id);
         self.note(Happening::Preempt { t: now, job: id, by: by_id });
         if self.s.requeue_delay_s == 0 {

@@ -420,3 +420,60 @@ fn e2e_9_planner_starts_the_job_that_fits_the_hole_first() {
     assert_eq!(state(whole), "PENDING");
     clean();
 }
+
+/// Jobs in the queue (any state).
+fn queue_len() -> usize {
+    sh("squeue", &["-h", "-o", "%i"]).lines().count()
+}
+
+#[test]
+fn e2e_10_a_kill_9_in_a_submit_storm_loses_nothing() {
+    clean();
+    // storm_a holds both nodes with protected jobs; storm_b runs nothing
+    // and is owed: its jobs would preempt storm_a's but for the contracts.
+    let fillers = fill("sa", "contract=1h");
+    wait_until(30, "storm_a to be charged", || used_gpu_s("storm_a") > 0.0);
+    // The storm: 2,000 submissions from 8 shells at once, of both teams.
+    let storm: Vec<std::process::Child> = (0..8)
+        .map(|w| {
+            let user = if w % 2 == 0 { "sa" } else { "sb" };
+            let script = format!(
+                "source testbed/lib.sh; for i in $(seq 250); do submit_as {user} -N1 --gres=gpu:1 --comment contract=1h --wrap 'sleep 60' >/dev/null 2>&1 || true; done"
+            );
+            Command::new("bash").args(["-c", &script]).current_dir(root()).spawn().expect("a storm shell")
+        })
+        .collect();
+    wait_until(180, "the storm to be under way", || queue_len() >= 300);
+    // kill -9 in the middle of it: no fini, no last save.
+    let before = used_gpu_s("storm_a");
+    let t0 = Instant::now();
+    let out = Command::new("bash").arg("testbed/restart-ctld.sh").env("TALLY_KILL", "1").current_dir(root()).output().unwrap();
+    assert!(out.status.success(), "restart after kill -9: {}", String::from_utf8_lossy(&out.stderr));
+    for mut c in storm {
+        let _ = c.wait();
+    }
+    let queued = queue_len();
+    assert!(queued >= 1000, "the storm went on after the restart: {queued} jobs queued");
+    // Every job has a priority again (0 would be held) within two periods.
+    wait_until(30, "every pending job to have Tally's priority", || {
+        let p = sh("squeue", &["-h", "-t", "PD", "-o", "%Q"]);
+        p.lines().all(|l| l.trim().parse::<u64>().is_ok_and(|v| v >= ALLOCATED))
+    });
+    // The ledger: nothing lost (it holds at least the last save before the
+    // kill, at most one period behind), nothing charged twice (at most what
+    // 16 GPUs ran since, plus a period).
+    let saved_at = |s: &str| s.lines().find_map(|l| l.strip_prefix("saved_at ")).map(str::to_string);
+    let first = saved_at(&std::fs::read_to_string(format!("{RUN_DIR}/state/tally/ledger.state")).unwrap());
+    wait_until(30, "a save after the restart", || {
+        saved_at(&std::fs::read_to_string(format!("{RUN_DIR}/state/tally/ledger.state")).unwrap()) != first
+    });
+    let after = used_gpu_s("storm_a");
+    let allowed = before + 16.0 * (t0.elapsed().as_secs_f64() + 3.0);
+    assert!(after >= before, "usage lost over the kill: {before} -> {after}");
+    assert!(after <= allowed, "usage charged twice over the kill: {before} -> {after} (at most {allowed})");
+    // Contracts still protect: storm_b is owed GPUs, storm_a's fillers stay.
+    assert!(fillers.iter().all(|&f| state(f) == "RUNNING"), "a protected job was preempted after the restart");
+    let log = std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld.log")).unwrap();
+    assert!(!log.contains("internal error"), "a panic was caught in slurmctld");
+    clean();
+}

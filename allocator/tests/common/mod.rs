@@ -50,8 +50,9 @@ impl World {
     /// wait; only allocated jobs count.
     pub fn ent(&self, jobs: &[Job]) -> Entitlement {
         let tree = self.tree();
+        let alloc = self.alloc();
         let mut load = Load::new(&tree);
-        for j in jobs.iter().filter(|j| j.is_allocated(&tree)) {
+        for j in jobs.iter().filter(|j| j.is_allocated(&Funded::new(&tree, &alloc))) {
             let id = tree.id(&j.account).expect("in tree");
             if j.start_s.is_some() {
                 load.run(id, j.gpus);
@@ -59,7 +60,7 @@ impl World {
                 load.wait(id, j.gpus);
             }
         }
-        Entitlement::compute(&tree, &self.alloc(), &load)
+        Entitlement::compute(&tree, &alloc, &load)
     }
 }
 

@@ -26,8 +26,8 @@ use std::sync::Mutex;
 use tally_slurm::follower::{self, Follower};
 use tally_slurm::guard::{guard, lock};
 use tally_slurm::slurm_log::{c_text, SlurmLogger};
-use tally_slurm::submit::{check, Refusal, SubmitView};
-use tally_slurm::view::{read_job, read_job_desc};
+use tally_slurm::submit::{check, check_update, Refusal, SubmitView, UpdateView};
+use tally_slurm::view::{read_job, read_job_desc, RunState};
 
 tally_slurm::plugin_identity!("Tally contract checks", "job_submit/tally");
 
@@ -41,6 +41,7 @@ fn code(r: Refusal) -> c_int {
         Refusal::TimeLimit => slurm_sys::ESLURM_INVALID_TIME_LIMIT,
         Refusal::Account => slurm_sys::ESLURM_INVALID_ACCOUNT,
         Refusal::Gpus => slurm_sys::ESLURM_INVALID_GRES,
+        Refusal::Started => slurm_sys::ESLURM_ACCESS_DENIED,
     }) as c_int
 }
 
@@ -76,9 +77,13 @@ unsafe fn replace_string(slot: *mut *mut c_char, text: &str) {
 /// A submission. On refusal `*err_msg` gets an xstrdup'd message for sbatch.
 #[no_mangle]
 pub extern "C" fn job_submit(job_desc: *mut job_desc_msg_t, submit_uid: u32, err_msg: *mut *mut c_char) -> c_int {
-    // A bug of ours must not stop users from submitting: accept and log.
+    // A bug of ours, or no usable config, must not stop users from
+    // submitting: accept and log (fail-open; the guard logs a panic).
     guard("job_submit", || SUCCESS, || {
-        let Some(f) = lock(&FOLLOWER).as_ref().map(|f| f.config()) else { return SUCCESS };
+        let Some(f) = lock(&FOLLOWER).as_ref().and_then(|f| f.config()) else {
+            log::error!("no usable config: job of uid {submit_uid} accepted unchecked");
+            return SUCCESS;
+        };
         // SAFETY: the request is valid for this call.
         let Some(view) = (unsafe { read_job_desc(job_desc) }) else { return SUCCESS };
         match check(&f, &view) {
@@ -109,34 +114,31 @@ pub extern "C" fn job_submit(job_desc: *mut job_desc_msg_t, submit_uid: u32, err
     })
 }
 
-/// An update (`scontrol update job …`): a new comment is checked and
-/// normalised; a new time limit is checked against the contract.
+/// An update (`scontrol update job …`): see `submit::check_update` (a
+/// started job's contract is fixed; a pending job's new comment, time
+/// limit or GPUs are judged like a submission).
 #[no_mangle]
 pub extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, job_ptr: *mut job_record_t, submit_uid: u32) -> c_int {
     guard("job_modify", || SUCCESS, || {
-        let Some(config) = lock(&FOLLOWER).as_ref().map(|f| f.config()) else { return SUCCESS };
+        let Some(config) = lock(&FOLLOWER).as_ref().and_then(|f| f.config()) else {
+            log::error!("no usable config: update by uid {submit_uid} accepted unchecked");
+            return SUCCESS;
+        };
         // SAFETY: request and job are valid for this call (job lock held).
         let (Some(req), Some(job)) = (unsafe { read_job_desc(job_desc) }, unsafe { read_job(job_ptr) }) else {
             return SUCCESS;
         };
         // SAFETY: as above.
         let new_limit = unsafe { (*job_desc).time_limit } != NO_VAL;
-        if req.comment.is_none() && !new_limit {
-            return SUCCESS;
-        }
-        let view = SubmitView {
-            comment: req.comment.clone().or(job.comment.clone()),
-            account: req.account.or(job.account),
-            time_limit_s: if new_limit { req.time_limit_s } else { job.time_limit_s },
-            gpus: None, // GPU counts are checked at submit
+        let u = UpdateView {
+            req,
+            new_limit,
+            job: SubmitView { comment: job.comment, account: job.account, time_limit_s: job.time_limit_s, ..SubmitView::default() },
+            pending: job.state == RunState::Pending && job.start_s == 0,
         };
-        // An old job whose comment predates these rules: only a new comment is judged.
-        if req.comment.is_none() && config.contracts.resolve(view.comment.as_deref()).is_err() {
-            return SUCCESS;
-        }
-        match check(&config, &view) {
+        match check_update(&config, &u) {
             Ok(accepted) => {
-                if let (Some(comment), Some(_)) = (&accepted.comment, &req.comment) {
+                if let (Some(comment), Some(_)) = (&accepted.comment, &u.req.comment) {
                     // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
                     unsafe { replace_string(&mut (*job_desc).comment, comment) };
                 }
@@ -146,9 +148,7 @@ pub extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, job_ptr: *mut job_re
                 SUCCESS
             }
             Err(r) => {
-                // SAFETY: a live job under the lock.
-                let id = unsafe { job_ptr.as_ref() }.map_or(0, |j| j.job_id);
-                log::info!("refused an update of job {id} by uid {submit_uid}: {}", r.message);
+                log::info!("refused an update of job {} by uid {submit_uid}: {}", job.job_id, r.message);
                 code(r.refusal)
             }
         }

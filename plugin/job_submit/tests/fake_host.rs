@@ -1,7 +1,10 @@
 //! `job_submit_tally.so` in a fake slurmctld: submissions and updates built
 //! here, refusals and rewritten comments read back.
 
-use slurm_sys::{job_desc_msg_t, job_record_t, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_TIME_LIMIT, ESLURM_INVALID_TIME_VALUE, NO_VAL};
+use slurm_sys::{
+    job_desc_msg_t, job_record_t, ESLURM_ACCESS_DENIED, ESLURM_INVALID_ACCOUNT, ESLURM_INVALID_GRES, ESLURM_INVALID_TIME_LIMIT,
+    ESLURM_INVALID_TIME_VALUE, NO_VAL,
+};
 use std::ffi::{c_char, c_int, CStr};
 use tally_fakehost::{assert_exports, assert_identity, job, open_plugin, temp_dir, with_lock, zeroed, Host};
 
@@ -15,7 +18,7 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
     let dir = temp_dir("fake-host-submit");
     let host = Host::load(&dir);
     let config = dir.join("tally.toml");
-    std::fs::write(&config, "[contracts]\nmax_requeues = 1\n[accounts.nlp]\nshare = 50\n").unwrap();
+    std::fs::write(&config, "[cluster]\ngpus = 16\n[contracts]\nmax_requeues = 1\npower_of_two_gpus = true\n[accounts.nlp]\nshare = 50\n").unwrap();
     std::env::set_var("TALLY_CONFIG", &config);
     let lib = open_plugin("job_submit_tally");
     assert_identity(&lib, "job_submit/tally");
@@ -87,6 +90,35 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
         let mut d = desc("contract=120m,resumable", "", NO_VAL);
         assert_eq!(with_lock(|| modify(&mut *d, j.ptr(), 1000)), 0);
         assert_eq!(text(d.comment), "contract=2h,resumable");
+        // `Comment=` (empty, not absent) on a pending job is judged too.
+        let mut d = desc("", "", NO_VAL);
+        d.comment = host.xstrdup("");
+        assert_eq!(with_lock(|| modify(&mut *d, j.ptr(), 1000)), 0, "missing = unallocated: an empty comment is contract 0");
+        // GPUs: a per-task request whose total is not a power of two.
+        let mut d = desc("contract=1h", "nlp", NO_VAL);
+        d.tres_per_task = host.xstrdup("gres:gpu:1");
+        d.num_tasks = 3;
+        assert_eq!(run(&mut d).0, ESLURM_INVALID_GRES as c_int);
+        let mut d = desc("", "", NO_VAL);
+        d.tres_per_node = host.xstrdup("gres:gpu:3");
+        assert_eq!(with_lock(|| modify(&mut *d, j.ptr(), 1000)), ESLURM_INVALID_GRES as c_int, "an update's GPUs are checked");
+        // A running job's contract is fixed: no contract=0 to stop being
+        // charged, no longer contract to buy protection, no clearing it.
+        let mut r = job(43, "nlp", "alice", "contract=2h", 2).running_since(60);
+        for c in ["contract=0", "contract=8h", ""] {
+            let mut d = desc("", "", NO_VAL);
+            d.comment = host.xstrdup(c);
+            assert_eq!(with_lock(|| modify(&mut *d, r.ptr(), 1000)), ESLURM_ACCESS_DENIED as c_int, "{c:?}");
+        }
+        let mut d = desc("contract=2h note", "", NO_VAL);
+        assert_eq!(with_lock(|| modify(&mut *d, r.ptr(), 1000)), 0, "the user's own text may change");
+        assert_eq!(fini(), 0);
+
+        // No usable config: submissions go through unchecked (fail-open).
+        std::fs::write(&config, "[accounts.nlp]\nshare = 500\n").unwrap();
+        assert_eq!(init(), 0);
+        let mut d = desc("contract=9h", "", NO_VAL);
+        assert_eq!(run(&mut d).0, 0);
         assert_eq!(fini(), 0);
     }
 }

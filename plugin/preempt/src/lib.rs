@@ -29,8 +29,8 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use slurm_sys::{
-    job_queue_rec_t, job_record_t, slurm_preempt_data_type_t, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME,
-    PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
+    job_queue_rec_t, job_record_t, slurm_preempt_data_type_t, JOB_RUNNING, JOB_STATE_BASE, PREEMPT_DATA_ENABLED,
+    PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_int, c_void};
@@ -38,7 +38,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tally_allocator::{victim_rank, Entitlement, Job, Moment, VictimPool};
 use tally_config::Config;
-use tally_slurm::engine::{allocation, entitlement_of, to_job, DEFAULT_PREEMPT_WINDOW_S};
+use tally_slurm::engine::{allocation, classify, entitlement_of, to_job};
+use tally_slurm::host::preempt_window_s;
 use tally_slurm::follower::{self, Follower};
 use tally_slurm::guard::{guard, lock};
 use tally_slurm::host::{Access, Host};
@@ -71,8 +72,10 @@ struct Snapshot {
     /// The entitlement at the copy, then moved by the claims of every
     /// preemptor asked since (their victims gone, their jobs running).
     ent: Entitlement,
-    /// Running jobs at the copy, minus the allocated victims claimed since.
+    /// Running jobs at the copy.
     running: Vec<Job>,
+    /// The allocated victims claimed since the copy (gone, for the rule).
+    claimed: BTreeSet<u64>,
     /// Each preemptor asked since the copy and the victims offered to it.
     answers: BTreeMap<u32, BTreeSet<u32>>,
 }
@@ -88,24 +91,20 @@ impl Snapshot {
         }
         let t = now();
         let m = Moment { ent: &self.ent, max_requeues: self.config.contracts.max_requeues, now: t };
-        let pool = VictimPool::new(self.running.iter().map(|j| (j.id, j)), &m);
+        let claimed = &self.claimed;
+        let pool = VictimPool::new(self.running.iter().filter(|j| !claimed.contains(&j.id)).map(|j| (j.id, j)), &m);
         let victims: BTreeSet<u64> = pool.for_preemptor(p, &m).into_iter().collect();
         // Claim: the allocated victims leave, the preemptor runs.
         let tree = &self.config.tree;
-        let mut gone = Vec::new();
-        self.running.retain(|j| {
-            let claimed = victims.contains(&j.id) && j.is_allocated(tree);
-            if claimed {
-                gone.push((j.account.clone(), j.gpus));
-            }
-            !claimed
-        });
-        for (account, gpus) in gone {
+        let gone: Vec<(u64, String, u32)> =
+            self.running.iter().filter(|j| victims.contains(&j.id) && j.is_allocated(&self.ent)).map(|j| (j.id, j.account.clone(), j.gpus)).collect();
+        for (id, account, gpus) in gone {
+            self.claimed.insert(id);
             if let Some(n) = tree.id(&account) {
                 self.ent.add_running(n, -f64::from(gpus));
             }
         }
-        if p.is_allocated(tree) && !victims.is_empty() {
+        if p.is_allocated(&self.ent) && !victims.is_empty() {
             if let Some(n) = tree.id(&p.account) {
                 self.ent.add_running(n, f64::from(p.gpus));
             }
@@ -117,34 +116,23 @@ impl Snapshot {
     }
 }
 
-fn preempt_window_s() -> u64 {
-    // SAFETY: libslurmfull's global config, read-only.
-    let (k, m) = unsafe { (slurm_sys::slurm_conf.kill_wait, slurm_sys::slurm_conf.msg_timeout) };
-    let w = u64::from(k) + u64::from(m);
-    if w == 0 {
-        DEFAULT_PREEMPT_WINDOW_S
-    } else {
-        w
-    }
-}
-
 /// One round of the thread: copy the jobs under the read lock, compute with
-/// no lock held, publish.
+/// no lock held, publish. Without a config, no snapshot: nothing is
+/// preempted (fail-closed).
 fn refresh(host: &Host) {
-    let Some(config) = config() else { return };
+    let Some((config, runs)) = lock(&FOLLOWER).as_ref().and_then(|f| f.config().map(|c| (c, f.runs()))) else {
+        *lock(&LIVE) = None;
+        return;
+    };
     let views: Vec<_> = host.with_jobs(Access::ReadJobs, |list| {
         // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
         unsafe { job_pointers(list) }.into_iter().filter_map(|j| unsafe { read_job(j) }).collect()
     });
     let t = now();
-    let alloc = allocation(&config);
-    let ent = entitlement_of(&config, &alloc, &views, t, preempt_window_s());
-    let running = views.iter().filter(|v| v.state == RunState::Running).map(|v| to_job(&config, v).0).collect();
-    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, answers: BTreeMap::new() });
-}
-
-fn config() -> Option<Arc<Config>> {
-    lock(&FOLLOWER).as_ref().map(|f| f.config())
+    let jobs = classify(&config, &views, &runs, t, preempt_window_s());
+    let ent = entitlement_of(&config, &allocation(&config), &jobs);
+    let running = jobs.into_iter().zip(&views).filter(|(_, v)| v.state == RunState::Running).map(|((_, j), _)| j).collect();
+    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, claimed: BTreeSet::new(), answers: BTreeMap::new() });
 }
 
 #[no_mangle]
@@ -191,20 +179,29 @@ pub extern "C" fn preempt_p_preemptable(preemptee: *mut job_record_t, preemptor:
             return false;
         }
         // SAFETY: live jobs under the caller's job lock.
-        let (Some(v), Some(p)) = (unsafe { read_job(preemptee) }, unsafe { read_job(preemptor) }) else { return false };
-        if v.state != RunState::Running {
+        let (v_id, v_running, p_id) = unsafe { ((*preemptee).job_id, (*preemptee).job_state & JOB_STATE_BASE == JOB_RUNNING, (*preemptor).job_id) };
+        if !v_running {
             return false;
         }
         let mut live = lock(&LIVE);
         let Some(snap) = live.as_mut() else { return false };
+        let stale = now() > snap.taken_at + STALE_S;
+        if !stale {
+            // Asked before since the copy: the same answer, no conversion.
+            if let Some(victims) = snap.answers.get(&p_id) {
+                return victims.contains(&v_id);
+            }
+        }
+        // SAFETY: as above.
+        let Some(p) = (unsafe { read_job(preemptor) }) else { return false };
         let (job, _) = to_job(&snap.config, &p);
-        if now() > snap.taken_at + STALE_S {
+        if stale {
             // The thread has not copied the jobs for a while: only the rule
             // that needs no count (unallocated victims) still answers.
-            let (victim, _) = to_job(&snap.config, &v);
-            return job.is_allocated(&snap.config.tree) && !victim.is_allocated(&snap.config.tree);
+            let victim_unallocated = snap.running.iter().find(|j| j.id == u64::from(v_id)).is_none_or(|j| !j.is_allocated(&snap.ent));
+            return job.is_allocated(&snap.ent) && victim_unallocated;
         }
-        snap.victims(&job).contains(&v.job_id)
+        snap.victims(&job).contains(&v_id)
     })
 }
 
@@ -237,10 +234,12 @@ pub extern "C" fn preempt_p_get_data(job_ptr: *mut job_record_t, data_type: slur
                 let live = lock(&LIVE);
                 let rank = live.as_ref().and_then(|snap| {
                     // SAFETY: a live job under the caller's job lock.
-                    let v = unsafe { read_job(job_ptr) }?;
-                    // The victim's class and loss need only the tree.
+                    let id = u64::from(unsafe { job_ptr.as_ref() }?.job_id);
+                    // The victim as copied (its run's frozen contract); the
+                    // class and loss need only the tree.
+                    let v = snap.running.iter().find(|j| j.id == id)?;
                     let m = Moment { ent: &snap.ent, max_requeues: snap.config.contracts.max_requeues, now: now() };
-                    Some(victim_rank(&to_job(&snap.config, &v).0, &m))
+                    Some(victim_rank(v, &m))
                 });
                 // SAFETY: as above.
                 unsafe { *data.cast::<u32>() = rank.unwrap_or(u32::MAX) };

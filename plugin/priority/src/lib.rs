@@ -42,8 +42,9 @@ use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tally_slurm::engine::{changed_priorities, priority_of, Engine, PlanBoard, Ranking};
-use tally_slurm::follower::{initial_config, load_config};
+use tally_allocator::RunBook;
+use tally_slurm::engine::{changed_priorities, classify, priority_of, Engine, PlanBoard, Ranking};
+use tally_slurm::follower::{self, initial_config, load_config, Start};
 use tally_slurm::guard::{guard, install_panic_hook, lock};
 use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::{self, SlurmLogger};
@@ -66,9 +67,14 @@ static LOGGER: SlurmLogger = SlurmLogger { prefix: "priority/tally" };
 
 #[derive(Debug)]
 struct Shared {
-    engine: Mutex<Engine>,
+    /// `None`: no usable config yet (Tally does nothing; see
+    /// `tally_slurm::follower`).
+    engine: Mutex<Option<Engine>>,
     config_path: PathBuf,
     state_path: Option<PathBuf>,
+    /// Why the ledger file must not be written now (it could not be read:
+    /// saving would overwrite what it holds); retried every period.
+    hold: Mutex<Option<String>>,
 }
 
 #[derive(Debug)]
@@ -111,57 +117,43 @@ fn state_path() -> Option<PathBuf> {
 
 #[no_mangle]
 pub extern "C" fn init() -> c_int {
-    guard("init", || SUCCESS, || {
+    // Never a failed init (slurmctld would not start): a bug here leaves
+    // Slurm's submit order, loudly.
+    let fallback = || {
+        slurm_log::error("priority/tally did not start (internal error above): every pending job keeps Slurm's submit order until slurmctld restarts");
+        SUCCESS
+    };
+    guard("init", fallback, || {
         install_panic_hook();
         let config_path = tally_config::default_path();
         // The logger first, at info, so config errors are visible.
         slurm_log::init(&LOGGER, false);
-        let config = initial_config(&config_path);
-        slurm_log::set_debug(config.debug);
         let t = now();
         let Some(host) = Host::lookup() else {
             // A client tool (sshare, …) loaded us: no thread, no state.
-            *lock(&RANKING) = Some(Engine::new(config, None, t).ranking());
+            if let Start::File(c) | Start::LastGood(c) = initial_config(&config_path, None) {
+                *lock(&RANKING) = Some(Engine::new(c, None, t).ranking());
+            }
             return SUCCESS;
         };
         let state_path = state_path();
-        let snapshot = match &state_path {
-            None => {
-                log::error!("StateSaveLocation is not set: usage will not survive a restart");
-                None
+        if state_path.is_none() {
+            log::error!("StateSaveLocation is not set: usage will not survive a restart");
+        }
+        let config = match initial_config(&config_path, state_path.as_deref()) {
+            Start::File(c) => {
+                if let Some(p) = &state_path {
+                    follower::write_active(p, &c.text);
+                }
+                Some(c)
             }
-            Some(p) => match statefile::load(p, config.bucket_s, config.window_s, t) {
-                Loaded::Ok(s) => {
-                    log::info!("loaded ledger {} (saved at {}, {} running jobs marked)", p.display(), s.saved_at, s.charged_until.len());
-                    Some(s)
-                }
-                Loaded::Missing => {
-                    log::info!("no ledger at {} yet: starting empty", p.display());
-                    None
-                }
-                Loaded::SetAside { problem, moved_to } => {
-                    log::error!(
-                        "ledger {} is unusable ({problem}); moved to {}; starting empty",
-                        p.display(),
-                        moved_to.map_or("nowhere (rename failed)".to_string(), |m| m.display().to_string())
-                    );
-                    None
-                }
-            },
+            Start::LastGood(c) => Some(c),
+            Start::None => None,
         };
-        log::info!(
-            "{}: {} accounts, window {}, recalculation every {}",
-            config.source,
-            config.tree.len() - 1,
-            tally_allocator::format_duration(config.window_s),
-            tally_allocator::format_duration(config.calc_period_s)
-        );
-        let mut engine = Engine::new(config, snapshot, t);
-        // SAFETY: libslurmfull's global config, loaded before plugins.
-        let (kill_wait, msg_timeout) = unsafe { (slurm_sys::slurm_conf.kill_wait, slurm_sys::slurm_conf.msg_timeout) };
-        engine.set_preempt_window(u64::from(kill_wait) + u64::from(msg_timeout));
-        publish(&engine);
-        let shared = Arc::new(Shared { engine: Mutex::new(engine), config_path, state_path });
+        let shared = Arc::new(Shared { engine: Mutex::new(None), config_path, state_path, hold: Mutex::new(None) });
+        if let Some(config) = config {
+            start_engine(&shared, config, t);
+        }
         let s2 = shared.clone();
         let worker = Worker::spawn("tally-recalc", move |wake| recalc(&host, &s2, wake))
             .map_err(|e| log::error!("cannot start the recalculation thread: {e}"))
@@ -172,6 +164,62 @@ pub extern "C" fn init() -> c_int {
         *lock(&PLUGIN) = Some(Running { shared, worker, planner });
         SUCCESS
     })
+}
+
+/// The engine under a first usable config, on the ledger as loaded.
+fn start_engine(shared: &Shared, config: tally_config::Config, t: u64) {
+    slurm_log::set_debug(config.debug);
+    log::info!(
+        "{}: {} accounts, window {}, recalculation every {}",
+        config.source,
+        config.tree.len() - 1,
+        tally_allocator::format_duration(config.window_s),
+        tally_allocator::format_duration(config.calc_period_s)
+    );
+    let snapshot = shared.state_path.as_deref().and_then(|p| load_ledger(shared, p, &config, t));
+    let mut engine = Engine::new(config, snapshot, t);
+    engine.set_preempt_window(tally_slurm::host::preempt_window_s());
+    publish(&engine);
+    *lock(&shared.engine) = Some(engine);
+}
+
+/// Read the ledger file; a file that cannot be read now holds saving.
+fn load_ledger(shared: &Shared, p: &std::path::Path, config: &tally_config::Config, t: u64) -> Option<tally_allocator::Snapshot> {
+    match statefile::load(p, config.bucket_s, config.window_s, t) {
+        Loaded::Ok { snapshot, skipped, warnings } => {
+            log::info!("loaded ledger {} (saved at {}, {} jobs' runs recorded)", p.display(), snapshot.saved_at, snapshot.runs.len());
+            for (line, what) in skipped {
+                log::warn!("ledger {}: line {line} skipped: {what}", p.display());
+            }
+            for w in warnings {
+                log::warn!("ledger {}: {w}", p.display());
+            }
+            *lock(&shared.hold) = None;
+            Some(snapshot)
+        }
+        Loaded::Missing => {
+            log::info!("no ledger at {} yet: starting empty", p.display());
+            *lock(&shared.hold) = None;
+            None
+        }
+        Loaded::SetAside { problem, moved_to } => {
+            log::error!(
+                "ledger {} is not a Tally state ({problem}); moved to {}; starting empty",
+                p.display(),
+                moved_to.map_or("nowhere (rename failed)".to_string(), |m| m.display().to_string())
+            );
+            *lock(&shared.hold) = None;
+            None
+        }
+        Loaded::Held { problem } => {
+            log::error!(
+                "ledger {} cannot be read now ({problem}): left in place, not saved over; charging in memory and retrying every period",
+                p.display()
+            );
+            *lock(&shared.hold) = Some(problem);
+            None
+        }
+    }
 }
 
 #[no_mangle]
@@ -201,30 +249,37 @@ fn recalc(host: &Host, shared: &Shared, wake: Wake) -> Duration {
         }
         Wake::Tick => tick(host, shared),
     }
-    Duration::from_secs(lock(&shared.engine).config().calc_period_s.max(1))
+    let period = lock(&shared.engine).as_ref().map(|e| e.config().calc_period_s);
+    Duration::from_secs(period.unwrap_or(60).max(1))
 }
 
 fn tick(host: &Host, shared: &Shared) {
     let t = now();
+    if lock(&shared.engine).is_none() {
+        log::error!("{}: no usable config: Tally does nothing until it is fixed and `scontrol reconfigure` is run", shared.config_path.display());
+        return;
+    }
+    retry_held_ledger(shared, t);
     let asked = std::time::Instant::now();
-    host.with_jobs(Access::WriteJobs, |list| {
+    let retired = host.with_jobs(Access::WriteJobs, |list| {
         let locked = std::time::Instant::now();
         // SAFETY: job_list under the job write lock (with_jobs).
         let jobs: Vec<(*mut job_record_t, _)> =
             unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
-        let views: Vec<_> = jobs.iter().map(|(_, v)| v.clone()).collect();
+        let (pointers, views): (Vec<*mut job_record_t>, Vec<_>) = jobs.into_iter().unzip();
         let plan = current_plan();
-        let mut engine = lock(&shared.engine);
-        let report = engine.tick(t, &views, plan.as_deref());
+        let mut guard = lock(&shared.engine);
+        let Some(engine) = guard.as_mut() else { return Vec::new() };
+        let mut report = engine.tick(t, views, plan.as_deref());
         for &(i, prio) in &report.priorities {
-            let job = jobs[i].0;
+            let job = pointers[i];
             // SAFETY: pointer from job_list, still under the write lock.
             unsafe { (*job).priority = prio };
         }
         if !report.priorities.is_empty() {
             host.touch(t as i64);
         }
-        publish(&engine);
+        publish(engine);
         // The figures of docs/reliability.md's load test (lock waited for,
         // then held: slurmctld's job write lock).
         log::debug!(
@@ -235,8 +290,25 @@ fn tick(host: &Host, shared: &Shared) {
             locked.duration_since(asked).as_micros(),
             locked.elapsed().as_micros()
         );
+        std::mem::take(&mut report.retired)
     });
+    drop(retired); // freed outside slurmctld's lock
     save(shared);
+}
+
+/// A ledger that could not be read at start-up: try again, and take what
+/// it holds on top of what was charged since.
+fn retry_held_ledger(shared: &Shared, t: u64) {
+    if lock(&shared.hold).is_none() {
+        return;
+    }
+    let (Some(p), Some(config)) = (&shared.state_path, lock(&shared.engine).as_ref().map(|e| e.config().clone())) else { return };
+    if let Some(snapshot) = load_ledger(shared, p, &config, t) {
+        if let Some(e) = lock(&shared.engine).as_mut() {
+            e.merge(snapshot);
+            log::info!("ledger {} read at last and merged", p.display());
+        }
+    }
 }
 
 // ---- the planner thread -----------------------------------------------------------
@@ -280,7 +352,9 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
         let live: Vec<(*mut job_record_t, _)> =
             unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
         let views: Vec<_> = live.iter().map(|(_, v)| v.clone()).collect();
-        let changed = changed_priorities(&r, &views, Some(&board));
+        // Pending jobs only: no run record needed.
+        let classified = classify(&r.config, &views, &RunBook::new(), t, 0);
+        let changed = changed_priorities(&r, &views, &classified, &[], Some(&board));
         for &(i, prio) in &changed {
             let job = live[i].0;
             // SAFETY: pointer from job_list, still under the write lock.
@@ -304,25 +378,43 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     Duration::from_secs(interval.max(1))
 }
 
-/// Write the ledger (outside slurmctld's lock).
+/// Write the ledger (outside slurmctld's lock), unless saving is held.
 fn save(shared: &Shared) {
     let Some(path) = &shared.state_path else { return };
-    let text = lock(&shared.engine).state_text(now());
+    if let Some(why) = lock(&shared.hold).as_ref() {
+        log::warn!("ledger {} not saved: {why}", path.display());
+        return;
+    }
+    let Some(text) = lock(&shared.engine).as_mut().map(|e| e.state_text(now())) else { return };
     if let Err(e) = statefile::save_atomic(path, &text) {
         log::error!("cannot save the ledger to {}: {e}", path.display());
     }
 }
 
+/// `scontrol reconfigure`: a config that validates replaces the one in
+/// force (and becomes the active copy job_submit and preempt follow); a
+/// broken one changes nothing.
 fn reload_config(shared: &Shared) {
     match load_config(&shared.config_path) {
         Some(c) => {
             slurm_log::set_debug(c.debug);
             log::info!("reloaded {}", shared.config_path.display());
-            let mut engine = lock(&shared.engine);
-            engine.set_config(c, now());
-            publish(&engine);
+            if let Some(p) = &shared.state_path {
+                follower::write_active(p, &c.text);
+            }
+            let mut guard = lock(&shared.engine);
+            match guard.as_mut() {
+                Some(engine) => {
+                    engine.set_config(c, now());
+                    publish(engine);
+                }
+                None => {
+                    drop(guard);
+                    start_engine(shared, c, now());
+                }
+            }
         }
-        None => log::error!("{}: not reloaded; the last good config stays in force", shared.config_path.display()),
+        None => log::error!("{}: not reloaded; the config in force stays", shared.config_path.display()),
     }
 }
 
@@ -376,7 +468,9 @@ pub extern "C" fn priority_p_reconfig(assoc_clear: bool) {
 /// Slurm's association usage is not Tally's ledger: nothing to do.
 #[no_mangle]
 pub extern "C" fn priority_p_set_assoc_usage(assoc: *mut slurmdb_assoc_rec_t) {
-    let _ = assoc;
+    guard("priority_p_set_assoc_usage", || (), || {
+        let _ = assoc;
+    })
 }
 
 /// `double priority_p_calc_fs_factor(long double usage_efctv, long double
@@ -385,7 +479,7 @@ pub extern "C" fn priority_p_set_assoc_usage(assoc: *mut slurmdb_assoc_rec_t) {
 /// ABI-compatible. Tally's fair share is a ranking, not this formula: 0.
 #[no_mangle]
 pub extern "C" fn priority_p_calc_fs_factor() -> f64 {
-    0.0
+    guard("priority_p_calc_fs_factor", || 0.0, || 0.0)
 }
 
 /// sprio: one object per pending job, allocated with Slurm's allocator
@@ -510,7 +604,9 @@ pub extern "C" fn priority_p_job_end(job_ptr: *mut job_record_t) {
         // SAFETY: live job, caller holds the job lock.
         let Some(v) = (unsafe { read_job(job_ptr) }) else { return };
         if let Some(r) = lock(&PLUGIN).as_ref() {
-            lock(&r.shared.engine).charge(&v, now());
+            if let Some(e) = lock(&r.shared.engine).as_mut() {
+                e.charge(&v, now());
+            }
             // Its team may be owed GPUs now: re-rank soon (the thread, not
             // here), so the GPUs it freed go by the fresh order.
             if let Some(w) = &r.worker {

@@ -126,7 +126,10 @@ fn plugin_in_a_fake_slurmctld() {
         // ---- fini joins the thread and saves the ledger
         assert_eq!(fini(), 0);
         let state = std::fs::read_to_string(dir.join("tally/ledger.state")).expect("ledger saved");
-        assert!(state.starts_with("tally-state 1\n"), "{state}");
+        assert!(state.starts_with("tally-state 2\n"), "{state}");
+        // The config it ran on is the active copy job_submit and preempt follow.
+        let active = std::fs::read_to_string(dir.join("tally/tally.toml.active")).expect("active copy");
+        assert!(active.contains("[accounts.idle]"), "{active}");
         let busy_gpu_s: f64 = state
             .lines()
             .filter(|l| l.starts_with("use ") && l.split(' ').nth(2) == Some("busy"))
@@ -134,8 +137,9 @@ fn plugin_in_a_fake_slurmctld() {
             .sum();
         assert!((8.0 * 3600.0..8.0 * 3700.0).contains(&busy_gpu_s), "busy charged {busy_gpu_s} GPU-s");
 
-        // ---- a restart loads the ledger: busy still ranks below idle at once
-        std::fs::write(&config, "[cluster]\ngpus = 16\n[priority]\ncalc_period = \"1h\"\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n").unwrap();
+        // ---- a restart with a broken tally.toml runs on the last good copy
+        // and loads the ledger: busy still ranks below idle at once
+        std::fs::write(&config, "[accounts.busy]\nshare = 500\n").unwrap();
         assert_eq!(init(), 0);
         let mut a = job(10, "busy", "alice", "contract=1h", 1);
         let mut b = job(11, "idle", "bob", "contract=1h", 1);
@@ -174,6 +178,22 @@ fn plugin_in_a_fake_slurmctld() {
             .unwrap()
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("ledger.state.corrupt-"));
         assert_eq!(aside.count(), 1);
+
+        // ---- a ledger that cannot be read now (here: a directory) is left
+        // alone and never saved over; once readable, charging goes on
+        let ledger = dir.join("tally/ledger.state");
+        let _ = std::fs::remove_file(&ledger);
+        std::fs::create_dir(&ledger).unwrap();
+        std::fs::write(ledger.join("keep"), "what the admin must not lose").unwrap();
+        assert_eq!(init(), 0);
+        reconfig(false); // a tick: saving held
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(ledger.join("keep").exists(), "held: not saved over");
+        std::fs::remove_dir_all(&ledger).unwrap();
+        reconfig(false); // the next tick reads again (nothing there now) and saves
+        wait_until("the ledger to be saved again", Duration::from_secs(10), || ledger.is_file());
+        assert_eq!(fini(), 0);
+        assert!(std::fs::read_to_string(&ledger).unwrap().starts_with("tally-state 2\n"));
     }
 }
 

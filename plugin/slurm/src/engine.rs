@@ -17,11 +17,11 @@
 //! IO, no waiting on the engine.
 
 use crate::view::{JobView, RunState};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tally_allocator::{
-    charge_from_mark, job_priority, order_queue, Allocation, Contract, Entitlement, FairShare, Job, Load, Priority, QueueOrder,
-    Snapshot, TeamLoad,
+    job_priority, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Job, Load, Priority, QueueOrder, RunBook,
+    RunRecord, Seen, Snapshot, TeamLoad,
 };
 use tally_config::Config;
 
@@ -39,7 +39,7 @@ pub struct Ranking {
     pub ent: Entitlement,
     /// Each pending job's GPUs ahead of it in its team (the walk), and what
     /// a job submitted since waits behind.
-    pub ahead: BTreeMap<u32, f64>,
+    pub ahead: HashMap<u32, f64>,
     pub order: QueueOrder,
     pub computed_at: u64,
 }
@@ -78,18 +78,43 @@ pub fn allocation(config: &Config) -> Allocation {
     })
 }
 
-/// What every team runs and waits for now, from slurmctld's jobs: the one
-/// computation of the priority plugin's tick and the preempt plugin's live
-/// check. Only allocated jobs count.
-pub fn entitlement_of(config: &Config, alloc: &Allocation, jobs: &[JobView], now: u64, preempt_window_s: u64) -> Entitlement {
+/// Every job of one moment, converted once: the allocator's [`Job`]
+/// (frozen facts of its run from the [`RunBook`], a het job's one
+/// contract) and where it counts now. The one conversion of a tick, shared
+/// by the priority plugin's ranking and the preempt plugin's copy.
+pub fn classify(config: &Config, views: &[JobView], runs: &RunBook, now: u64, preempt_window_s: u64) -> Vec<(Counted, Job)> {
+    let leaders = het_comments(views);
+    // Comments repeat (sweeps, arrays, scripts): each distinct one is
+    // resolved once per moment.
+    let mut contracts: HashMap<Option<&str>, Result<Contract, tally_allocator::ContractError>> = HashMap::new();
+    views
+        .iter()
+        .map(|v| {
+            let comment = if v.het_component() { leaders.get(&v.het_job_id).copied().unwrap_or(v.comment.as_deref()) } else { v.comment.as_deref() };
+            let contract = contracts.entry(comment).or_insert_with(|| config.contracts.resolve(comment)).clone();
+            (counted(v, now, preempt_window_s), job_from(config, v, contract, runs.get(u64::from(v.job_id))).0)
+        })
+        .collect()
+}
+
+/// A heterogeneous job has one contract, its leader's: Slurm preempts a
+/// het job only if every component may be preempted, so a small protected
+/// component must not shield a big unallocated one.
+fn het_comments(views: &[JobView]) -> BTreeMap<u32, Option<&str>> {
+    views.iter().filter(|v| v.het_job_id != 0 && v.het_job_id == v.job_id).map(|v| (v.job_id, v.comment.as_deref())).collect()
+}
+
+/// What every team runs and waits for now: the one computation of the
+/// priority plugin's tick and the preempt plugin's live check. Only
+/// allocated jobs count.
+pub fn entitlement_of(config: &Config, alloc: &Allocation, jobs: &[(Counted, Job)]) -> Entitlement {
+    let funded = Funded::new(&config.tree, alloc);
     let mut load = Load::new(&config.tree);
-    for v in jobs {
-        let c = counted(v, now, preempt_window_s);
-        if c == Counted::No {
+    for (c, job) in jobs {
+        if *c == Counted::No || !job.contract.is_allocated() {
             continue;
         }
-        let (job, _) = to_job(config, v);
-        let Some(id) = config.tree.id(&job.account).filter(|_| job.is_allocated(&config.tree)) else { continue };
+        let Some(id) = config.tree.id(&job.account).filter(|&id| funded.funded_at(id)) else { continue };
         match c {
             Counted::Running => load.run(id, job.gpus),
             Counted::Waiting => load.wait(id, job.gpus),
@@ -121,6 +146,9 @@ pub struct TickReport {
     /// GPU-seconds charged in this tick.
     pub charged_gpu_s: f64,
     pub jobs_seen: usize,
+    /// The previous tick's job views, for the caller to drop outside
+    /// slurmctld's lock.
+    pub retired: Vec<JobView>,
 }
 
 #[derive(Debug)]
@@ -136,16 +164,36 @@ pub struct Engine {
     last_jobs: Vec<JobView>,
 }
 
-/// The allocator's view of a Slurm job under a config. A contract the rules
-/// refuse makes the job unallocated (job_submit/tally refuses such jobs at
-/// the door; this is the fallback for jobs that got in before it).
+/// The allocator's view of a Slurm job under a config, from its own
+/// comment and no run record (a pending job at submit). A contract the
+/// rules refuse makes the job unallocated (job_submit/tally refuses such
+/// jobs at the door; this is the fallback for jobs that got in before it).
 pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::ContractError>) {
+    job_of(config, v, v.comment.as_deref(), None)
+}
+
+/// [`to_job`] with the comment that governs it (a het job's leader's) and
+/// its run record: a job holding GPUs is what it was when its run started
+/// (account, user, GPUs, contract), and has used the protection of its
+/// earlier runs.
+pub fn job_of(config: &Config, v: &JobView, comment: Option<&str>, run: Option<&RunRecord>) -> (Job, Option<tally_allocator::ContractError>) {
+    job_from(config, v, config.contracts.resolve(comment), run)
+}
+
+/// [`job_of`] with the comment already resolved.
+fn job_from(
+    config: &Config,
+    v: &JobView,
+    resolved: Result<Contract, tally_allocator::ContractError>,
+    run: Option<&RunRecord>,
+) -> (Job, Option<tally_allocator::ContractError>) {
     let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("").to_string();
-    let (contract, err) = match config.contracts.resolve(v.comment.as_deref()) {
+    let (contract, err) = match resolved {
         Ok(c) => (c, None),
         Err(e) => (Contract::UNALLOCATED, Some(e)),
     };
-    let job = Job {
+    let holding = matches!(v.state, RunState::Running | RunState::Suspended) && v.start_s > 0;
+    let mut job = Job {
         id: u64::from(v.job_id),
         account,
         user: v.user.clone(),
@@ -156,8 +204,36 @@ pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::Con
         within_team: (-v.nice).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
         restarts: u32::from(v.restarts),
         time_limit_s: v.time_limit_s,
+        earlier_run_s: 0,
     };
+    if let Some(r) = run {
+        if holding && r.start_s == v.start_s {
+            job.account.clone_from(&r.account);
+            job.user.clone_from(&r.user);
+            job.gpus = r.gpus;
+            job.contract = r.contract;
+            job.earlier_run_s = r.earlier_s;
+            return (job, None);
+        }
+        job.earlier_run_s = r.protection_used_s(v.start_s, v.start_s);
+    }
     (job, err)
+}
+
+/// What slurmctld shows of a job's run at `now` (see [`Seen`]).
+pub fn seen(v: &JobView, now: u64) -> Seen {
+    // Slurm resets the submit time when it requeues a job.
+    let requeued_s = if v.restarts > 0 { v.submit_s } else { 0 };
+    match v.state {
+        RunState::Running | RunState::Suspended if v.start_s > 0 => {
+            Seen::Run { start_s: v.start_s, run_s: v.run_s(now), at: now, active: v.state == RunState::Running, requeued_s }
+        }
+        RunState::Done if v.start_s > 0 => Seen::Ended { start_s: v.start_s, end_s: v.end_s.max(v.start_s), run_s: v.run_s(now), requeued_s },
+        // Requeued: Slurm zeroed start and end. A pending job's start and
+        // end are the backfill's estimates: never charged.
+        RunState::Pending if v.start_s == 0 && v.restarts > 0 => Seen::Requeued { at: v.submit_s.min(now) },
+        _ => Seen::Waiting,
+    }
 }
 
 /// The priority of a job under a ranking and the planner's last committed
@@ -165,22 +241,38 @@ pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::Con
 /// had waiting before it at the last walk (all of them for a job submitted
 /// since).
 pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priority {
-    let (job, _) = to_job(&r.config, v);
-    let ahead = r.ahead.get(&v.job_id).copied().unwrap_or_else(|| r.order.waiting_gpus.get(&job.account).copied().unwrap_or(0.0));
-    job_priority(&job, r.fs.standing(&job.account), TeamLoad { ent: &r.ent, ahead_gpus: ahead }, &r.config.priority)
-        .planned(PlanBoard::starts(plan, v.job_id))
+    priority_of_job(r, &to_job(&r.config, v).0, plan)
 }
 
-/// New priorities of the pending jobs among `jobs` (index, value) whose
-/// priority differs from what slurmctld has. Held jobs (priority 0) stay
+/// [`priority_of`] for a job already converted.
+pub fn priority_of_job(r: &Ranking, job: &Job, plan: Option<&PlanBoard>) -> Priority {
+    let id = u32::try_from(job.id).unwrap_or(u32::MAX);
+    let ahead = r.ahead.get(&id).copied().unwrap_or_else(|| r.order.waiting_gpus.get(&job.account).copied().unwrap_or(0.0));
+    job_priority(job, r.fs.standing(&job.account), TeamLoad { ent: &r.ent, ahead_gpus: ahead }, &r.config.priority)
+        .planned(PlanBoard::starts(plan, id))
+}
+
+/// New priorities of the pending jobs among `views` (index, value) whose
+/// priority differs from what slurmctld has; `jobs` are the same jobs
+/// classified ([`classify`]), `walked` their priorities from the queue walk
+/// where [`rank`] gave one (the waiting jobs). Held jobs (priority 0) stay
 /// held; an admin's priority stays.
-pub fn changed_priorities(r: &Ranking, jobs: &[JobView], plan: Option<&PlanBoard>) -> Vec<(usize, u32)> {
+pub fn changed_priorities(
+    r: &Ranking,
+    views: &[JobView],
+    jobs: &[(Counted, Job)],
+    walked: &[Option<Priority>],
+    plan: Option<&PlanBoard>,
+) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
-    for (i, v) in jobs.iter().enumerate() {
+    for (i, (v, (_, job))) in views.iter().zip(jobs).enumerate() {
         if v.state != RunState::Pending || v.priority == 0 || v.direct_set_prio {
             continue;
         }
-        let p = priority_of(r, v, plan).value;
+        let p = match walked.get(i).copied().flatten() {
+            Some(p) => p.planned(PlanBoard::starts(plan, v.job_id)).value,
+            None => priority_of_job(r, job, plan).value,
+        };
         if p != v.priority {
             out.push((i, p));
         }
@@ -188,40 +280,35 @@ pub fn changed_priorities(r: &Ranking, jobs: &[JobView], plan: Option<&PlanBoard
     out
 }
 
-/// The ranking of `jobs` (slurmctld's, or none at start-up) under a config
-/// and a ledger.
-pub fn rank(config: &Arc<Config>, snapshot: &Snapshot, jobs: &[JobView], now: u64, preempt_window_s: u64) -> Ranking {
+/// The ranking of `jobs` (one moment's, classified; none at start-up)
+/// under a config and a ledger, and the walk's priority of each waiting
+/// job (by index into `jobs`; `None` for the others).
+pub fn rank(config: &Arc<Config>, snapshot: &Snapshot, jobs: &[(Counted, Job)], now: u64) -> (Ranking, Vec<Option<Priority>>) {
     let alloc = allocation(config);
     let fs = FairShare::compute(&config.tree, &alloc, &snapshot.ledger.usage(now));
-    let ent = entitlement_of(config, &alloc, jobs, now, preempt_window_s);
-    let waiting: Vec<(u32, Job)> = jobs
-        .iter()
-        .filter(|v| counted(v, now, preempt_window_s) == Counted::Waiting)
-        .map(|v| (v.job_id, to_job(config, v).0))
-        .collect();
-    let refs: Vec<&Job> = waiting.iter().map(|(_, j)| j).collect();
+    let ent = entitlement_of(config, &alloc, jobs);
+    let waiting: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].0 == Counted::Waiting).collect();
+    let refs: Vec<&Job> = waiting.iter().map(|&i| &jobs[i].1).collect();
     let mut order = order_queue(&refs, &fs, &ent, &config.priority);
-    let ahead = waiting.iter().zip(order.ahead.iter()).map(|((id, _), &a)| (*id, a)).collect();
+    let ahead = refs.iter().zip(order.ahead.iter()).map(|(j, &a)| (u32::try_from(j.id).unwrap_or(u32::MAX), a)).collect();
+    let mut walked = vec![None; jobs.len()];
+    for (&i, &p) in waiting.iter().zip(order.priorities.iter()) {
+        walked[i] = Some(p);
+    }
     order.priorities.clear();
     order.ahead.clear();
-    Ranking { config: config.clone(), fs, ent, ahead, order, computed_at: now }
+    (Ranking { config: config.clone(), fs, ent, ahead, order, computed_at: now }, walked)
 }
 
 impl Engine {
     /// Start from a loaded snapshot (or an empty ledger).
     pub fn new(config: Config, snapshot: Option<Snapshot>, now: u64) -> Engine {
-        if config.cluster.gpus.is_none() {
-            log::warn!(
-                "{}: [cluster] gpus is not set: GPU-hour figures assume 1 GPU, and without the cluster's size no team is ever below its rate (no owed-now order, no restorative preemption)",
-                config.source
-            );
-        }
         let config = Arc::new(config);
         let mut snapshot = snapshot.unwrap_or_else(|| Snapshot::new(config.new_ledger()));
         if snapshot.ledger.bucket_s() != config.bucket_s || snapshot.ledger.window_s() != config.window_s {
             snapshot = rebucket(&snapshot, &config);
         }
-        let ranking = Arc::new(rank(&config, &snapshot, &[], now, DEFAULT_PREEMPT_WINDOW_S));
+        let ranking = Arc::new(rank(&config, &snapshot, &[], now).0);
         Engine { config, snapshot, ranking, warned: BTreeSet::new(), preempt_window_s: DEFAULT_PREEMPT_WINDOW_S, last_jobs: Vec::new() }
     }
 
@@ -248,6 +335,29 @@ impl Engine {
         self.snapshot.to_text()
     }
 
+    /// Take what a ledger loaded late (after a read error at start-up)
+    /// holds, on top of what was charged since.
+    pub fn merge(&mut self, loaded: Snapshot) {
+        let loaded = if loaded.ledger.bucket_s() != self.config.bucket_s || loaded.ledger.window_s() != self.config.window_s {
+            rebucket(&loaded, &self.config)
+        } else {
+            loaded
+        };
+        for (b, key, gs) in loaded.ledger.entries() {
+            self.snapshot.ledger.add(b, key, gs);
+        }
+        for (id, r) in loaded.runs.iter() {
+            if self.snapshot.runs.get(id).is_none() {
+                self.snapshot.runs.insert(id, r.clone());
+            }
+        }
+        for (id, mark) in loaded.runs.legacy_marks() {
+            if self.snapshot.runs.get(id).is_none() {
+                self.snapshot.runs.set_legacy_mark(id, mark);
+            }
+        }
+    }
+
     /// Replace the config (a reload that validated). The ledger keeps its
     /// usage; a new window or bucket re-buckets it.
     pub fn set_config(&mut self, config: Config, now: u64) {
@@ -257,50 +367,70 @@ impl Engine {
         }
         self.config = config;
         self.warned.clear();
-        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &self.last_jobs, now, self.preempt_window_s));
+        let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
     }
 
-    /// Charge one job up to `now` (running) or its end (stopped), from its
-    /// mark. Returns GPU-seconds charged.
+    /// Charge one job for what it ran since it was last seen (see
+    /// [`tally_allocator::runs`]). Returns GPU-seconds charged.
     pub fn charge(&mut self, v: &JobView, now: u64) -> f64 {
-        let to = match v.state {
-            RunState::Running if v.start_s > 0 => now,
-            // Stopped since (requeued, preempted, finished): charge to its end.
-            RunState::Pending | RunState::Done if v.start_s > 0 && v.end_s > v.start_s => v.end_s.min(now),
-            _ => return 0.0,
-        };
-        let (job, _) = to_job(&self.config, v);
-        charge_from_mark(&mut self.snapshot.charged_until, &job, &self.config.tree, &mut self.snapshot.ledger, v.start_s, to)
+        let alloc = allocation(&self.config);
+        let (job, _) = job_of(&self.config, v, v.comment.as_deref(), self.snapshot.runs.get(u64::from(v.job_id)));
+        self.observe(v, &job, now, &alloc)
+    }
+
+    /// Charge `v` as `job` (its facts now: frozen if this is a new run).
+    fn observe(&mut self, v: &JobView, job: &Job, now: u64, alloc: &Allocation) -> f64 {
+        let seen = seen(v, now);
+        if seen == Seen::Waiting {
+            return 0.0;
+        }
+        self.snapshot.runs.observe(job, seen, &Funded::new(&self.config.tree, alloc), &mut self.snapshot.ledger)
     }
 
     /// One recalculation over every job slurmctld knows, under the
-    /// planner's last committed step (`None`: no planner).
-    pub fn tick(&mut self, now: u64, jobs: &[JobView], plan: Option<&PlanBoard>) -> TickReport {
-        let mut report = TickReport { jobs_seen: jobs.len(), ..TickReport::default() };
-        for v in jobs {
-            report.charged_gpu_s += self.charge(v, now);
+    /// planner's last committed step (`None`: no planner). Each job is
+    /// converted once ([`classify`]): that conversion is charged, ranked
+    /// and given its priority.
+    pub fn tick(&mut self, now: u64, views: impl Into<Vec<JobView>>, plan: Option<&PlanBoard>) -> TickReport {
+        let views: Vec<JobView> = views.into();
+        let mut report = TickReport { jobs_seen: views.len(), ..TickReport::default() };
+        let alloc = allocation(&self.config);
+        let jobs = classify(&self.config, &views, &self.snapshot.runs, now, self.preempt_window_s);
+        for (v, (_, job)) in views.iter().zip(&jobs) {
+            report.charged_gpu_s += self.observe(v, job, now, &alloc);
         }
-        // Forget marks of jobs slurmctld no longer has.
-        let live: BTreeSet<u64> = jobs.iter().map(|v| u64::from(v.job_id)).collect();
-        self.snapshot.charged_until.retain(|id, _| live.contains(id));
+        // Forget the runs of jobs slurmctld no longer has.
+        let live: BTreeSet<u64> = views.iter().map(|v| u64::from(v.job_id)).collect();
+        self.snapshot.runs.retain(|id| live.contains(&id));
         self.snapshot.ledger.prune(now);
-        self.ranking = Arc::new(rank(&self.config, &self.snapshot, jobs, now, self.preempt_window_s));
-        self.last_jobs = jobs.to_vec();
-
-        for v in jobs {
-            self.warn_once(v);
-        }
-        report.priorities = changed_priorities(&self.ranking, jobs, plan);
+        let (ranking, walked) = rank(&self.config, &self.snapshot, &jobs, now);
+        self.ranking = Arc::new(ranking);
+        self.warn_unknown(&views, &jobs);
+        report.priorities = changed_priorities(&self.ranking, &views, &jobs, &walked, plan);
+        // The last moment's views are dropped by the caller, after it
+        // released slurmctld's lock.
+        report.retired = std::mem::replace(&mut self.last_jobs, views);
         report
     }
 
-    fn warn_once(&mut self, v: &JobView) {
-        let account = self.config.account_for(v.account.as_deref(), &v.user).unwrap_or("").to_string();
-        if !self.config.tree.contains(&account) && self.warned.insert(account.clone()) {
-            if account.is_empty() {
+    /// Say once which accounts run unallocated because the tree does not
+    /// know them (each distinct account looked up once a tick).
+    fn warn_unknown(&mut self, views: &[JobView], jobs: &[(Counted, Job)]) {
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for (v, (_, job)) in views.iter().zip(jobs) {
+            if seen.insert(job.account.as_str()) && !self.warned.contains(&job.account) {
+                self.warn_once(v, job);
+            }
+        }
+    }
+
+    fn warn_once(&mut self, v: &JobView, job: &Job) {
+        if !self.config.tree.contains(&job.account) && self.warned.insert(job.account.clone()) {
+            if job.account.is_empty() {
                 log::warn!("job {}: user {} has no account and is not in [users]; such jobs run unallocated", v.job_id, v.user);
             } else {
-                log::warn!("account `{account}` (job {}) is not in the tree of {}; its jobs run unallocated", v.job_id, self.config.source);
+                log::warn!("account `{}` (job {}) is not in the tree of {}; its jobs run unallocated", job.account, v.job_id, self.config.source);
             }
         }
     }
@@ -316,7 +446,7 @@ fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
     for (b, key, gs) in old.ledger.entries() {
         ledger.add(b * old.ledger.bucket_s() / config.bucket_s, key, gs);
     }
-    Snapshot { saved_at: old.saved_at, ledger, charged_until: old.charged_until.clone() }
+    Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone() }
 }
 
 #[cfg(test)]

@@ -1,29 +1,72 @@
-//! What the job_submit and preempt plugins know: the config and the ledger
-//! as files, re-read by a [`Worker`] every `calc_period` (and on
-//! reconfigure), never on Slurm's call paths.
+//! Which config the three plugins run on, and how job_submit and preempt
+//! follow the priority plugin.
 //!
-//! The priority plugin owns the ledger and saves it each period; the others
-//! follow it from disk, so the ranking they use is at most one period plus
-//! one save behind. Without priority/tally (no ledger file) every team has
-//! zero usage and only contracts and allocation matter.
+//! One trigger for all three: `scontrol reconfigure`. The priority plugin
+//! reads tally.toml at start-up and on every reconfigure; a config it
+//! accepts becomes the *active copy*, `StateSaveLocation/tally/tally.toml.active`
+//! (written atomically, 0600). job_submit/tally and preempt/tally follow
+//! that copy (a `stat` a second, a read when it changes), so they run on
+//! what the priority plugin runs on, a second behind at most — never on an
+//! edit nobody reconfigured. Without an active copy (priority/tally not
+//! configured) they follow tally.toml itself.
+//!
+//! A broken tally.toml never puts a plugin on built-in defaults:
+//! - priority/tally keeps the config in force (reconfigure), or starts on
+//!   the active copy (the last good one) with a loud error, or — with
+//!   neither — does nothing (no charging, no ranking; every pending job
+//!   gets priority 1, Slurm's submit order) and says so every period until
+//!   a reconfigure brings a good config; nothing is lost meanwhile (a run
+//!   is charged from its start when first seen);
+//! - job_submit/tally without any config accepts every job (fail-open: a
+//!   config error must not stop a cluster's submissions) and logs it;
+//! - preempt/tally without any config preempts nothing (fail-closed).
+//!
+//! The plugins also refuse a config without `[cluster] gpus`: the ranking
+//! needs the cluster's size, and Tally does not guess it.
 
 use crate::engine::{Engine, Ranking};
 use crate::guard::lock;
 use crate::statefile::{self, Loaded};
 use crate::worker::{Wake, Worker};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tally_allocator::RunBook;
 use tally_config::Config;
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// Load tally.toml, logging every problem; `None` if unusable.
-pub fn load_config(path: &std::path::Path) -> Option<Config> {
+/// The active copy's name beside the ledger.
+pub const ACTIVE_NAME: &str = "tally.toml.active";
+
+/// `<dir of the ledger>/tally.toml.active`
+pub fn active_path(state_path: &Path) -> PathBuf {
+    state_path.with_file_name(ACTIVE_NAME)
+}
+
+/// Why the plugins refuse a config that parsed.
+pub fn plugin_problem(c: &Config) -> Option<String> {
+    c.cluster.gpus.is_none().then(|| {
+        format!(
+            "{}: [cluster] gpus is not set: the plugins rank teams against the cluster's size; set it to the number of GPUs Slurm schedules (e.g. `[cluster]` then `gpus = 512`)",
+            c.source
+        )
+    })
+}
+
+/// Load tally.toml as the plugins take it, logging every problem; `None`
+/// if unusable.
+pub fn load_config(path: &Path) -> Option<Config> {
     match Config::load(path) {
-        Ok(c) => Some(c),
+        Ok(c) => match plugin_problem(&c) {
+            None => Some(c),
+            Some(p) => {
+                log::error!("{p}");
+                None
+            }
+        },
         Err(e) => {
             for line in e.to_string().lines() {
                 log::error!("{line}");
@@ -33,91 +76,152 @@ pub fn load_config(path: &std::path::Path) -> Option<Config> {
     }
 }
 
-/// The config a plugin starts with: the file, or built-in defaults (every
-/// job unallocated) when the file is missing or broken.
-pub fn initial_config(path: &std::path::Path) -> Config {
-    load_config(path).unwrap_or_else(|| {
-        log::error!(
-            "{}: not usable; running with built-in defaults (every job unallocated) until it is fixed and `scontrol reconfigure` is run",
-            path.display()
-        );
-        Config::parse("", "<built-in defaults>").expect("the empty config is valid")
-    })
+/// Where a plugin's config came from at start-up.
+#[derive(Debug)]
+pub enum Start {
+    /// tally.toml.
+    File(Config),
+    /// tally.toml is broken or missing: the last good copy.
+    LastGood(Config),
+    /// Neither.
+    None,
+}
+
+/// The config the priority plugin starts with: tally.toml, else the last
+/// good copy beside the ledger (`state_path`), else none.
+pub fn initial_config(path: &Path, state_path: Option<&Path>) -> Start {
+    if let Some(c) = load_config(path) {
+        return Start::File(c);
+    }
+    let active = state_path.map(active_path);
+    if let Some(a) = active.as_deref().filter(|a| a.exists()) {
+        match Config::load(a).map(|c| (plugin_problem(&c), c)) {
+            Ok((None, c)) => {
+                log::error!(
+                    "{}: not usable; running on the last good copy {} until it is fixed and `scontrol reconfigure` is run",
+                    path.display(),
+                    a.display()
+                );
+                return Start::LastGood(c);
+            }
+            Ok((Some(p), _)) => log::error!("{p}"),
+            Err(e) => log::error!("{e}"),
+        }
+    }
+    log::error!(
+        "{}: not usable and no last good copy: Tally does nothing (no charging, no ranking; every pending job keeps Slurm's submit order) until it is fixed and `scontrol reconfigure` is run",
+        path.display()
+    );
+    Start::None
+}
+
+/// Make `text` (a config the priority plugin accepted) the active copy.
+pub fn write_active(state_path: &Path, text: &str) {
+    let a = active_path(state_path);
+    if let Err(e) = statefile::save_atomic(&a, text) {
+        log::error!("cannot write the active config {}: {e}; job_submit/tally and preempt/tally may not follow this config", a.display());
+    }
 }
 
 #[derive(Debug)]
 struct State {
     config_path: PathBuf,
     state_path: Option<PathBuf>,
-    config_mtime: Option<SystemTime>,
-    config: Arc<Config>,
-    ranking: Arc<Ranking>,
+    /// The file followed and its mtime when last read.
+    source: Option<(PathBuf, Option<SystemTime>)>,
+    config: Option<Arc<Config>>,
+    ranking: Option<Arc<Ranking>>,
+    runs: Arc<RunBook>,
+    ledger_read: Option<Instant>,
+    complained: bool,
 }
 
-/// A config and a ranking kept fresh in the background.
+/// A config, a ranking and the run records kept fresh in the background.
 #[derive(Debug)]
 pub struct Follower {
     state: Arc<Mutex<State>>,
     worker: Option<Worker>,
 }
 
-fn mtime(p: &std::path::Path) -> Option<SystemTime> {
+fn mtime(p: &Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
-fn refresh(st: &Mutex<State>, force_config: bool) -> Duration {
-    let (config_path, state_path, old_mtime, mut config) = {
+/// How often the follower looks at the active copy.
+const LOOK: Duration = Duration::from_secs(1);
+
+fn refresh(st: &Mutex<State>, force: bool) -> Duration {
+    let (config_path, state_path, source, mut config, ledger_read) = {
         let s = lock(st);
-        (s.config_path.clone(), s.state_path.clone(), s.config_mtime, s.config.clone())
+        (s.config_path.clone(), s.state_path.clone(), s.source.clone(), s.config.clone(), s.ledger_read)
     };
-    let m = mtime(&config_path);
-    let mut new_mtime = old_mtime;
-    if force_config || m != old_mtime {
-        match load_config(&config_path) {
+    // The file to follow: the active copy, else tally.toml.
+    let follow = state_path.as_deref().map(active_path).filter(|a| a.exists()).unwrap_or_else(|| config_path.clone());
+    let m = mtime(&follow);
+    let changed = force || source.as_ref().is_none_or(|(p, t)| *p != follow || *t != m);
+    let mut new_source = source.clone();
+    if changed {
+        let loaded = if follow == config_path { load_config(&follow) } else { Config::load(&follow).map_err(|e| log::error!("{e}")).ok() };
+        match loaded {
             Some(c) => {
-                log::info!("(re)loaded {}", config_path.display());
+                log::info!("following {}", follow.display());
                 crate::slurm_log::set_debug(c.debug);
-                config = Arc::new(c);
-                new_mtime = m;
+                config = Some(Arc::new(c));
             }
-            None => {
-                log::error!("{}: not reloaded; the last good config stays in force", config_path.display());
-                new_mtime = m; // do not repeat the same errors every period
-            }
+            None if config.is_some() => log::error!("{}: not reloaded; the last good config stays in force", follow.display()),
+            None => {}
         }
+        new_source = Some((follow, m)); // do not repeat the same errors every second
     }
-    let t = now();
-    let snapshot = state_path.as_deref().and_then(|p| match statefile::load_readonly(p, config.bucket_s, config.window_s) {
-        Loaded::Ok(s) => Some(s),
-        Loaded::Missing => None,
-        Loaded::SetAside { problem, .. } => {
-            log::debug!("ledger {} not readable now ({problem}); keeping zero usage", p.display());
-            None
-        }
-    });
-    let ranking = Engine::new((*config).clone(), snapshot, t).ranking();
-    let period = Duration::from_secs(config.calc_period_s.max(1));
+    let period = config.as_ref().map_or(60, |c| c.calc_period_s.max(1));
+    let ledger_due = changed || ledger_read.is_none_or(|t| t.elapsed() >= Duration::from_secs(period));
     let mut s = lock(st);
-    s.config = config;
-    s.config_mtime = new_mtime;
-    s.ranking = ranking;
-    period
+    s.source = new_source;
+    if config.is_none() && !s.complained {
+        log::error!("no usable config ({}): see the errors above", config_path.display());
+        s.complained = true;
+    }
+    s.config.clone_from(&config);
+    if ledger_due {
+        s.ledger_read = Some(Instant::now());
+        drop(s);
+        let (ranking, runs) = match &config {
+            Some(c) => {
+                let snapshot = state_path.as_deref().and_then(|p| match statefile::load_readonly(p, c.bucket_s, c.window_s) {
+                    Loaded::Ok { snapshot, .. } => Some(snapshot),
+                    Loaded::Missing => None,
+                    Loaded::SetAside { problem, .. } | Loaded::Held { problem } => {
+                        log::debug!("ledger {} not readable now ({problem}); keeping zero usage", p.display());
+                        None
+                    }
+                });
+                let runs = Arc::new(snapshot.as_ref().map(|s| s.runs.clone()).unwrap_or_default());
+                (Some(Engine::new((**c).clone(), snapshot, now()).ranking()), runs)
+            }
+            None => (None, Arc::new(RunBook::new())),
+        };
+        let mut s = lock(st);
+        s.ranking = ranking;
+        s.runs = runs;
+    }
+    LOOK
 }
 
 impl Follower {
     /// Load now (so the plugin is ready at once) and, when `background`,
     /// keep following in a thread (inside slurmctld only).
     pub fn start(config_path: PathBuf, state_path: Option<PathBuf>, background: bool) -> Follower {
-        let config = Arc::new(initial_config(&config_path));
-        let ranking = Engine::new((*config).clone(), None, now()).ranking();
         let state = Arc::new(Mutex::new(State {
-            config_mtime: mtime(&config_path),
             config_path,
             state_path,
-            config,
-            ranking,
+            source: None,
+            config: None,
+            ranking: None,
+            runs: Arc::new(RunBook::new()),
+            ledger_read: None,
+            complained: false,
         }));
-        refresh(&state, false);
+        refresh(&state, true);
         let worker = if background {
             let st = state.clone();
             Worker::spawn("tally-follow", move |wake| refresh(&st, wake == Wake::Reload))
@@ -129,12 +233,19 @@ impl Follower {
         Follower { state, worker }
     }
 
-    pub fn config(&self) -> Arc<Config> {
+    /// The config in force; `None` when there never was a usable one.
+    pub fn config(&self) -> Option<Arc<Config>> {
         lock(&self.state).config.clone()
     }
 
-    pub fn ranking(&self) -> Arc<Ranking> {
+    pub fn ranking(&self) -> Option<Arc<Ranking>> {
         lock(&self.state).ranking.clone()
+    }
+
+    /// The run records of the last ledger read (frozen contracts,
+    /// protection used by earlier runs).
+    pub fn runs(&self) -> Arc<RunBook> {
+        lock(&self.state).runs.clone()
     }
 
     /// Re-read the config now (in the thread).
@@ -151,14 +262,16 @@ impl Follower {
     }
 }
 
-/// `init` of a plugin that only follows tally.toml (and the ledger): set
+/// `init` of a plugin that only follows the config (and the ledger): set
 /// up logging and start a [`Follower`] in `slot` (a thread only inside
 /// slurmctld).
 pub fn install(slot: &Mutex<Option<Follower>>, logger: &'static crate::slurm_log::SlurmLogger, state_path: Option<PathBuf>) {
     crate::guard::install_panic_hook();
     crate::slurm_log::init(logger, false);
     let f = Follower::start(tally_config::default_path(), state_path, crate::host::Host::lookup().is_some());
-    crate::slurm_log::set_debug(f.config().debug);
+    if let Some(c) = f.config() {
+        crate::slurm_log::set_debug(c.debug);
+    }
     *lock(slot) = Some(f);
 }
 
@@ -169,5 +282,60 @@ pub fn uninstall(slot: &Mutex<Option<Follower>>) {
     let taken = lock(slot).take();
     if let Some(f) = taken {
         f.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tally-follower-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("tally")).unwrap();
+        d
+    }
+
+    const GOOD: &str = "[cluster]\ngpus = 8\n[accounts.a]\nshare = 100\n";
+
+    #[test]
+    fn a_broken_file_falls_back_to_the_last_good_copy_then_to_nothing() {
+        let d = dir("start");
+        let toml = d.join("tally.toml");
+        let state = statefile::path_in(&d);
+        std::fs::write(&toml, GOOD).unwrap();
+        assert!(matches!(initial_config(&toml, Some(&state)), Start::File(_)));
+        write_active(&state, GOOD);
+        std::fs::write(&toml, "[accounts.a]\nshare = 500\n").unwrap();
+        match initial_config(&toml, Some(&state)) {
+            Start::LastGood(c) => assert!(c.tree.contains("a")),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_file(active_path(&state)).unwrap();
+        assert!(matches!(initial_config(&toml, Some(&state)), Start::None));
+        // Without [cluster] gpus: refused, with what to set.
+        std::fs::write(&toml, "[accounts.a]\nshare = 100\n").unwrap();
+        assert!(matches!(initial_config(&toml, Some(&state)), Start::None));
+        assert!(plugin_problem(&Config::parse("", "t.toml").unwrap()).unwrap().contains("set it to the number of GPUs"));
+    }
+
+    #[test]
+    fn followers_run_on_the_active_copy_not_on_an_unreconfigured_edit() {
+        let d = dir("follow");
+        let toml = d.join("tally.toml");
+        let state = statefile::path_in(&d);
+        std::fs::write(&toml, GOOD).unwrap();
+        // No active copy: tally.toml itself.
+        let f = Follower::start(toml.clone(), Some(state.clone()), false);
+        assert_eq!(f.config().unwrap().contracts.max_s, 8 * 3600);
+        // The priority plugin accepted a config with a 4h maximum.
+        write_active(&state, &format!("{GOOD}[contracts]\nmax = \"4h\"\n"));
+        // tally.toml edited, nobody reconfigured: not followed.
+        std::fs::write(&toml, format!("{GOOD}[contracts]\nmax = \"2h\"\n")).unwrap();
+        refresh(&f.state, false);
+        assert_eq!(f.config().unwrap().contracts.max_s, 4 * 3600);
+        // No config at all: None (job_submit fails open, preempt closed).
+        let g = Follower::start(d.join("missing.toml"), None, false);
+        assert!(g.config().is_none() && g.ranking().is_none());
     }
 }

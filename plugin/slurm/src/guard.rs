@@ -17,9 +17,29 @@ pub fn install_panic_hook() {
     });
 }
 
+/// Test builds only (feature `inject-panic`): panic in the exports named
+/// in `TALLY_INJECT_PANIC` (comma-separated, or `all`), to prove the
+/// fallbacks on a real slurmctld.
+#[cfg(feature = "inject-panic")]
+fn inject(what: &str) {
+    if std::env::var("TALLY_INJECT_PANIC").is_ok_and(|v| v.split(',').any(|w| w == what || w == "all")) {
+        panic!("injected panic in {what} (TALLY_INJECT_PANIC)");
+    }
+}
+
 /// Run `body`; if it panics, log and return `fallback()` instead.
+///
+/// What each export falls back to (fail-open or fail-closed, decided per
+/// hook, ARCHITECTURE.md): job_submit and job_modify accept unchecked
+/// (open: a bug must not stop a cluster's submissions); `preempt_p_*`
+/// allow no preemption (closed: nobody loses work to a bug); `priority_p_set`
+/// keeps the job's priority; `init` starts nothing and says so.
 pub fn guard<T>(what: &str, fallback: impl FnOnce() -> T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        #[cfg(feature = "inject-panic")]
+        inject(what);
+        body()
+    })) {
         Ok(v) => v,
         Err(payload) => {
             let msg = payload

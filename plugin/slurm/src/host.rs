@@ -107,3 +107,17 @@ impl Host {
         unsafe { *self.last_job_update = now as time_t };
     }
 }
+
+/// How long after it started preempting a pending job counts as running:
+/// slurm.conf's `KillWait + MessageTimeout` (Slurm kills the victims within
+/// it), or [`crate::engine::DEFAULT_PREEMPT_WINDOW_S`] when both are 0.
+/// The one reading for the priority and preempt plugins.
+pub fn preempt_window_s() -> u64 {
+    // SAFETY: libslurmfull's global config, loaded before plugins are
+    // initialised; two integers read, nothing kept.
+    let (k, m) = unsafe { (slurm_sys::slurm_conf.kill_wait, slurm_sys::slurm_conf.msg_timeout) };
+    match u64::from(k) + u64::from(m) {
+        0 => crate::engine::DEFAULT_PREEMPT_WINDOW_S,
+        w => w,
+    }
+}

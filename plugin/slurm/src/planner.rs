@@ -92,6 +92,9 @@ mod tests {
             direct_set_prio: false,
             restarts: 0,
             preempt_start_s: 0,
+            pre_sus_s: 0,
+            suspend_s: 0,
+            het_job_id: 0,
         };
         Placed { view, nodes }
     }
@@ -102,7 +105,7 @@ mod tests {
         let mut e = Engine::new(config(true), None, T0);
         let busy = vec![job(1, "bob", 8, RunState::Running, vec![0]), job(2, "bob", 4, RunState::Running, vec![1])];
         let views: Vec<JobView> = busy.iter().map(|p| p.view.clone()).collect();
-        e.tick(T0 + 600, &views, None);
+        e.tick(T0 + 600, views.as_slice(), None);
         let r = e.ranking();
         assert!(r.fs.standing("a").unwrap().rank < r.fs.standing("b").unwrap().rank);
         let mut jobs = busy;
@@ -115,7 +118,8 @@ mod tests {
         assert_eq!((re.running, re.waiting), (2, 2));
         assert_eq!(re.board.starts_now.iter().copied().collect::<Vec<_>>(), vec![11]);
         let views: Vec<JobView> = jobs.iter().map(|p| p.view.clone()).collect();
-        let changed = changed_priorities(&r, &views, Some(&re.board));
+        let classified = crate::engine::classify(&r.config, &views, &tally_allocator::RunBook::new(), t, 0);
+        let changed = changed_priorities(&r, &views, &classified, &[], Some(&re.board));
         let p10 = changed.iter().find(|c| c.0 == 2).unwrap().1;
         let p11 = changed.iter().find(|c| c.0 == 3).unwrap().1;
         assert!(p11 > p10, "the plan starts b's job now: it goes first");

@@ -1,34 +1,55 @@
 //! The ledger on disk: `StateSaveLocation/tally/ledger.state`.
 //!
-//! Saved atomically — write a temporary file beside it, fsync, rename over
-//! the old one, fsync the directory — so a crash leaves either the old or
-//! the new state, never half of one. A corrupt file is moved aside (never
-//! deleted) and Tally starts from an empty ledger; a missing one is normal on
-//! first start.
+//! Saved atomically — a new temporary file beside it (`O_EXCL`,
+//! `O_NOFOLLOW`, mode 0600, removed on any error), fsync, rename over the
+//! old one, fsync the directory — so a crash leaves either the old or the
+//! new state, never half of one, and nobody else can read or swap it.
+//!
+//! Loading never loses what the file holds:
+//! - a bad line costs that line (reported), not the ledger;
+//! - a file that is not a Tally state at all is moved aside (never
+//!   deleted) and Tally starts from an empty ledger;
+//! - a file that cannot be read now (an IO error, even `EMFILE`; larger
+//!   than [`MAX_BYTES`]; written by a newer Tally) is left in place and
+//!   saving is *held*: the plugin keeps charging in memory, retries the
+//!   load every period, and merges what it loads.
+//!
+//! A missing file is normal on first start.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use tally_allocator::Snapshot;
+use tally_allocator::{Snapshot, StateError};
 
 pub const FILE_NAME: &str = "ledger.state";
+/// The largest ledger read (read on slurmctld's main thread at start-up):
+/// far above a year of hourly buckets for thousands of users.
+pub const MAX_BYTES: u64 = 256 << 20;
 
 /// `<state_save_location>/tally/ledger.state`
 pub fn path_in(state_save_location: &Path) -> PathBuf {
     state_save_location.join("tally").join(FILE_NAME)
 }
 
-/// Write `text` to `path` atomically.
+/// Write `text` to `path` atomically, readable by its owner only.
 pub fn save_atomic(path: &Path, text: &str) -> io::Result<()> {
     let dir = path.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "state path has no directory"))?;
-    fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp.{}", FILE_NAME, std::process::id()));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
+    if !dir.is_dir() {
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     }
-    fs::rename(&tmp, path)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or(FILE_NAME);
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    // A temporary file of an earlier crash of this process id.
+    let _ = fs::remove_file(&tmp);
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
+    let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all());
+    drop(f);
+    let done = written.and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = done {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     File::open(dir)?.sync_all()?;
     Ok(())
 }
@@ -36,36 +57,73 @@ pub fn save_atomic(path: &Path, text: &str) -> io::Result<()> {
 /// What loading found.
 #[derive(Debug)]
 pub enum Loaded {
-    Ok(Snapshot),
+    /// Loaded; `skipped` lines were bad, `warnings` are about the file
+    /// (mode, owner).
+    Ok { snapshot: Snapshot, skipped: Vec<(usize, String)>, warnings: Vec<String> },
     /// No file yet.
     Missing,
-    /// Unreadable or corrupt; moved to the path given (if the move worked).
+    /// Not a Tally state at all; moved to the path given (if the move worked).
     SetAside { problem: String, moved_to: Option<PathBuf> },
+    /// Not readable now; left in place: do not save over it.
+    Held { problem: String },
 }
 
 /// Load the state for a ledger of the given geometry.
 pub fn load(path: &Path, bucket_s: u64, window_s: u64, now: u64) -> Loaded {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Loaded::Missing,
-        Err(e) => return set_aside(path, format!("cannot read: {e}"), now),
-    };
-    match Snapshot::parse(&text, bucket_s, window_s) {
-        Ok(s) => Loaded::Ok(s),
-        Err(e) => set_aside(path, e.to_string(), now),
+    match read(path, bucket_s, window_s) {
+        Err(Unread::NotState(problem)) => set_aside(path, problem, now),
+        Err(Unread::Missing) => Loaded::Missing,
+        Err(Unread::Held(problem)) => Loaded::Held { problem },
+        Ok(l) => l,
     }
 }
 
 /// Load without touching the file (for plugins that only follow the ledger
-/// the priority plugin writes): a corrupt file is reported, not moved.
+/// the priority plugin writes): a file that is not a state is reported, not moved.
 pub fn load_readonly(path: &Path, bucket_s: u64, window_s: u64) -> Loaded {
-    match fs::read_to_string(path) {
-        Ok(text) => match Snapshot::parse(&text, bucket_s, window_s) {
-            Ok(s) => Loaded::Ok(s),
-            Err(e) => Loaded::SetAside { problem: e.to_string(), moved_to: None },
-        },
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Loaded::Missing,
-        Err(e) => Loaded::SetAside { problem: format!("cannot read: {e}"), moved_to: None },
+    match read(path, bucket_s, window_s) {
+        Err(Unread::NotState(problem)) => Loaded::SetAside { problem, moved_to: None },
+        Err(Unread::Missing) => Loaded::Missing,
+        Err(Unread::Held(problem)) => Loaded::Held { problem },
+        Ok(l) => l,
+    }
+}
+
+enum Unread {
+    Missing,
+    NotState(String),
+    Held(String),
+}
+
+fn read(path: &Path, bucket_s: u64, window_s: u64) -> Result<Loaded, Unread> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Unread::Missing),
+        Err(e) => return Err(Unread::Held(format!("cannot open: {e}"))),
+    };
+    let meta = f.metadata().map_err(|e| Unread::Held(format!("cannot stat: {e}")))?;
+    if meta.len() > MAX_BYTES {
+        return Err(Unread::Held(format!(
+            "{} bytes, more than the {} MiB a ledger may have: move it away to start afresh",
+            meta.len(),
+            MAX_BYTES >> 20
+        )));
+    }
+    let mut text = String::new();
+    f.take(MAX_BYTES + 1).read_to_string(&mut text).map_err(|e| Unread::Held(format!("cannot read: {e}")))?;
+    let mut warnings = Vec::new();
+    if meta.mode() & 0o077 != 0 {
+        warnings.push(format!("mode {:04o}: others can read or change it (Tally writes it 0600)", meta.mode() & 0o7777));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if meta.uid() != euid {
+        warnings.push(format!("owned by uid {}, not by slurmctld's uid {euid} (SlurmUser)", meta.uid()));
+    }
+    match Snapshot::parse(&text, bucket_s, window_s) {
+        Ok(p) => Ok(Loaded::Ok { snapshot: p.snapshot, skipped: p.skipped, warnings }),
+        Err(e @ StateError::Newer(_)) => Err(Unread::Held(e.to_string())),
+        Err(e) => Err(Unread::NotState(e.to_string())),
     }
 }
 
@@ -86,39 +144,112 @@ mod tests {
         d
     }
 
+    fn snapshot() -> Snapshot {
+        let mut l = Ledger::new(3600, 7200).unwrap();
+        l.charge(&UsageKey::new("a", "Jane Doe"), 1, 0, 100);
+        Snapshot::new(l)
+    }
+
     #[test]
     fn save_then_load() {
         let path = path_in(&tmpdir("roundtrip"));
-        let mut l = Ledger::new(3600, 7200).unwrap();
-        l.charge(&UsageKey::new("a", "u"), 1, 0, 100);
-        let snap = Snapshot::new(l);
+        let snap = snapshot();
         save_atomic(&path, &snap.to_text()).unwrap();
         save_atomic(&path, &snap.to_text()).unwrap(); // over an existing file
         match load(&path, 3600, 7200, 5) {
-            Loaded::Ok(s) => assert_eq!(s, snap),
+            Loaded::Ok { snapshot, skipped, warnings } => {
+                assert_eq!(snapshot, snap);
+                assert!(skipped.is_empty() && warnings.is_empty(), "{skipped:?} {warnings:?}");
+            }
             other => panic!("{other:?}"),
         }
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
         // No temporary files left behind.
         let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from(FILE_NAME)]);
     }
 
     #[test]
-    fn missing_and_corrupt() {
+    fn a_symlink_in_place_of_the_temporary_file_is_not_followed() {
+        let dir = tmpdir("symlink");
+        let path = path_in(&dir);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let target = dir.join("victim");
+        fs::write(&target, "precious").unwrap();
+        // The temporary name of this process, planted as a symlink: removed, not written through.
+        let tmp = path.parent().unwrap().join(format!(".{FILE_NAME}.tmp.{}", std::process::id()));
+        std::os::unix::fs::symlink(&target, &tmp).unwrap();
+        save_atomic(&path, &snapshot().to_text()).unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
+        assert!(matches!(load(&path, 3600, 7200, 5), Loaded::Ok { .. }));
+    }
+
+    #[test]
+    fn a_failed_save_leaves_no_temporary_file_and_the_old_state() {
+        let dir = tmpdir("failsave");
+        let path = path_in(&dir);
+        save_atomic(&path, "tally-state 2\n").unwrap();
+        // The rename target is a non-empty directory: the rename fails.
+        let blocked = path.parent().unwrap().join("blocked");
+        fs::create_dir_all(blocked.join("x")).unwrap();
+        assert!(save_atomic(&blocked, "tally-state 2\n").is_err());
+        let names: Vec<String> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(names.iter().all(|n| !n.contains(".tmp.")), "{names:?}");
+    }
+
+    #[test]
+    fn missing_bad_lines_not_a_state_and_unreadable() {
         let dir = tmpdir("corrupt");
         let path = path_in(&dir);
         assert!(matches!(load(&path, 3600, 7200, 5), Loaded::Missing));
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, "tally-state 1\nuse x\n").unwrap();
+        // One bad line: skipped, the rest kept, the file untouched.
+        fs::write(&path, "tally-state 2\nuse x\nuse 0 a u 5\n").unwrap();
         match load(&path, 3600, 7200, 42) {
-            Loaded::SetAside { problem, moved_to } => {
-                assert!(problem.starts_with("line 2:"), "{problem}");
+            Loaded::Ok { snapshot, skipped, .. } => {
+                assert_eq!(skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2]);
+                assert_eq!(snapshot.ledger.entries().count(), 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A newer version: held, left in place.
+        fs::write(&path, "tally-state 99\n").unwrap();
+        assert!(matches!(load(&path, 3600, 7200, 42), Loaded::Held { .. }));
+        assert!(path.exists());
+        // Unreadable now (a directory where the file should be): held, not moved.
+        fs::remove_file(&path).unwrap();
+        fs::create_dir(&path).unwrap();
+        assert!(matches!(load(&path, 3600, 7200, 42), Loaded::Held { .. }), "{:?}", load(&path, 3600, 7200, 42));
+        assert!(path.is_dir());
+        fs::remove_dir(&path).unwrap();
+        // Too large: held.
+        let f = File::create(&path).unwrap();
+        f.set_len(MAX_BYTES + 1).unwrap();
+        match load(&path, 3600, 7200, 42) {
+            Loaded::Held { problem } => assert!(problem.contains("more than the 256 MiB"), "{problem}"),
+            other => panic!("{other:?}"),
+        }
+        // Not a state at all: moved aside, never deleted.
+        fs::write(&path, "garbage").unwrap();
+        match load(&path, 3600, 7200, 42) {
+            Loaded::SetAside { moved_to, .. } => {
                 let aside = moved_to.unwrap();
                 assert!(aside.ends_with("ledger.state.corrupt-42"));
-                assert_eq!(fs::read_to_string(aside).unwrap(), "tally-state 1\nuse x\n");
+                assert_eq!(fs::read_to_string(aside).unwrap(), "garbage");
             }
             other => panic!("{other:?}"),
         }
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_file_others_can_read_is_reported() {
+        let path = path_in(&tmpdir("mode"));
+        save_atomic(&path, &snapshot().to_text()).unwrap();
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        match load(&path, 3600, 7200, 5) {
+            Loaded::Ok { warnings, .. } => assert!(warnings.iter().any(|w| w.starts_with("mode 0644")), "{warnings:?}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

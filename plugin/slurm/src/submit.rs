@@ -15,15 +15,22 @@
 use tally_config::Config;
 
 /// A submission or update, as job_submit sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubmitView {
     pub comment: Option<String>,
     /// The account asked for (`None`: the user's default, unknown here).
     pub account: Option<String>,
     /// Seconds; `None` = not given / unlimited.
     pub time_limit_s: Option<u64>,
-    /// GPUs asked for in total; `None` = no GPU request seen.
-    pub gpus: Option<u32>,
+    /// GPUs asked for in total: `Ok(None)` = no GPU request seen,
+    /// `Err(how)` = not known before placement (e.g. `--gpus-per-socket`).
+    pub gpus: Result<Option<u32>, &'static str>,
+}
+
+impl Default for SubmitView {
+    fn default() -> Self {
+        SubmitView { comment: None, account: None, time_limit_s: None, gpus: Ok(None) }
+    }
 }
 
 /// Which Slurm error a refusal maps to.
@@ -37,6 +44,8 @@ pub enum Refusal {
     Account,
     /// `ESLURM_INVALID_GRES`: not a power of two.
     Gpus,
+    /// `ESLURM_ACCESS_DENIED`: a started job's contract cannot change.
+    Started,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +94,13 @@ pub fn check(config: &Config, v: &SubmitView) -> Result<Accepted, Rejection> {
         }
     }
     if config.submit.power_of_two_gpus {
-        if let Some(g) = v.gpus.filter(|&g| g > 0 && !g.is_power_of_two()) {
+        if let Err(how) = v.gpus {
+            return Err(reject(
+                Refusal::Gpus,
+                format!("GPUs asked {how}: the total is only known once the job is placed, so it cannot be checked to be a power of two; ask with --gpus, --gpus-per-node or --gres=gpu:N"),
+            ));
+        }
+        if let Some(g) = v.gpus.ok().flatten().filter(|&g| g > 0 && !g.is_power_of_two()) {
             let below = 1u32 << (31 - g.leading_zeros());
             return Err(reject(
                 Refusal::Gpus,
@@ -95,6 +110,54 @@ pub fn check(config: &Config, v: &SubmitView) -> Result<Accepted, Rejection> {
     }
     let normal = rules.normalise_comment(comment).map_err(|e| reject(Refusal::Contract, e.to_string()))?;
     Ok(Accepted { comment: (normal != comment).then_some(normal), warning })
+}
+
+/// An update (`scontrol update job …`) of a job as it is now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdateView {
+    /// What the request sets (`comment: None` = left alone, `Some("")` =
+    /// cleared; `gpus: Ok(None)` = left alone).
+    pub req: SubmitView,
+    /// The request sets a time limit.
+    pub new_limit: bool,
+    /// The job as it is: its comment, account and time limit.
+    pub job: SubmitView,
+    /// The job has not started (a requeued job is pending again).
+    pub pending: bool,
+}
+
+/// Check an update: a pending job's new comment, time limit or GPUs are
+/// judged like a submission; a started job's contract is fixed (its
+/// comment may change only where Tally's tokens stay the same).
+pub fn check_update(config: &Config, u: &UpdateView) -> Result<Accepted, Rejection> {
+    let gpus_changed = u.req.gpus != Ok(None);
+    if u.req.comment.is_none() && !u.new_limit && !gpus_changed {
+        return Ok(Accepted::default());
+    }
+    if let (Some(new), false) = (&u.req.comment, u.pending) {
+        let tally_tokens = |c: Option<&str>| tally_allocator::parse_comment(c.unwrap_or("")).map(|p| (p.contract_s, p.resumable)).ok();
+        if tally_tokens(Some(new)) != tally_tokens(u.job.comment.as_deref()) {
+            return Err(reject(
+                Refusal::Started,
+                "a job's contract is fixed once it has started: change `contract=` or `resumable` only while the job is pending".to_string(),
+            ));
+        }
+    }
+    let view = SubmitView {
+        comment: u.req.comment.clone().or_else(|| u.job.comment.clone()),
+        account: u.req.account.clone().or_else(|| u.job.account.clone()),
+        time_limit_s: if u.new_limit { u.req.time_limit_s } else { u.job.time_limit_s },
+        gpus: if gpus_changed { u.req.gpus } else { Ok(None) },
+    };
+    // An old job whose comment predates these rules: only a new comment is judged.
+    if u.req.comment.is_none() && config.contracts.resolve(view.comment.as_deref()).is_err() {
+        return Ok(Accepted::default());
+    }
+    let mut accepted = check(config, &view)?;
+    if u.req.comment.is_none() {
+        accepted.comment = None;
+    }
+    Ok(accepted)
 }
 
 #[cfg(test)]
@@ -151,6 +214,39 @@ mod tests {
         assert_eq!(comment(&c, &SubmitView { account: Some("nlp".into()), time_limit_s: Some(7200), ..view("contract=2h") }), Ok(None));
     }
 
+    fn update(req: SubmitView, job_comment: &str, pending: bool) -> UpdateView {
+        UpdateView { req, new_limit: false, job: view(job_comment), pending }
+    }
+
+    #[test]
+    fn a_started_job_keeps_its_contract() {
+        let c = config("[contracts]\nmissing = \"reject\"\n");
+        for new in ["contract=0", "contract=8h", "contract=2h,resumable", "", "just a note"] {
+            let r = check_update(&c, &update(view_raw(new), "contract=2h", false)).unwrap_err();
+            assert_eq!(r.refusal, Refusal::Started, "{new:?}");
+        }
+        // Other text may change; Tally's tokens stay.
+        assert_eq!(check_update(&c, &update(view_raw("contract=2h lr=1e-4"), "contract=2h", false)), Ok(Accepted::default()));
+        // Pending: judged like a submission, an empty comment too.
+        assert!(check_update(&c, &update(view_raw("contract=8h"), "contract=2h", true)).is_ok());
+        let r = check_update(&c, &update(view_raw(""), "contract=2h", true)).unwrap_err();
+        assert_eq!(r.refusal, Refusal::Contract);
+        assert!(r.message.contains("no contract given"), "{}", r.message);
+    }
+
+    #[test]
+    fn an_update_of_gpus_is_checked() {
+        let c = config("[contracts]\npower_of_two_gpus = true\n");
+        let r = check_update(&c, &update(SubmitView { gpus: Ok(Some(3)), ..SubmitView::default() }, "contract=1h", true)).unwrap_err();
+        assert_eq!(r.refusal, Refusal::Gpus);
+        assert!(check_update(&c, &update(SubmitView { gpus: Ok(Some(4)), ..SubmitView::default() }, "contract=1h", true)).is_ok());
+    }
+
+    /// A request whose comment is exactly `c` (empty included).
+    fn view_raw(c: &str) -> SubmitView {
+        SubmitView { comment: Some(c.to_string()), ..SubmitView::default() }
+    }
+
     #[test]
     fn long_jobs_that_cannot_checkpoint_are_warned_or_refused() {
         let day = SubmitView { time_limit_s: Some(86_400), ..view("contract=8h") };
@@ -175,11 +271,14 @@ mod tests {
         assert!(r.message.contains("no contract given and this cluster requires one"), "{}", r.message);
         let c = config("[contracts]\nmissing = \"30m\"\npower_of_two_gpus = true\n");
         assert_eq!(comment(&c, &view("sweep 4")), Ok(Some("contract=30m sweep 4".into())));
-        let r = check(&c, &SubmitView { gpus: Some(6), ..view("contract=1h") }).unwrap_err();
+        let r = check(&c, &SubmitView { gpus: Ok(Some(6)), ..view("contract=1h") }).unwrap_err();
         assert_eq!(r.refusal, Refusal::Gpus);
         assert!(r.message.ends_with("ask for 4 or 8"), "{}", r.message);
         for g in [1, 2, 4, 8, 16, 64] {
-            assert!(check(&c, &SubmitView { gpus: Some(g), ..view("contract=1h") }).is_ok());
+            assert!(check(&c, &SubmitView { gpus: Ok(Some(g)), ..view("contract=1h") }).is_ok());
         }
+        let r = check(&c, &SubmitView { gpus: Err("--gpus-per-socket"), ..view("contract=1h") }).unwrap_err();
+        assert_eq!(r.refusal, Refusal::Gpus);
+        assert!(r.message.contains("GPUs asked --gpus-per-socket"), "{}", r.message);
     }
 }

@@ -42,6 +42,40 @@ pub struct JobView {
     /// When it last started preempting for its GPUs (0 = never;
     /// `details->preempt_start_time`).
     pub preempt_start_s: u64,
+    /// Run seconds before its last suspension (`pre_sus_time`), and when it
+    /// was last suspended or resumed (`suspend_time`, 0 = never).
+    pub pre_sus_s: u64,
+    pub suspend_s: u64,
+    /// Heterogeneous job: the leader's job id (`het_job_id`; 0 = not a het job).
+    pub het_job_id: u32,
+}
+
+impl JobView {
+    /// Seconds the current run has run by `now` (or by its end), suspended
+    /// time excluded, from Slurm's own bookkeeping: `pre_sus_time` is what
+    /// ran before the last suspension, `suspend_time` the last suspension
+    /// or resumption.
+    pub fn run_s(&self, now: u64) -> u64 {
+        if self.start_s == 0 {
+            return 0;
+        }
+        let until = match self.state {
+            RunState::Suspended => return self.pre_sus_s,
+            RunState::Running => now,
+            RunState::Done => self.end_s.max(self.start_s),
+            RunState::Pending => return 0,
+        };
+        if self.suspend_s > 0 {
+            self.pre_sus_s.saturating_add(until.saturating_sub(self.suspend_s.max(self.start_s)))
+        } else {
+            until.saturating_sub(self.start_s)
+        }
+    }
+
+    /// A component of a heterogeneous job other than its leader.
+    pub fn het_component(&self) -> bool {
+        self.het_job_id != 0 && self.het_job_id != self.job_id
+    }
 }
 
 /// Copy a C string; `None` for NULL or empty.
@@ -109,13 +143,20 @@ pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
     let user = unsafe { assoc.and_then(|a| c_string(a.user)).or_else(|| c_string(j.user_name)) }
         .unwrap_or_else(|| j.user_id.to_string());
     let nodes = details.map(|d| d.min_nodes).filter(|&n| n > 0 && n != NO_VAL).unwrap_or(1);
-    let alloc = if state == RunState::Running { unsafe { c_string(j.tres_alloc_str) } } else { None };
-    let gpus = alloc
-        .as_deref()
-        .and_then(gpu_count)
-        .or_else(|| unsafe { c_string(j.tres_per_job) }.as_deref().and_then(gpu_count))
-        .or_else(|| unsafe { c_string(j.tres_per_node) }.as_deref().and_then(gpu_count).map(|g| g.saturating_mul(nodes)))
-        .unwrap_or(0);
+    // What it holds (or held) once it started: the allocated TRES, which
+    // counts every way of asking (--gpus, per node, per task, per socket).
+    let alloc = if state != RunState::Pending && j.start_time > 0 { unsafe { c_string(j.tres_alloc_str) } } else { None };
+    let tasks = details.map(|d| d.num_tasks).filter(|&n| n > 0 && n != NO_VAL);
+    let asked = GpuAsk {
+        // SAFETY (c_string): fields of a live job.
+        per_job: unsafe { c_string(j.tres_per_job) },
+        per_node: unsafe { c_string(j.tres_per_node) },
+        per_task: unsafe { c_string(j.tres_per_task) },
+        per_socket: unsafe { c_string(j.tres_per_socket) },
+        nodes,
+        tasks,
+    };
+    let gpus = alloc.as_deref().and_then(gpu_count).or_else(|| asked.total().ok().flatten()).unwrap_or(0);
     let time_limit_s = match j.time_limit {
         NO_VAL | INFINITE => None,
         m => Some(u64::from(m) * 60),
@@ -139,7 +180,44 @@ pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
         direct_set_prio: j.direct_set_prio != 0,
         restarts: j.restart_cnt,
         preempt_start_s: details.map_or(0, |d| secs(d.preempt_start_time)),
+        pre_sus_s: secs(j.pre_sus_time),
+        suspend_s: secs(j.suspend_time),
+        het_job_id: j.het_job_id,
     })
+}
+
+/// A GPU request in Slurm's ways of asking.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuAsk {
+    pub per_job: Option<String>,
+    pub per_node: Option<String>,
+    pub per_task: Option<String>,
+    pub per_socket: Option<String>,
+    pub nodes: u32,
+    /// Tasks asked for (`None`: not given).
+    pub tasks: Option<u32>,
+}
+
+impl GpuAsk {
+    /// GPUs asked for in total: `Ok(None)` when no GPU is asked for,
+    /// `Err(how)` when the total is not known before the job is placed
+    /// (per socket: the sockets come with the nodes).
+    pub fn total(&self) -> Result<Option<u32>, &'static str> {
+        if let Some(g) = self.per_job.as_deref().and_then(gpu_count) {
+            return Ok(Some(g));
+        }
+        if let Some(g) = self.per_node.as_deref().and_then(gpu_count) {
+            return Ok(Some(g.saturating_mul(self.nodes.max(1))));
+        }
+        if let Some(g) = self.per_task.as_deref().and_then(gpu_count) {
+            // Slurm's default is one task per node.
+            return Ok(Some(g.saturating_mul(self.tasks.unwrap_or(self.nodes.max(1)))));
+        }
+        if self.per_socket.as_deref().and_then(gpu_count).is_some() {
+            return Err("--gpus-per-socket");
+        }
+        Ok(None)
+    }
 }
 
 /// The node indices (bits of `node_bitmap`, the order of slurmctld's node
@@ -169,18 +247,30 @@ pub unsafe fn read_job_desc(desc: *const job_desc_msg_t) -> Option<crate::submit
     let d = unsafe { desc.as_ref()? };
     let nodes = if d.min_nodes == 0 || d.min_nodes == NO_VAL { 1 } else { d.min_nodes };
     // SAFETY (c_string): fields of the request, NUL-terminated or NULL.
-    let gpus = unsafe { c_string(d.tres_per_job) }
-        .as_deref()
-        .and_then(gpu_count)
-        .or_else(|| unsafe { c_string(d.tres_per_node) }.as_deref().and_then(gpu_count).map(|g| g.saturating_mul(nodes)));
+    let gpus = GpuAsk {
+        per_job: unsafe { c_string(d.tres_per_job) },
+        per_node: unsafe { c_string(d.tres_per_node) },
+        per_task: unsafe { c_string(d.tres_per_task) },
+        per_socket: unsafe { c_string(d.tres_per_socket) },
+        nodes,
+        tasks: Some(d.num_tasks).filter(|&n| n > 0 && n != NO_VAL),
+    };
+    // An empty comment is a comment (`scontrol update job … Comment=`):
+    // NULL only when the request does not touch it.
+    let comment = if d.comment.is_null() {
+        None
+    } else {
+        // SAFETY: non-NULL, NUL-terminated string of the request.
+        Some(unsafe { CStr::from_ptr(d.comment) }.to_string_lossy().into_owned())
+    };
     Some(crate::submit::SubmitView {
-        comment: unsafe { c_string(d.comment) },
+        comment,
         account: unsafe { c_string(d.account) },
         time_limit_s: match d.time_limit {
             NO_VAL | INFINITE => None,
             m => Some(u64::from(m) * 60),
         },
-        gpus,
+        gpus: gpus.total(),
     })
 }
 

@@ -40,6 +40,9 @@ fn view(id: u32, account: &str, user: &str, comment: &str) -> JobView {
         direct_set_prio: false,
         restarts: 0,
         preempt_start_s: 0,
+        pre_sus_s: 0,
+        suspend_s: 0,
+        het_job_id: 0,
     }
 }
 
@@ -82,20 +85,58 @@ fn users_map_stands_in_for_accounting() {
 }
 
 #[test]
-fn stopped_jobs_are_charged_to_their_end_only() {
+fn requeued_jobs_are_charged_to_their_requeue_only() {
     let mut e = engine();
     let mut j = running(view(1, "a", "alice", "contract=1h"), T0);
     e.tick(T0 + 60, std::slice::from_ref(&j), None);
-    // Requeued (preempted) at +90: pending again with start/end of the last run.
+    // Requeued (preempted) at +90: Slurm zeroes start and end, resets the
+    // submit time and counts the restart.
     j.state = RunState::Pending;
-    j.end_s = T0 + 90;
+    j.start_s = 0;
+    j.restarts = 1;
+    j.submit_s = T0 + 90;
     e.tick(T0 + 120, std::slice::from_ref(&j), None);
     e.tick(T0 + 180, std::slice::from_ref(&j), None);
     assert_eq!(e.usage_by_account(T0 + 180)["a"], 2.0 * 90.0 / 3600.0);
     // Runs again from +300: charged from its new start, not from +90.
-    let j = running(JobView { end_s: 0, ..j }, T0 + 300);
+    let j = running(j, T0 + 300);
     e.tick(T0 + 360, &[j], None);
     assert_eq!(e.usage_by_account(T0 + 360)["a"], 2.0 * 150.0 / 3600.0);
+}
+
+#[test]
+fn pending_estimates_and_suspended_time_are_not_charged() {
+    let mut e = engine();
+    // The backfill's start and end estimates on a pending job.
+    let planned = JobView { start_s: T0 + 600, end_s: T0 + 4200, ..view(1, "a", "alice", "contract=1h") };
+    // Ran 60 s, suspended since +60 (pre_sus_time 60, suspend_time +60).
+    let suspended = JobView { state: RunState::Suspended, pre_sus_s: 60, suspend_s: T0 + 60, ..running(view(2, "a", "alice", "contract=1h"), T0) };
+    e.tick(T0 + 30, &[planned.clone(), running(view(2, "a", "alice", "contract=1h"), T0)], None);
+    e.tick(T0 + 3600, &[planned.clone(), suspended.clone()], None);
+    e.tick(T0 + 7000, &[planned, suspended], None);
+    assert_eq!(e.usage_by_account(T0 + 7000)["a"], 2.0 * 60.0 / 3600.0);
+}
+
+#[test]
+fn a_running_job_keeps_the_contract_it_started_with() {
+    let mut e = engine();
+    let j = running(view(1, "a", "alice", "contract=2h"), T0);
+    e.tick(T0 + 60, std::slice::from_ref(&j), None);
+    // The comment now says contract=0 (job_submit refuses that; an admin may not).
+    let edited = JobView { comment: Some("contract=0".into()), ..j };
+    e.tick(T0 + 120, std::slice::from_ref(&edited), None);
+    assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / 3600.0, "still charged");
+    let jobs = classify(e.config(), &[edited], &e.snapshot().runs, T0 + 120, DEFAULT_PREEMPT_WINDOW_S);
+    assert_eq!(jobs[0].1.contract.min_runtime_s, 7200, "still protected");
+}
+
+#[test]
+fn a_het_job_has_its_leaders_contract() {
+    let e = engine();
+    let leader = JobView { het_job_id: 10, ..running(view(10, "a", "alice", "contract=0"), T0) };
+    let big = JobView { het_job_id: 10, gpus: 8, ..running(view(11, "a", "alice", "contract=8h"), T0) };
+    let jobs = classify(e.config(), &[leader, big], &e.snapshot().runs, T0 + 60, DEFAULT_PREEMPT_WINDOW_S);
+    assert!(jobs.iter().all(|(_, j)| !j.contract.is_allocated()), "{jobs:?}");
 }
 
 #[test]
@@ -104,7 +145,7 @@ fn marks_survive_a_restart_so_nothing_is_charged_twice() {
     let j = running(view(7, "a", "alice", "contract=1h"), T0);
     e.tick(T0 + 600, std::slice::from_ref(&j), None);
     let saved = e.state_text(T0 + 600);
-    let snap = Snapshot::parse(&saved, 3600, 7 * 86_400).unwrap();
+    let snap = Snapshot::parse(&saved, 3600, 7 * 86_400).unwrap().snapshot;
     let mut again = Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), Some(snap), T0 + 700);
     again.tick(T0 + 900, &[j], None);
     assert_eq!(again.usage_by_account(T0 + 900)["a"], 2.0 * 900.0 / 3600.0);
@@ -129,12 +170,12 @@ fn pending_priorities_follow_usage_and_skip_held_and_admin_set() {
 }
 
 #[test]
-fn forgotten_jobs_lose_their_marks_and_old_usage_leaves() {
+fn forgotten_jobs_lose_their_runs_and_old_usage_leaves() {
     let mut e = engine();
     e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)], None);
-    assert_eq!(e.snapshot().charged_until.len(), 1);
+    assert_eq!(e.snapshot().runs.len(), 1);
     e.tick(T0 + 7200, &[], None);
-    assert!(e.snapshot().charged_until.is_empty());
+    assert!(e.snapshot().runs.is_empty());
     e.tick(T0 + 8 * 86_400, &[], None);
     assert!(e.usage_by_account(T0 + 8 * 86_400).is_empty());
 }
