@@ -372,7 +372,8 @@ def phase(d):
     for l in open(f"{d}/slurmctld.log", errors="replace"):
         m = re.search(r"tick: (\d+) jobs, (\d+) GPU-s charged, (\d+) priorities changed; lock waited (\d+) us, held (\d+) us", l)
         if m:
-            ticks.append((log_time(l), *map(int, m.groups())))
+            rl = re.search(r"read lock waited (\d+) us, held (\d+) us", l)
+            ticks.append((log_time(l), *map(int, m.groups()), int(rl.group(2)) if rl else None))
     # Recalculation events: Tally's tick lines (logged just before the lock is released);
     # multifactor's decay marks (the file is written after its two lock holds).
     events = [t[0] for t in ticks] if meta["policy"] == "tally" else marks
@@ -421,6 +422,8 @@ def phase(d):
         "tick_changed_median": statistics.median([t[3] for t in ticks]) if ticks else None,
         "tick_held_median_ms": statistics.median(held) if held else None,
         "tick_held_max_ms": max(held) if held else None,
+        "tick_read_held_median_ms": statistics.median(rh) if (rh := [t[6] / 1e3 for t in ticks if t[6] is not None]) else None,
+        "tick_read_held_max_ms": max(rh) if rh else None,
         "tick_waited_max_ms": max(waited) if waited else None,
         "ticks_waited": sum(1 for w in waited if w > 1.0),
         "machine_busy_pct": 100.0 * (c1[0] - c0[0]) / max(1, c1[1] - c0[1]),
@@ -459,6 +462,7 @@ def report(res):
         ("recalc thread CPU per recalculation, mean (ms)", lambda r: f(r["recalc_cpu_mean_ms"], 2), "recalc_cpu_mean_ms"),
         ("recalc thread CPU per recalculation, max (ms)", lambda r: f(r["recalc_cpu_max_ms"], 2), "recalc_cpu_max_ms"),
         ("job write lock held per tick, median / max (ms, Tally's log)", lambda r: "–" if r["policy"] != "tally" else f"{f(r['tick_held_median_ms'], 2)} / {f(r['tick_held_max_ms'], 2)}", None),
+        ("job read lock held per tick (the copy), median / max (ms, Tally's log)", lambda r: "–" if r["policy"] != "tally" or r.get("tick_read_held_median_ms") is None else f"{f(r['tick_read_held_median_ms'], 2)} / {f(r['tick_read_held_max_ms'], 2)}", None),
         ("ticks that waited > 1 ms for the lock; longest wait (ms, Tally's log)", lambda r: "–" if r["policy"] != "tally" else f"{r['ticks_waited']} of {r['ticks']}; {f(r['tick_waited_max_ms'], 1)}", None),
         ("jobs seen / priorities changed per tick (median)", lambda r: "–" if r["policy"] != "tally" else f"{r['tick_jobs']} / {f(r['tick_changed_median'], 0)}", None),
         ("sdiag main scheduler max / mean cycle (ms)", lambda r: f"{f(r['sdiag'].get('main max cycle', 0) / 1e3)} / {f(r['sdiag'].get('main mean cycle', 0) / 1e3)}", None),

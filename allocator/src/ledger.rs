@@ -85,7 +85,7 @@ impl WindowUsage {
 /// Add to an entry, cloning the key only when it is new.
 fn bump(map: &mut BTreeMap<UsageKey, u64>, key: &UsageKey, gs: u64) {
     match map.get_mut(key) {
-        Some(v) => *v += gs,
+        Some(v) => *v = v.saturating_add(gs),
         None => {
             map.insert(key.clone(), gs);
         }
@@ -142,9 +142,9 @@ impl Ledger {
         let mut t = from;
         while t < to {
             let b = t / self.bucket_s;
-            let edge = (b + 1) * self.bucket_s;
-            let end = edge.min(to);
-            self.add_whole(b, key, u64::from(gpus) * (end - t));
+            let edge = b.saturating_add(1).saturating_mul(self.bucket_s);
+            let end = edge.min(to).max(t + 1);
+            self.add_whole(b, key, u64::from(gpus).saturating_mul(end - t));
             t = end;
         }
     }

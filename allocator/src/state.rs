@@ -35,6 +35,9 @@ use thiserror::Error;
 const MAGIC: &str = "tally-state";
 /// The version this code writes.
 pub const VERSION: u32 = 2;
+/// The most GPU-seconds one `use` line may hold: anything above is damage,
+/// not usage.
+pub const MAX_GPU_SECONDS: f64 = 1e15;
 
 /// Ledger, run records and when they were saved.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +93,10 @@ pub fn unescape(field: &str) -> Option<String> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
+        if bytes[i] == 0 {
+            // Never written (a NUL is `%00`, the empty name): not ours.
+            return None;
+        }
         if bytes[i] == b'%' {
             let hex = field.get(i + 1..i + 3)?;
             let b = u8::from_str_radix(hex, 16).ok()?;
@@ -229,8 +236,8 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
             }
             let bucket = num(1)?;
             let gs: f64 = fields[4].parse().map_err(|_| "GPU-seconds is not a number".to_string())?;
-            if !(gs.is_finite() && gs >= 0.0) {
-                return Err("GPU-seconds must be finite and >= 0".into());
+            if !(gs.is_finite() && (0.0..=MAX_GPU_SECONDS).contains(&gs)) {
+                return Err(format!("GPU-seconds must be a number from 0 to {MAX_GPU_SECONDS:e} (a million GPUs for a year is 3.2e13)"));
             }
             let start = bucket.checked_mul(*old_bucket_s).ok_or_else(|| "bucket out of range".to_string())?;
             let key = UsageKey { account: name(2)?, user: name(3)? };
@@ -284,7 +291,7 @@ mod tests {
             assert!(!e.is_empty() && !e.contains(char::is_whitespace), "{n:?} -> {e:?}");
             assert_eq!(unescape(&e).as_deref(), Some(n), "{e}");
         }
-        for bad in ["%", "%4", "%zz", "%FF", "a%0"] {
+        for bad in ["%", "%4", "%zz", "%FF", "a%0", "a\0b"] {
             assert_eq!(unescape(bad), None, "{bad}");
         }
     }
@@ -310,6 +317,10 @@ mod tests {
         let p = Snapshot::parse("tally-state 2\nuse 1 a u\nuse 1 a u NaN\nfrobnicate\nuse 1 b v 5\n", 3600, 3600).unwrap();
         assert_eq!(p.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4]);
         assert_eq!(p.skipped[2].1, "unknown record `frobnicate`");
+        // Found by fuzzing (fuzz/corpus/state): sums past u64 saturate, damage is skipped.
+        let q = Snapshot::parse("tally-state 2\nuse 0 a u 1e20\nuse 0 a u 1e15\nuse 0 a u 1e15\nuse 1 a u 1e15\n", 3600, 7200).unwrap();
+        assert_eq!(q.skipped.len(), 1);
+        assert_eq!(q.snapshot.ledger.usage(3600).account_gpu_hours("a"), 3e15 / 3600.0);
         assert_eq!(p.snapshot.ledger.entries().map(|(_, k, v)| (k.account.clone(), v)).collect::<Vec<_>>(), vec![("b".into(), 5.0)]);
     }
 }

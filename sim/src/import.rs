@@ -268,7 +268,8 @@ pub fn swf(text: &str, opts: &SwfOptions) -> Result<ImportReport, ImportError> {
             skipped.push((line, reason));
             continue;
         }
-        let gpus = u32::try_from((procs + ppg - 1) / ppg).map_err(|_| {
+        // ceil(procs / ppg) without overflow (procs may be i64::MAX).
+        let gpus = u32::try_from(procs / ppg + i64::from(procs % ppg != 0)).map_err(|_| {
             err(SWF_ALLOC_PROCS, "a processor count that fits in 32 bits once divided by procs_per_gpu")
         })?;
         let name = |prefix: &str, id: i64| if id < 0 { "-".to_string() } else { format!("{prefix}{id}") };
@@ -373,6 +374,14 @@ mod tests {
              2 no processors (field 5, or 8 when 5 is -1, <= 0) (lines 8, …)"
         );
         assert_eq!(ImportReport::default().skip_summary(5), "");
+    }
+
+    #[test]
+    fn swf_a_huge_processor_count_is_an_error_not_an_overflow() {
+        // Found by fuzzing: ceil(procs / procs_per_gpu) overflowed at i64::MAX.
+        let row = "1 0 0 10 9223372036854775807 -1 -1 -1 -1 -1 -1 1 1 -1 -1 -1 -1 -1\n";
+        let e = swf(row, &SwfOptions { procs_per_gpu: 1 }).unwrap_err().to_string();
+        assert!(e.contains("fits in 32 bits"), "{e}");
     }
 
     #[test]

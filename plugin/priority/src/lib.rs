@@ -10,12 +10,14 @@
 //!
 //! Threading: slurmctld calls `priority_p_set` and `priority_p_job_end` with
 //! its job write lock held; they touch only in-memory state (the last
-//! [`Ranking`], the engine) and never do IO. The recalculation thread,
-//! started in `init` only inside slurmctld and joined in `fini`, takes
-//! slurmctld's job write lock, charges the ledger, re-ranks, sets pending
-//! priorities and `last_job_update`, releases the lock, and only then writes
-//! the state file. Lock order everywhere: slurmctld's lock, then the engine's
-//! mutex.
+//! [`Ranking`] behind a mutex held for a clone) and never do IO or wait on
+//! the engine. The recalculation thread, started in `init` only inside
+//! slurmctld and joined in `fini`, copies the jobs under slurmctld's job
+//! *read* lock, charges the ledger, re-ranks and walks the queue with no
+//! slurmctld lock held, then takes the job write lock only to set the
+//! priorities that changed (of jobs still pending, not held, not set by an
+//! admin) and `last_job_update`, and saves the state file with no lock held.
+//! The engine's mutex is never taken while holding slurmctld's lock.
 //!
 //! With `[planner] enabled = true`, a second thread re-plans every
 //! `planner.interval`: it copies the jobs (and running jobs' nodes) under
@@ -35,13 +37,14 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use slurm_sys::{
-    job_record_t, priority_factors_object_t, priority_factors_request_msg_t, slurmdb_assoc_rec_t, List,
-    NICE_OFFSET,
+    job_record_t, priority_factors_object_t, priority_factors_request_msg_t, slurmdb_assoc_rec_t, List, JOB_PENDING,
+    JOB_STATE_BASE, NICE_OFFSET,
 };
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tally_allocator::RunBook;
 use tally_slurm::engine::{changed_priorities, classify, priority_of, Engine, PlanBoard, Ranking};
 use tally_slurm::follower::{self, initial_config, load_config, Start};
@@ -50,7 +53,7 @@ use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::{self, SlurmLogger};
 use tally_slurm::statefile::{self, Loaded};
 use tally_slurm::planner::{replan, Placed};
-use tally_slurm::view::{job_nodes, job_pointers, read_job, RunState};
+use tally_slurm::view::{job_nodes, job_pointers, read_job, JobView, RunState};
 use tally_slurm::worker::{Wake, Worker};
 
 // ---- identity ------------------------------------------------------------
@@ -79,7 +82,6 @@ struct Shared {
 
 #[derive(Debug)]
 struct Running {
-    shared: Arc<Shared>,
     worker: Option<Worker>,
     planner: Option<Worker>,
 }
@@ -161,7 +163,7 @@ pub extern "C" fn init() -> c_int {
         let planner = Worker::spawn("tally-plan", move |wake| plan_round(&host, wake))
             .map_err(|e| log::error!("cannot start the planner thread: {e}"))
             .ok();
-        *lock(&PLUGIN) = Some(Running { shared, worker, planner });
+        *lock(&PLUGIN) = Some(Running { worker, planner });
         SUCCESS
     })
 }
@@ -260,39 +262,67 @@ fn tick(host: &Host, shared: &Shared) {
         return;
     }
     retry_held_ledger(shared, t);
-    let asked = std::time::Instant::now();
-    let retired = host.with_jobs(Access::WriteJobs, |list| {
-        let locked = std::time::Instant::now();
-        // SAFETY: job_list under the job write lock (with_jobs).
-        let jobs: Vec<(*mut job_record_t, _)> =
-            unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
-        let (pointers, views): (Vec<*mut job_record_t>, Vec<_>) = jobs.into_iter().unzip();
-        let plan = current_plan();
-        let mut guard = lock(&shared.engine);
-        let Some(engine) = guard.as_mut() else { return Vec::new() };
-        let mut report = engine.tick(t, views, plan.as_deref());
-        for &(i, prio) in &report.priorities {
-            let job = pointers[i];
-            // SAFETY: pointer from job_list, still under the write lock.
-            unsafe { (*job).priority = prio };
-        }
-        if !report.priorities.is_empty() {
-            host.touch(t as i64);
-        }
-        publish(engine);
-        // The figures of docs/reliability.md's load test (lock waited for,
-        // then held: slurmctld's job write lock).
-        log::debug!(
-            "tick: {} jobs, {:.0} GPU-s charged, {} priorities changed; lock waited {} us, held {} us",
-            report.jobs_seen,
-            report.charged_gpu_s,
-            report.priorities.len(),
-            locked.duration_since(asked).as_micros(),
-            locked.elapsed().as_micros()
-        );
-        std::mem::take(&mut report.retired)
+    // 1. Copy the jobs under the job READ lock: slurmctld's readers (RPCs,
+    //    sprio) go on meanwhile.
+    let asked = Instant::now();
+    let (views, read_wait, read_hold) = host.with_jobs(Access::ReadJobs, |list| {
+        let locked = Instant::now();
+        // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
+        let views: Vec<JobView> = unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }).collect();
+        (views, locked.duration_since(asked), locked.elapsed())
     });
-    drop(retired); // freed outside slurmctld's lock
+    let ids: Vec<u32> = views.iter().map(|v| v.job_id).collect();
+    // 2. Charge, rank and walk the queue with no slurmctld lock held (the
+    //    engine's mutex is never taken on Slurm's call paths).
+    let plan = current_plan();
+    let (report, changes) = {
+        let mut guard = lock(&shared.engine);
+        let Some(engine) = guard.as_mut() else { return };
+        let report = engine.tick(t, views, plan.as_deref());
+        publish(engine);
+        let changes: HashMap<u32, u32> = report.priorities.iter().map(|&(i, p)| (ids[i], p)).collect();
+        (report, changes)
+    };
+    drop(ids);
+    // 3. Set the priorities that changed under the job WRITE lock, only
+    //    where the job is still pending, not held and not set by an admin.
+    let (write_wait, write_hold, written) = if changes.is_empty() {
+        (Duration::ZERO, Duration::ZERO, 0)
+    } else {
+        let asked = Instant::now();
+        host.with_jobs(Access::WriteJobs, |list| {
+            let locked = Instant::now();
+            let mut written = 0;
+            // SAFETY: job_list under the job write lock (with_jobs).
+            for p in unsafe { job_pointers(list) } {
+                // SAFETY: a live job under the write lock.
+                let j = unsafe { &mut *p };
+                if let Some(&prio) = changes.get(&j.job_id) {
+                    if j.job_state & JOB_STATE_BASE == JOB_PENDING && j.priority != 0 && j.direct_set_prio == 0 {
+                        j.priority = prio;
+                        written += 1;
+                    }
+                }
+            }
+            if written > 0 {
+                host.touch(t as i64);
+            }
+            (locked.duration_since(asked), locked.elapsed(), written)
+        })
+    };
+    // The figures of docs/reliability.md's load test: slurmctld's job write
+    // lock (waited for, then held), then the read lock of the copy.
+    log::debug!(
+        "tick: {} jobs, {:.0} GPU-s charged, {} priorities changed; lock waited {} us, held {} us; read lock waited {} us, held {} us",
+        report.jobs_seen,
+        report.charged_gpu_s,
+        written,
+        write_wait.as_micros(),
+        write_hold.as_micros(),
+        read_wait.as_micros(),
+        read_hold.as_micros()
+    );
+    drop(report); // the previous views, freed with no lock held
     save(shared);
 }
 
@@ -595,23 +625,16 @@ fn u32_list(list: List) -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// A job ended: charge it up to its end now rather than at the next tick,
-/// and poke the recalculation thread (at most one extra run a second).
-/// Called with the job write lock held; in-memory only.
+/// A job ended: poke the recalculation thread (at most one extra run a
+/// second), which charges the run to its end and re-ranks, so the GPUs it
+/// freed go by the fresh order. Called with the job write lock held: it
+/// only signals (the engine's mutex is never waited on here).
 #[no_mangle]
 pub extern "C" fn priority_p_job_end(job_ptr: *mut job_record_t) {
+    let _ = job_ptr;
     guard("priority_p_job_end", || (), || {
-        // SAFETY: live job, caller holds the job lock.
-        let Some(v) = (unsafe { read_job(job_ptr) }) else { return };
-        if let Some(r) = lock(&PLUGIN).as_ref() {
-            if let Some(e) = lock(&r.shared.engine).as_mut() {
-                e.charge(&v, now());
-            }
-            // Its team may be owed GPUs now: re-rank soon (the thread, not
-            // here), so the GPUs it freed go by the fresh order.
-            if let Some(w) = &r.worker {
-                w.poke();
-            }
+        if let Some(w) = lock(&PLUGIN).as_ref().and_then(|r| r.worker.as_ref()) {
+            w.poke();
         }
     })
 }
