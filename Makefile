@@ -8,7 +8,7 @@ TALLY := target/release/tally
 CONFIG ?= examples/tally.toml
 PLUGIN_DIR := $(CURDIR)/target/plugins
 
-.PHONY: demo rules down test test-unit e2e slurm-packages build plugins bindings fmt lint clean
+.PHONY: demo rules down test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean
 
 ## The main job: a real Slurm with priority/tally and a demo workload.
 demo:
@@ -25,7 +25,7 @@ down:
 	bash testbed/down.sh
 
 ## Every test: pure, fake host, and end to end against a real Slurm.
-test: slurm-packages test-unit e2e
+test: slurm-packages test-unit fuzz-smoke e2e
 
 ## Slurm 22.05.8 from Debian 12 (pinned), MariaDB, munge: the fake-host test
 ## loads the real libslurmfull.so; the end-to-end tests run the daemons.
@@ -35,6 +35,11 @@ slurm-packages:
 ## Pure tests, and the plugin in a fake slurmctld (needs libslurmfull.so).
 test-unit:
 	$(CARGO) test --workspace --locked
+
+## The fuzz targets' bodies over their seeds and mutations (stable), and each
+## libFuzzer target for 20 s when nightly and cargo-fuzz are installed.
+fuzz-smoke:
+	bash fuzz/smoke.sh
 
 ## Real slurmctld + slurmd + slurmdbd + MariaDB on loopback (brings the test
 ## bed up and down itself).

@@ -268,7 +268,12 @@ launch() {
 # ready <name> <command...>: for wait_for; succeeds at once, setting DIED, when the daemon died.
 ready() {
     local name=$1; shift
-    alive "$name" || { DIED=$name; return 0; }
+    # A daemon rewrites its own pid file at start-up (truncate, then write):
+    # an empty read is not a death. Look again before calling it one.
+    if ! alive "$name"; then
+        sleep 0.3
+        alive "$name" || { DIED=$name; return 0; }
+    fi
     "$@"
 }
 

@@ -101,7 +101,7 @@ fn clean() {
     if !ids.is_empty() {
         sh("scancel", &ids);
     }
-    wait_until(60, "an empty queue", || sh("squeue", &["-h", "-o", "%i"]).trim().is_empty());
+    wait_until(180, "an empty queue", || sh("squeue", &["-h", "-o", "%i"]).trim().is_empty());
 }
 
 /// GPU-seconds charged to `account` in the ledger the plugin last saved
