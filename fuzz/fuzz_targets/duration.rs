@@ -1,0 +1,16 @@
+//! libFuzzer target `duration`: see [`tally_fuzz::duration`]. Built without
+//! `--cfg fuzzing` (plain `cargo build`) it replays the files or directories
+//! given as arguments, with the smoke's allocation cap.
+#![cfg_attr(fuzzing, no_main)]
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tally_fuzz::duration(data));
+
+#[cfg(not(fuzzing))]
+#[global_allocator]
+static ALLOC: tally_fuzz::smoke::CappedAlloc = tally_fuzz::smoke::CappedAlloc;
+
+#[cfg(not(fuzzing))]
+fn main() {
+    tally_fuzz::replay_main("duration", tally_fuzz::duration);
+}

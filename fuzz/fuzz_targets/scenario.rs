@@ -1,0 +1,16 @@
+//! libFuzzer target `scenario`: see [`tally_fuzz::scenario`]. Built without
+//! `--cfg fuzzing` (plain `cargo build`) it replays the files or directories
+//! given as arguments, with the smoke's allocation cap.
+#![cfg_attr(fuzzing, no_main)]
+
+#[cfg(fuzzing)]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tally_fuzz::scenario(data));
+
+#[cfg(not(fuzzing))]
+#[global_allocator]
+static ALLOC: tally_fuzz::smoke::CappedAlloc = tally_fuzz::smoke::CappedAlloc;
+
+#[cfg(not(fuzzing))]
+fn main() {
+    tally_fuzz::replay_main("scenario", tally_fuzz::scenario);
+}
