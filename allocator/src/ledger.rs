@@ -157,7 +157,8 @@ impl Ledger {
         }
     }
 
-    fn add_whole(&mut self, bucket: u64, key: &UsageKey, gs: u64) {
+    /// Add whole GPU-seconds to one bucket (saturating).
+    pub fn add_whole(&mut self, bucket: u64, key: &UsageKey, gs: u64) {
         if gs == 0 {
             return;
         }
@@ -226,6 +227,11 @@ impl Ledger {
     /// Every stored entry: (bucket index, key, GPU-seconds), in order.
     pub fn entries(&self) -> impl Iterator<Item = (u64, &UsageKey, f64)> + '_ {
         self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(k, v)| (*b, k, *v as f64)))
+    }
+
+    /// [`Ledger::entries`] in whole GPU-seconds, exact (the saved form).
+    pub fn whole_entries(&self) -> impl Iterator<Item = (u64, &UsageKey, u64)> + '_ {
+        self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(k, v)| (*b, k, *v)))
     }
 
     /// GPU-seconds per (account, user) in one bucket (for hourly reports).

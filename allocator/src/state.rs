@@ -35,9 +35,10 @@ use thiserror::Error;
 const MAGIC: &str = "tally-state";
 /// The version this code writes.
 pub const VERSION: u32 = 2;
-/// The most GPU-seconds one `use` line may hold: anything above is damage,
-/// not usage.
-pub const MAX_GPU_SECONDS: f64 = 1e15;
+/// The most GPU-seconds one `use` line may hold: the ledger's range (sums
+/// saturate there, and what saturated reads back the same). Above it is
+/// damage, not usage.
+pub const MAX_GPU_SECONDS: f64 = u64::MAX as f64;
 
 /// Ledger, run records and when they were saved.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,7 +143,7 @@ impl Snapshot {
         for (job, mark) in self.runs.legacy_marks() {
             let _ = writeln!(s, "charged {job} {mark}");
         }
-        for (bucket, key, gs) in self.ledger.entries() {
+        for (bucket, key, gs) in self.ledger.whole_entries() {
             let _ = writeln!(s, "use {bucket} {} {} {gs}", escape(&key.account), escape(&key.user));
         }
         s
@@ -235,13 +236,21 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
                 return Err("expected `use <bucket> <account> <user> <gpu_seconds>`".into());
             }
             let bucket = num(1)?;
-            let gs: f64 = fields[4].parse().map_err(|_| "GPU-seconds is not a number".to_string())?;
-            if !(gs.is_finite() && (0.0..=MAX_GPU_SECONDS).contains(&gs)) {
-                return Err(format!("GPU-seconds must be a number from 0 to {MAX_GPU_SECONDS:e} (a million GPUs for a year is 3.2e13)"));
-            }
+            // Whole GPU-seconds, as written (exact past 2^53); a fraction
+            // (older or hand-written files) is rounded.
+            let whole = match fields[4].parse::<u64>() {
+                Ok(w) => w,
+                Err(_) => {
+                    let gs: f64 = fields[4].parse().map_err(|_| "GPU-seconds is not a number".to_string())?;
+                    if !(gs.is_finite() && (0.0..=MAX_GPU_SECONDS).contains(&gs)) {
+                        return Err(format!("GPU-seconds must be a number from 0 to {MAX_GPU_SECONDS:e} (the ledger's range)"));
+                    }
+                    gs.round() as u64
+                }
+            };
             let start = bucket.checked_mul(*old_bucket_s).ok_or_else(|| "bucket out of range".to_string())?;
             let key = UsageKey { account: name(2)?, user: name(3)? };
-            snap.ledger.add(start / snap.ledger.bucket_s(), &key, gs);
+            snap.ledger.add_whole(start / snap.ledger.bucket_s(), &key, whole);
         }
         Some(other) => return Err(format!("unknown record `{other}`")),
     }
@@ -321,6 +330,16 @@ mod tests {
         let q = Snapshot::parse("tally-state 2\nuse 0 a u 1e20\nuse 0 a u 1e15\nuse 0 a u 1e15\nuse 1 a u 1e15\n", 3600, 7200).unwrap();
         assert_eq!(q.skipped.len(), 1);
         assert_eq!(q.snapshot.ledger.usage(3600).account_gpu_hours("a"), 3e15 / 3600.0);
+        // What saturated saves and reads back the same (a sum of lines, or of
+        // buckets merged by a new geometry, is never refused on reload).
+        let r = Snapshot::parse("tally-state 2\nuse 0 a u 1.8e19\nuse 0 a u 1.8e19\nuse 1 a u 1e15\n", 3600, 7200).unwrap();
+        let text = r.snapshot.to_text();
+        for (b, w) in [(3600, 7200), (7200, 7200)] {
+            let again = Snapshot::parse(&text, b, w).unwrap();
+            assert!(again.skipped.is_empty(), "{:?}", again.skipped);
+            let twice = Snapshot::parse(&again.snapshot.to_text(), b, w).unwrap();
+            assert!(twice.skipped.is_empty() && twice.snapshot == again.snapshot);
+        }
         assert_eq!(p.snapshot.ledger.entries().map(|(_, k, v)| (k.account.clone(), v)).collect::<Vec<_>>(), vec![("b".into(), 5.0)]);
     }
 }
