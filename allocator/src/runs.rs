@@ -146,22 +146,34 @@ impl RunBook {
                 _ => 0.0,
             },
             Seen::Run { start_s, run_s, at, active, requeued_s } => {
-                let mut charged = self.open(job, start_s, requeued_s, accounts, ledger);
-                let r = self.records.get_mut(&id).expect("opened");
-                charged += charge_run(id, r, run_s, at, accounts, ledger);
-                r.seen_s = r.seen_s.max(at);
-                r.active = active;
-                charged
+                self.run_to(job, start_s, requeued_s, run_s, at, active, accounts, ledger)
             }
             Seen::Ended { start_s, end_s, run_s, requeued_s } => {
-                let mut charged = self.open(job, start_s, requeued_s, accounts, ledger);
-                let r = self.records.get_mut(&id).expect("opened");
-                charged += charge_run(id, r, run_s, end_s, accounts, ledger);
-                r.seen_s = r.seen_s.max(end_s);
-                r.active = false;
-                charged
+                self.run_to(job, start_s, requeued_s, run_s, end_s, false, accounts, ledger)
             }
         }
+    }
+
+    /// The run that started at `start_s` had run `run_s` seconds at `at`
+    /// (`active`: still running then).
+    #[allow(clippy::too_many_arguments)]
+    fn run_to(
+        &mut self,
+        job: &Job,
+        start_s: u64,
+        requeued_s: u64,
+        run_s: u64,
+        at: u64,
+        active: bool,
+        accounts: &impl KnownAccounts,
+        ledger: &mut Ledger,
+    ) -> f64 {
+        let mut charged = self.open(job, start_s, requeued_s, accounts, ledger);
+        let r = self.records.get_mut(&job.id).expect("opened");
+        charged += charge_run(job.id, r, run_s, at, accounts, ledger);
+        r.seen_s = r.seen_s.max(at);
+        r.active = active;
+        charged
     }
 
     /// Make sure the record holds the run that started at `start_s`:
