@@ -371,15 +371,8 @@ impl Engine {
         self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
     }
 
-    /// Charge one job for what it ran since it was last seen (see
-    /// [`tally_allocator::runs`]). Returns GPU-seconds charged.
-    pub fn charge(&mut self, v: &JobView, now: u64) -> f64 {
-        let alloc = allocation(&self.config);
-        let (job, _) = job_of(&self.config, v, v.comment.as_deref(), self.snapshot.runs.get(u64::from(v.job_id)));
-        self.observe(v, &job, now, &alloc)
-    }
-
-    /// Charge `v` as `job` (its facts now: frozen if this is a new run).
+    /// Charge `v` as `job` (its facts now: frozen if this is a new run)
+    /// for what it ran since it was last seen ([`tally_allocator::runs`]).
     fn observe(&mut self, v: &JobView, job: &Job, now: u64, alloc: &Allocation) -> f64 {
         let seen = seen(v, now);
         if seen == Seen::Waiting {
