@@ -358,6 +358,26 @@ first_job_id() {
     echo $(( last + 1 ))
 }
 
+# On a fresh start slurmctld's saved state is wiped, so jobs the accounting database still holds
+# as pending or running (a test that ended with jobs queued, a slurmctld killed with -9) can never
+# end: they would keep their associations from being removed ("Job(s) active"). Close them the
+# way `sacctmgr show runawayjobs` does (end = latest of start, eligible, submit; COMPLETED), which
+# itself cannot run here because it asks the slurmctld that forgot them.
+close_forgotten_jobs() {
+    [[ ${TALLY_KEEP_STATE:-0} != 1 ]] || return 0
+    local jt="\`$TB_DB_NAME\`.\`${TB_CLUSTER}_job_table\`" st="\`$TB_DB_NAME\`.\`${TB_CLUSTER}_step_table\`" n
+    n=$(db_sql -e "SELECT COUNT(*) FROM $jt WHERE time_end = 0" 2>/dev/null) || return 0
+    [[ $n =~ ^[0-9]+$ ]] && (( n > 0 )) || return 0
+    log "closing $n job(s) the database holds as unfinished (slurmctld's state was wiped)"
+    db_sql -e "UPDATE $st s JOIN $jt j ON s.job_db_inx = j.job_db_inx
+                   SET s.time_end = GREATEST(s.time_start, j.time_start, j.time_eligible, j.time_submit),
+                       s.state = 3
+                 WHERE j.time_end = 0 AND s.time_end = 0;
+               UPDATE $jt SET time_end = GREATEST(time_start, time_eligible, time_submit), state = 3
+                 WHERE time_end = 0;" \
+        || fail "cannot close the unfinished jobs in the accounting database" mariadbd
+}
+
 start_slurmdbd() {
     launch slurmdbd slurmdbd -D
     start_wait slurmdbd 120 "slurmdbd to answer (sacctmgr show cluster)" dbd_ok
@@ -543,6 +563,7 @@ ensure_unix_users
 t=$(now); start_munge;     log "munged ready [$(elapsed "$t")s]"
 t=$(now); start_mariadb;   log "mariadbd ready [$(elapsed "$t")s]"
 t=$(now); start_slurmdbd;  log "slurmdbd ready [$(elapsed "$t")s]"
+close_forgotten_jobs
 t=$(now); sync_accounts;   log "accounts synced: ${#ACC_NAME[@]} accounts, ${#USR_NAME[@]} user associations${QOS_NAME[0]:+, ${#QOS_NAME[@]} QOS} [$(elapsed "$t")s]"
 write_slurm_conf "$(first_job_id)"
 t=$(now); start_slurmctld; log "slurmctld ready [$(elapsed "$t")s]"
