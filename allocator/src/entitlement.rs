@@ -31,6 +31,7 @@
 //! no-ping-pong argument: docs/design.md, "Restorative preemption".
 
 use crate::tree::{Allocation, NodeId, OrgTree};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 /// Item index of a node's whole subtree.
@@ -137,7 +138,7 @@ pub struct Entitlement {
     paths: Vec<Vec<usize>>,
     names: Vec<String>,
     has_children: Vec<bool>,
-    index: BTreeMap<String, NodeId>,
+    index: FxHashMap<String, NodeId>,
 }
 
 impl Entitlement {
@@ -180,7 +181,7 @@ impl Entitlement {
         let mut paths = Vec::with_capacity(n);
         let mut names = Vec::with_capacity(n);
         let mut has_children = Vec::with_capacity(n);
-        let mut index = BTreeMap::new();
+        let mut index = FxHashMap::default();
         for id in 0..n {
             let mut chain = Vec::new();
             let mut cur = id;

@@ -27,6 +27,7 @@
 use crate::ledger::{UsageKey, WindowUsage};
 use crate::tree::{Allocation, NodeId, OrgTree};
 use std::cmp::Ordering;
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 /// Where an account stands.
@@ -88,7 +89,7 @@ impl RankKey {
 /// The ranking of every account of a tree at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FairShare {
-    standings: BTreeMap<String, Standing>,
+    standings: FxHashMap<String, Standing>,
     order: Vec<String>,
     user_usage: BTreeMap<UsageKey, f64>,
 }
@@ -136,7 +137,7 @@ impl FairShare {
             }
         }
         let total = order.len() as f64;
-        let mut standings = BTreeMap::new();
+        let mut standings = FxHashMap::default();
         let mut names = Vec::with_capacity(n);
         for (rank, &id) in order.iter().enumerate() {
             let name = tree.node(id).name.clone();
@@ -185,7 +186,7 @@ impl FairShare {
             .user_usage
             .iter()
             .filter(|(k, v)| {
-                k.account == account && (v.total_cmp(&mine).then(k.user.as_str().cmp(user)) == Ordering::Less)
+                &*k.account == account && (v.total_cmp(&mine).then((*k.user).cmp(user)) == Ordering::Less)
             })
             .count();
         Some((s.rank, ahead as u32))

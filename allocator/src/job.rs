@@ -8,6 +8,7 @@ use crate::ledger::{Ledger, UsageKey};
 use crate::tree::{Allocation, OrgTree, ROOT};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Anything that knows which accounts may hold allocated work: those in
 /// the tree with a positive own budget, never `root` (the one definition
@@ -56,9 +57,10 @@ impl KnownAccounts for FairShare {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
     pub id: u64,
-    /// Slurm account = node of the org tree.
-    pub account: String,
-    pub user: String,
+    /// Slurm account = node of the org tree. Names are shared (`Arc<str>`):
+    /// a queue of 100k jobs holds a few hundred distinct ones.
+    pub account: Arc<str>,
+    pub user: Arc<str>,
     /// The contract after the cluster's rules were applied
     /// ([`crate::ContractRules::resolve`]).
     pub contract: Contract,
@@ -86,8 +88,8 @@ impl Job {
     pub fn new(id: u64, account: &str, user: &str) -> Job {
         Job {
             id,
-            account: account.to_string(),
-            user: user.to_string(),
+            account: account.into(),
+            user: user.into(),
             contract: Contract::UNALLOCATED,
             gpus: 1,
             submit_s: 0,
@@ -146,7 +148,7 @@ impl Job {
         if !self.is_allocated(accounts) || to <= from {
             return false;
         }
-        ledger.charge(&UsageKey::new(&self.account, &self.user), self.gpus, from, to);
+        ledger.charge(&UsageKey { account: self.account.clone(), user: self.user.clone() }, self.gpus, from, to);
         true
     }
 

@@ -14,19 +14,21 @@
 //! charged: callers never charge unallocated jobs (see [`crate::job`]).
 
 use std::cell::RefCell;
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Who used the GPUs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct UsageKey {
-    pub account: String,
-    pub user: String,
+    pub account: Arc<str>,
+    pub user: Arc<str>,
 }
 
 impl UsageKey {
     pub fn new(account: &str, user: &str) -> Self {
-        UsageKey { account: account.to_string(), user: user.to_string() }
+        UsageKey { account: account.into(), user: user.into() }
     }
 }
 
@@ -46,7 +48,7 @@ pub enum LedgerError {
 pub struct Ledger {
     bucket_s: u64,
     window_s: u64,
-    buckets: BTreeMap<u64, BTreeMap<UsageKey, u64>>,
+    buckets: BTreeMap<u64, KeyMap>,
     cache: RefCell<Option<Sums>>,
 }
 
@@ -55,7 +57,18 @@ pub struct Ledger {
 struct Sums {
     first: u64,
     last: u64,
-    by_user: BTreeMap<UsageKey, u64>,
+    by_user: KeyMap,
+}
+
+/// GPU-seconds per key: hashed (charging a running job is one lookup), put
+/// in order only where order is shown ([`Ledger::entries`]).
+type KeyMap = FxHashMap<UsageKey, u64>;
+
+/// One bucket's entries in key order.
+fn sorted(m: &KeyMap) -> Vec<(&UsageKey, u64)> {
+    let mut v: Vec<(&UsageKey, u64)> = m.iter().map(|(k, &v)| (k, v)).collect();
+    v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    v
 }
 
 impl PartialEq for Ledger {
@@ -83,7 +96,7 @@ impl WindowUsage {
 }
 
 /// Add to an entry, cloning the key only when it is new.
-fn bump(map: &mut BTreeMap<UsageKey, u64>, key: &UsageKey, gs: u64) {
+fn bump(map: &mut KeyMap, key: &UsageKey, gs: u64) {
     match map.get_mut(key) {
         Some(v) => *v = v.saturating_add(gs),
         None => {
@@ -92,13 +105,13 @@ fn bump(map: &mut BTreeMap<UsageKey, u64>, key: &UsageKey, gs: u64) {
     }
 }
 
-fn add_to(sums: &mut BTreeMap<UsageKey, u64>, bucket: &BTreeMap<UsageKey, u64>) {
+fn add_to(sums: &mut KeyMap, bucket: &KeyMap) {
     for (k, v) in bucket {
         bump(sums, k, *v);
     }
 }
 
-fn take_from(sums: &mut BTreeMap<UsageKey, u64>, bucket: &BTreeMap<UsageKey, u64>) {
+fn take_from(sums: &mut KeyMap, bucket: &KeyMap) {
     for (k, v) in bucket {
         if let Some(x) = sums.get_mut(k) {
             *x = x.saturating_sub(*v);
@@ -207,7 +220,7 @@ impl Ledger {
                 c
             }
             _ => {
-                let mut by_user = BTreeMap::new();
+                let mut by_user = KeyMap::default();
                 for (_, bucket) in self.buckets.range(first..=last) {
                     add_to(&mut by_user, bucket);
                 }
@@ -215,28 +228,34 @@ impl Ledger {
             }
         };
         let mut u = WindowUsage::default();
-        for (key, &gs) in &fresh.by_user {
-            let g = gs as f64;
-            u.by_user.insert(key.clone(), g);
-            *u.by_account.entry(key.account.clone()).or_insert(0.0) += g;
+        let sums = sorted(&fresh.by_user);
+        for &(key, gs) in &sums {
+            match u.by_account.last_entry() {
+                Some(mut e) if **e.key() == *key.account => *e.get_mut() += gs as f64,
+                _ => {
+                    u.by_account.insert(key.account.to_string(), gs as f64);
+                }
+            }
         }
+        // Built from sorted keys: BTreeMap's bulk load.
+        u.by_user = sums.into_iter().map(|(k, gs)| (k.clone(), gs as f64)).collect();
         *cache = Some(fresh);
         u
     }
 
     /// Every stored entry: (bucket index, key, GPU-seconds), in order.
     pub fn entries(&self) -> impl Iterator<Item = (u64, &UsageKey, f64)> + '_ {
-        self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(k, v)| (*b, k, *v as f64)))
+        self.buckets.iter().flat_map(|(b, m)| sorted(m).into_iter().map(move |(k, v)| (*b, k, v as f64)))
     }
 
     /// [`Ledger::entries`] in whole GPU-seconds, exact (the saved form).
     pub fn whole_entries(&self) -> impl Iterator<Item = (u64, &UsageKey, u64)> + '_ {
-        self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(k, v)| (*b, k, *v)))
+        self.buckets.iter().flat_map(|(b, m)| sorted(m).into_iter().map(move |(k, v)| (*b, k, v)))
     }
 
     /// GPU-seconds per (account, user) in one bucket (for hourly reports).
     pub fn bucket(&self, bucket: u64) -> impl Iterator<Item = (&UsageKey, f64)> + '_ {
-        self.buckets.get(&bucket).into_iter().flat_map(|m| m.iter().map(|(k, v)| (k, *v as f64)))
+        self.buckets.get(&bucket).into_iter().flat_map(|m| sorted(m).into_iter().map(|(k, v)| (k, v as f64)))
     }
 }
 

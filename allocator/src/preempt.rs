@@ -36,6 +36,7 @@
 
 use crate::entitlement::{Entitlement, ReclaimRefusal};
 use crate::job::Job;
+use std::sync::Arc;
 
 /// Why a victim may be taken (its place in step 1 of the victim order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -147,7 +148,7 @@ struct Victim<H> {
     rank: u32,
     id: u64,
     handle: H,
-    account: String,
+    account: Arc<str>,
     gpus: u32,
     /// Allocated: the restorative rule decides for each preemptor.
     needs_reclaim: bool,

@@ -43,6 +43,7 @@ use crate::job::Job;
 use crate::tree::NodeId;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One field of the priority: its lowest bit and its width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,16 +145,30 @@ pub struct TeamLoad<'a> {
 /// reports. `standing`: the job's account in the 7-day ranking (`None`: not
 /// in the tree).
 pub fn job_priority(job: &Job, standing: Option<&Standing>, load: TeamLoad<'_>, rules: &PriorityRules) -> Priority {
-    job_priority_at(job, standing, load.ent.id(&job.account), load, rules)
+    job_priority_at(traits(job, rules), standing, load.ent.id(&job.account), load, rules)
+}
+
+/// What of a job its priority reads besides its team (a queue walk copies
+/// these out once, in memory order, then walks them in queue order).
+#[derive(Debug, Clone, Copy, Default)]
+struct Traits {
+    contract_allocated: bool,
+    quick: bool,
+    gpus: u32,
+    within_team: i32,
+}
+
+fn traits(job: &Job, rules: &PriorityRules) -> Traits {
+    Traits { contract_allocated: job.contract.is_allocated(), quick: rules.is_quick(job), gpus: job.gpus, within_team: job.within_team }
 }
 
 /// [`job_priority`] with the job's tree node already looked up.
-fn job_priority_at(job: &Job, standing: Option<&Standing>, node: Option<NodeId>, load: TeamLoad<'_>, rules: &PriorityRules) -> Priority {
+fn job_priority_at(job: Traits, standing: Option<&Standing>, node: Option<NodeId>, load: TeamLoad<'_>, rules: &PriorityRules) -> Priority {
     // `Job::is_allocated` with the node already looked up.
-    let allocated = job.contract.is_allocated() && node.is_some_and(|id| load.ent.funded_at(id));
+    let allocated = job.contract_allocated && node.is_some_and(|id| load.ent.funded_at(id));
     let rank = standing.map(|s| s.rank);
     let team = TEAM.max() - rank.unwrap_or(TEAM.max()).min(TEAM.max());
-    let quick = rules.is_quick(job);
+    let quick = job.quick;
     let (need, level) = if allocated {
         match node.map(|id| load.ent.need(id, load.ahead_gpus)) {
             Some(Need::Owed { share }) => (NEED_OWED, level_of(share)),
@@ -184,8 +199,11 @@ pub fn inside_order(a: &Job, b: &Job, rules: &PriorityRules) -> Ordering {
     inside_key(a, rules).cmp(&inside_key(b, rules))
 }
 
+/// −within_team (clamped), not quick, submit time, job id.
+pub type InsideKey = (i32, bool, u64, u64);
+
 /// [`inside_order`] as a key (ascending = first).
-pub fn inside_key(job: &Job, rules: &PriorityRules) -> (i32, bool, u64, u64) {
+pub fn inside_key(job: &Job, rules: &PriorityRules) -> InsideKey {
     (-job.within_team.clamp(INSIDE_MIN, INSIDE_MAX), !rules.is_quick(job), job.submit_s, job.id)
 }
 
@@ -210,21 +228,40 @@ pub struct QueueOrder {
 pub fn order_queue(waiting: &[&Job], fs: &FairShare, ent: &Entitlement, rules: &PriorityRules) -> QueueOrder {
     // Grouped by team (in order of first appearance: teams are walked
     // independently), then the inside order; keys computed once.
-    let mut team_of: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-    let keys: Vec<(u32, (i32, bool, u64, u64))> = waiting
+    // Grouped by team with a counting sort (teams in order of first
+    // appearance), each team then sorted by its inside key; what the walk
+    // reads of a job is copied beside its key, so the walk reads in order.
+    let mut team_of: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
+    let team: Vec<u32> = waiting
         .iter()
         .map(|j| {
             let next = u32::try_from(team_of.len()).unwrap_or(u32::MAX);
-            (*team_of.entry(j.account.as_str()).or_insert(next), inside_key(j, rules))
+            *team_of.entry(&*j.account).or_insert(next)
         })
         .collect();
-    let mut idx: Vec<usize> = (0..waiting.len()).collect();
-    idx.sort_unstable_by_key(|&i| keys[i]);
+    let mut start = vec![0usize; team_of.len() + 1];
+    for &t in &team {
+        start[t as usize + 1] += 1;
+    }
+    for t in 1..start.len() {
+        start[t] += start[t - 1];
+    }
+    let mut next = start.clone();
+    let mut items: Vec<(InsideKey, usize, Traits)> = vec![(InsideKey::default(), 0, Traits::default()); waiting.len()];
+    for (i, (j, &t)) in waiting.iter().zip(&team).enumerate() {
+        items[next[t as usize]] = (inside_key(j, rules), i, traits(j, rules));
+        next[t as usize] += 1;
+    }
     let mut walk = QueueWalk::new(fs, ent, rules);
     let mut priorities = vec![Priority::default(); waiting.len()];
     let mut ahead = vec![0.0; waiting.len()];
-    for i in idx {
-        (priorities[i], ahead[i]) = walk.next_with_ahead(waiting[i]);
+    for w in start.windows(2) {
+        let group = &mut items[w[0]..w[1]];
+        group.sort_unstable_by_key(|&(k, _, _)| k);
+        walk.enter(&waiting[group[0].1].account);
+        for &(_, i, t) in group.iter() {
+            (priorities[i], ahead[i]) = walk.step(t);
+        }
     }
     QueueOrder { priorities, ahead, ..walk.finish() }
 }
@@ -246,7 +283,7 @@ pub struct QueueWalk<'a> {
 
 #[derive(Debug)]
 struct Current<'a> {
-    account: String,
+    account: Arc<str>,
     standing: Option<&'a Standing>,
     node: Option<NodeId>,
     ahead: f64,
@@ -260,7 +297,7 @@ impl<'a> QueueWalk<'a> {
     fn flush(&mut self) {
         if let Some(c) = self.current.take() {
             if c.ahead > 0.0 {
-                self.waiting_gpus.insert(c.account, c.ahead);
+                self.waiting_gpus.insert(c.account.to_string(), c.ahead);
             }
         }
     }
@@ -273,17 +310,22 @@ impl<'a> QueueWalk<'a> {
 
     /// [`QueueWalk::next`], and the GPUs ahead of the job.
     pub fn next_with_ahead(&mut self, job: &Job) -> (Priority, f64) {
-        if self.current.as_ref().is_none_or(|c| c.account != job.account) {
+        self.enter(&job.account);
+        self.step(traits(job, self.rules))
+    }
+
+    /// Make `account` the team walked (a no-op if it is already).
+    fn enter(&mut self, account: &Arc<str>) {
+        if self.current.as_ref().is_none_or(|c| !Arc::ptr_eq(&c.account, account) && c.account != *account) {
             self.flush();
-            let ahead = self.waiting_gpus.remove(&job.account).unwrap_or(0.0);
-            self.current = Some(Current {
-                account: job.account.clone(),
-                standing: self.fs.standing(&job.account),
-                node: self.ent.id(&job.account),
-                ahead,
-            });
+            let ahead = self.waiting_gpus.remove(&**account).unwrap_or(0.0);
+            self.current = Some(Current { account: account.clone(), standing: self.fs.standing(account), node: self.ent.id(account), ahead });
         }
-        let c = self.current.as_mut().expect("set above");
+    }
+
+    /// The next job of the team entered last.
+    fn step(&mut self, job: Traits) -> (Priority, f64) {
+        let c = self.current.as_mut().expect("a team is entered before its jobs");
         let ahead = c.ahead;
         let p = job_priority_at(job, c.standing, c.node, TeamLoad { ent: self.ent, ahead_gpus: ahead }, self.rules);
         if p.allocated {
@@ -304,7 +346,7 @@ impl QueueOrder {
     /// was ordered: behind every allocated job its team had waiting then
     /// (`priority_p_set`; the next re-ranking puts it in its place).
     pub fn priority_of_new(&self, job: &Job, fs: &FairShare, ent: &Entitlement, rules: &PriorityRules) -> Priority {
-        let ahead = self.waiting_gpus.get(&job.account).copied().unwrap_or(0.0);
+        let ahead = self.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0);
         job_priority(job, fs.standing(&job.account), TeamLoad { ent, ahead_gpus: ahead }, rules)
     }
 }

@@ -26,6 +26,7 @@ use crate::contract::Contract;
 use crate::job::{Job, KnownAccounts};
 use crate::ledger::Ledger;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One job's current (or last) run, as charged so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,8 +41,8 @@ pub struct RunRecord {
     pub seen_s: u64,
     pub active: bool,
     /// Frozen when the run was first seen.
-    pub account: String,
-    pub user: String,
+    pub account: Arc<str>,
+    pub user: Arc<str>,
     pub gpus: u32,
     pub contract: Contract,
     /// Run seconds of the job's earlier runs.

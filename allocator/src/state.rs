@@ -226,8 +226,8 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
                 gpus,
                 contract: Contract::new(num(7)?, flag(8)?),
                 earlier_s: num(9)?,
-                account: name(10)?,
-                user: name(11)?,
+                account: name(10)?.into(),
+                user: name(11)?.into(),
             };
             snap.runs.insert(num(1)?, r);
         }
@@ -249,7 +249,7 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
                 }
             };
             let start = bucket.checked_mul(*old_bucket_s).ok_or_else(|| "bucket out of range".to_string())?;
-            let key = UsageKey { account: name(2)?, user: name(3)? };
+            let key = UsageKey { account: name(2)?.into(), user: name(3)?.into() };
             snap.ledger.add_whole(start / snap.ledger.bucket_s(), &key, whole);
         }
         Some(other) => return Err(format!("unknown record `{other}`")),

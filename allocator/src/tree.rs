@@ -15,7 +15,7 @@
 //! so for share budgets allocated(node) is the product of the shares down
 //! the tree × cluster capacity × window length.
 
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 /// The name of the implicit top of the tree (Slurm's root account).
@@ -93,7 +93,7 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OrgTree {
     nodes: Vec<Node>,
-    by_name: BTreeMap<String, NodeId>,
+    by_name: FxHashMap<String, NodeId>,
 }
 
 /// Longest account name accepted.
@@ -182,7 +182,7 @@ impl OrgTree {
     /// (names, budgets, parents, cycles, sums) so the first one reported is
     /// stable.
     pub fn new(specs: &[AccountSpec]) -> Result<OrgTree, TreeError> {
-        let mut by_name = BTreeMap::new();
+        let mut by_name = FxHashMap::default();
         by_name.insert(ROOT.to_string(), 0);
         for (i, s) in specs.iter().enumerate() {
             if s.name == ROOT {

@@ -96,7 +96,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     let mut ahead: std::collections::BTreeMap<String, f64> = Default::default();
     let mut prios = Vec::new();
     for (j, comment) in &jobs {
-        let a = ahead.entry(j.account.clone()).or_insert(0.0);
+        let a = ahead.entry(j.account.to_string()).or_insert(0.0);
         let p = job_priority(j, fs.standing(&j.account), TeamLoad { ent: &ent, ahead_gpus: *a }, &config.priority);
         if j.is_allocated(&ent) {
             *a += f64::from(j.gpus);

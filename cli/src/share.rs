@@ -102,11 +102,11 @@ pub fn run(args: Args) -> Result<(), String> {
             format!("{:.3}", s.factor),
         ]);
         if args.users {
-            for (key, gs) in usage.by_user.iter().filter(|(k, _)| k.account == node.name) {
+            for (key, gs) in usage.by_user.iter().filter(|(k, _)| *k.account == *node.name) {
                 let (_, place) = fs.user_rank(&key.account, &key.user).unwrap_or((s.rank, 0));
                 print([
                     format!("{indent} {}", node.name),
-                    key.user.clone(),
+                    key.user.to_string(),
                     String::new(),
                     format!("{:.3}", gs / 3600.0),
                     String::new(),

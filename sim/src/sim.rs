@@ -290,8 +290,8 @@ impl<'a> Sim<'a> {
             let contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(Contract::UNALLOCATED);
             let job = Job {
                 id: tj.job_id,
-                account: tj.account.clone(),
-                user: tj.user.clone(),
+                account: tj.account.as_str().into(),
+                user: tj.user.as_str().into(),
                 contract,
                 gpus: tj.gpus,
                 submit_s: tj.submit_s,

@@ -96,7 +96,7 @@ impl Snapshot {
         let victims: BTreeSet<u64> = pool.for_preemptor(p, &m).into_iter().collect();
         // Claim: the allocated victims leave, the preemptor runs.
         let tree = &self.config.tree;
-        let gone: Vec<(u64, String, u32)> =
+        let gone: Vec<(u64, std::sync::Arc<str>, u32)> =
             self.running.iter().filter(|j| victims.contains(&j.id) && j.is_allocated(&self.ent)).map(|j| (j.id, j.account.clone(), j.gpus)).collect();
         for (id, account, gpus) in gone {
             self.claimed.insert(id);

@@ -17,6 +17,7 @@
 //! IO, no waiting on the engine.
 
 use crate::view::{JobView, RunState};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tally_allocator::{
@@ -39,7 +40,7 @@ pub struct Ranking {
     pub ent: Entitlement,
     /// Each pending job's GPUs ahead of it in its team (the walk), and what
     /// a job submitted since waits behind.
-    pub ahead: HashMap<u32, f64>,
+    pub ahead: FxHashMap<u32, f64>,
     pub order: QueueOrder,
     pub computed_at: u64,
 }
@@ -84,15 +85,21 @@ pub fn allocation(config: &Config) -> Allocation {
 /// by the priority plugin's ranking and the preempt plugin's copy.
 pub fn classify(config: &Config, views: &[JobView], runs: &RunBook, now: u64, preempt_window_s: u64) -> Vec<(Counted, Job)> {
     let leaders = het_comments(views);
-    // Comments repeat (sweeps, arrays, scripts): each distinct one is
-    // resolved once per moment.
+    // Comments and names repeat (sweeps, arrays, a few hundred accounts):
+    // each distinct one is resolved, or allocated, once per moment.
+    // Comments are the users' own text: std's keyed hash, so nobody can
+    // submit colliding ones to slow the tick; names come from the site.
     let mut contracts: HashMap<Option<&str>, Result<Contract, tally_allocator::ContractError>> = HashMap::new();
+    let mut interned: FxHashMap<&str, Arc<str>> = FxHashMap::default();
     views
         .iter()
         .map(|v| {
             let comment = if v.het_component() { leaders.get(&v.het_job_id).copied().unwrap_or(v.comment.as_deref()) } else { v.comment.as_deref() };
             let contract = contracts.entry(comment).or_insert_with(|| config.contracts.resolve(comment)).clone();
-            (counted(v, now, preempt_window_s), job_from(config, v, contract, runs.get(u64::from(v.job_id))).0)
+            let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("");
+            let account = interned.entry(account).or_insert_with(|| Arc::from(account)).clone();
+            let user = interned.entry(v.user.as_str()).or_insert_with(|| Arc::from(v.user.as_str())).clone();
+            (counted(v, now, preempt_window_s), job_from(v, account, user, contract, runs.get(u64::from(v.job_id))).0)
         })
         .collect()
 }
@@ -177,17 +184,19 @@ pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::Con
 /// (account, user, GPUs, contract), and has used the protection of its
 /// earlier runs.
 pub fn job_of(config: &Config, v: &JobView, comment: Option<&str>, run: Option<&RunRecord>) -> (Job, Option<tally_allocator::ContractError>) {
-    job_from(config, v, config.contracts.resolve(comment), run)
+    let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("");
+    job_from(v, account.into(), v.user.as_str().into(), config.contracts.resolve(comment), run)
 }
 
-/// [`job_of`] with the comment already resolved.
+/// [`job_of`] with the account (`account_for`), user and comment already
+/// resolved.
 fn job_from(
-    config: &Config,
     v: &JobView,
+    account: Arc<str>,
+    user: Arc<str>,
     resolved: Result<Contract, tally_allocator::ContractError>,
     run: Option<&RunRecord>,
 ) -> (Job, Option<tally_allocator::ContractError>) {
-    let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("").to_string();
     let (contract, err) = match resolved {
         Ok(c) => (c, None),
         Err(e) => (Contract::UNALLOCATED, Some(e)),
@@ -196,7 +205,7 @@ fn job_from(
     let mut job = Job {
         id: u64::from(v.job_id),
         account,
-        user: v.user.clone(),
+        user,
         contract,
         gpus: v.gpus,
         submit_s: v.submit_s,
@@ -247,7 +256,7 @@ pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priori
 /// [`priority_of`] for a job already converted.
 pub fn priority_of_job(r: &Ranking, job: &Job, plan: Option<&PlanBoard>) -> Priority {
     let id = u32::try_from(job.id).unwrap_or(u32::MAX);
-    let ahead = r.ahead.get(&id).copied().unwrap_or_else(|| r.order.waiting_gpus.get(&job.account).copied().unwrap_or(0.0));
+    let ahead = r.ahead.get(&id).copied().unwrap_or_else(|| r.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0));
     job_priority(job, r.fs.standing(&job.account), TeamLoad { ent: &r.ent, ahead_gpus: ahead }, &r.config.priority)
         .planned(PlanBoard::starts(plan, id))
 }
@@ -290,7 +299,8 @@ pub fn rank(config: &Arc<Config>, snapshot: &Snapshot, jobs: &[(Counted, Job)], 
     let waiting: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].0 == Counted::Waiting).collect();
     let refs: Vec<&Job> = waiting.iter().map(|&i| &jobs[i].1).collect();
     let mut order = order_queue(&refs, &fs, &ent, &config.priority);
-    let ahead = refs.iter().zip(order.ahead.iter()).map(|(j, &a)| (u32::try_from(j.id).unwrap_or(u32::MAX), a)).collect();
+    let mut ahead = FxHashMap::with_capacity_and_hasher(refs.len(), Default::default());
+    ahead.extend(refs.iter().zip(order.ahead.iter()).map(|(j, &a)| (u32::try_from(j.id).unwrap_or(u32::MAX), a)));
     let mut walked = vec![None; jobs.len()];
     for (&i, &p) in waiting.iter().zip(order.priorities.iter()) {
         walked[i] = Some(p);
@@ -394,7 +404,8 @@ impl Engine {
             report.charged_gpu_s += self.observe(v, job, now, &alloc);
         }
         // Forget the runs of jobs slurmctld no longer has.
-        let live: BTreeSet<u64> = views.iter().map(|v| u64::from(v.job_id)).collect();
+        let mut live: FxHashSet<u64> = FxHashSet::with_capacity_and_hasher(views.len(), Default::default());
+        live.extend(views.iter().map(|v| u64::from(v.job_id)));
         self.snapshot.runs.retain(|id| live.contains(&id));
         self.snapshot.ledger.prune(now);
         let (ranking, walked) = rank(&self.config, &self.snapshot, &jobs, now);
@@ -408,18 +419,19 @@ impl Engine {
     }
 
     /// Say once which accounts run unallocated because the tree does not
-    /// know them (each distinct account looked up once a tick).
+    /// know them (each distinct account looked up once a tick: names are
+    /// shared, so the name's address tells them apart).
     fn warn_unknown(&mut self, views: &[JobView], jobs: &[(Counted, Job)]) {
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut seen: FxHashSet<*const u8> = FxHashSet::default();
         for (v, (_, job)) in views.iter().zip(jobs) {
-            if seen.insert(job.account.as_str()) && !self.warned.contains(&job.account) {
+            if seen.insert(job.account.as_ptr()) && !self.warned.contains(&*job.account) {
                 self.warn_once(v, job);
             }
         }
     }
 
     fn warn_once(&mut self, v: &JobView, job: &Job) {
-        if !self.config.tree.contains(&job.account) && self.warned.insert(job.account.clone()) {
+        if !self.config.tree.contains(&job.account) && self.warned.insert(job.account.to_string()) {
             if job.account.is_empty() {
                 log::warn!("job {}: user {} has no account and is not in [users]; such jobs run unallocated", v.job_id, v.user);
             } else {
