@@ -19,8 +19,8 @@
 //! - [`runs`]: what a host saw of each job's runs ([`RunBook`]): charging
 //!   by run seconds, frozen at the run's start, protection over requeues.
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
-//! - [`plan`]: the rolling-horizon planner (fast mode, FIFO baseline,
-//!   validator; HiGHS full mode behind the `highs` feature).
+//!
+//! The rolling-horizon planner is its own crate, `tally-planner`.
 //!
 //! The crate does no IO, has no unsafe code and knows no Slurm type: the
 //! plugins, the simulator and the reports hand it owned [`Job`] values.
@@ -35,7 +35,6 @@ pub mod fairness;
 pub mod fairshare;
 pub mod job;
 pub mod ledger;
-pub mod plan;
 pub mod preempt;
 pub mod priority;
 pub mod runs;

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use tally_allocator::format_duration;
-use tally_allocator::plan::{fast, fifo, validate, Plan, Scenario, Score};
+use tally_planner::{fast, fifo, validate, Plan, Scenario, Score};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -76,7 +76,7 @@ fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
         Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, fast: None }),
         #[cfg(feature = "highs")]
         Mode::Full => {
-            use tally_allocator::plan::full;
+            use tally_planner::full;
             let limit = tally_allocator::parse_duration(&a.time_limit).map_err(|e| format!("--time-limit: {e}"))?;
             let formulation = match a.model {
                 Model::Auto => full::Formulation::Auto,

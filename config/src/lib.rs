@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use tally_allocator::plan::queue::QueueRules;
+use tally_planner::queue::QueueRules;
 use tally_allocator::{
     AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, Ledger, LongJobs, MissingContract,
     OrgTree, PriorityRules, TreeError,

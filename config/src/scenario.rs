@@ -1,5 +1,5 @@
 //! Planner scenarios (`tally plan --scenario FILE`): TOML, validated into
-//! `tally_allocator::plan::Scenario`, every problem named by file, line and
+//! `tally_planner::Scenario`, every problem named by file, line and
 //! key. Format documented in docs/planner.md.
 //!
 //! ```toml
@@ -40,7 +40,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
 use tally_allocator::format_duration;
-use tally_allocator::plan::{validate::check_block, PlanJob, Scenario, Service};
+use tally_planner::{validate::check_block, PlanJob, Scenario, Service};
 use toml::Spanned;
 
 /// Most steps in a horizon.

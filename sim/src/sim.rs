@@ -30,7 +30,7 @@ use crate::metrics::{score, JobMeta, Run, RunEnd, Scored};
 use crate::trace::{Class, Trace};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
-use tally_allocator::plan::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
+use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 use tally_allocator::tree::NodeId;
 use tally_allocator::{
     charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder, QueueWalk,

@@ -1,11 +1,11 @@
 //! The planner thread's work, without Slurm: from slurmctld's jobs (copied
 //! out under its read lock) to the [`PlanBoard`] of jobs the plan starts
-//! now. The rule itself is `tally_allocator::plan::queue`, shared with the
+//! now. The rule itself is `tally_planner::queue`, shared with the
 //! simulator's `planner` policy.
 
 use crate::engine::{priority_of, PlanBoard, Ranking};
 use crate::view::{JobView, RunState};
-use tally_allocator::plan::queue::{plan_queue, QueuePlan, RunningJob, WaitingJob};
+use tally_planner::queue::{plan_queue, QueuePlan, RunningJob, WaitingJob};
 
 /// A job and the node indices it runs on (empty unless running).
 #[derive(Debug, Clone, PartialEq, Eq)]

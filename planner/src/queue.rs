@@ -215,6 +215,6 @@ mod tests {
         let pinned: Vec<(u32, u32)> = s.jobs.iter().map(|j| (j.gpus, j.pinned.unwrap().1)).collect();
         // 6 = 4 + 2 and 3 = 2 + 1 on node 0: 4@0, 2@4, 2@6; the 1 does not fit; node 5 does not exist.
         assert_eq!(pinned, vec![(4, 0), (2, 4), (2, 6)]);
-        assert!(crate::plan::validate(&s, &fast::plan(&s)).is_ok());
+        assert!(crate::validate(&s, &fast::plan(&s)).is_ok());
     }
 }

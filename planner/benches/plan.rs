@@ -5,7 +5,7 @@
 //! a fixed seed; no assertions (speed is measured here, not in tests).
 
 use std::time::Instant;
-use tally_allocator::plan::{fast, fifo, validate, PlanJob, Scenario, Service};
+use tally_planner::{fast, fifo, validate, PlanJob, Scenario, Service};
 
 struct Lcg(u64);
 impl Lcg {
@@ -68,7 +68,7 @@ fn main() {
         );
         #[cfg(feature = "highs")]
         {
-            use tally_allocator::plan::full;
+            use tally_planner::full;
             let t = Instant::now();
             match full::plan(&s, plan.as_ref().expect("planned"), &full::FullOptions::default()) {
                 Ok(r) => println!(

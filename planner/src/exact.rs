@@ -358,11 +358,7 @@ impl Exact {
     /// uses a block or start the model does not have.
     fn cols_of(&self, s: &Scenario, plan: &Plan) -> Option<Vec<f64>> {
         let mut v = vec![0.0; self.num_cols];
-        for p in &plan.batch {
-            let ji = s.jobs.iter().position(|j| j.id == p.job_id)?;
-            if s.jobs[ji].pinned.is_some() || p.start_step >= s.steps {
-                continue;
-            }
+        for (ji, p) in crate::decided(s, plan)? {
             let slot = self.slots.iter().find(|sl| sl.job == ji && sl.first == p.first_gpu)?;
             let i = slot.starts.iter().position(|&t| t == p.start_step)?;
             for c in &slot.cols[i..] {

@@ -168,7 +168,7 @@ pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Placed, PlanJob};
+    use crate::{Placed, PlanJob};
 
     #[test]
     fn a_block_at_the_top_of_u32_is_outside_not_an_overflow() {

@@ -605,11 +605,7 @@ impl Mip {
     /// A valid plan as a point of the model (a warm start).
     fn cols_of(&self, s: &Scenario, plan: &Plan) -> Option<Vec<f64>> {
         let mut v = vec![0.0; self.num_cols];
-        for p in &plan.batch {
-            let ji = s.jobs.iter().position(|j| j.id == p.job_id)?;
-            if s.jobs[ji].pinned.is_some() || p.start_step >= s.steps {
-                continue;
-            }
+        for (ji, p) in crate::decided(s, plan)? {
             let (a, cols) = self.x[ji].as_ref()?;
             for c in cols.get(p.start_step.checked_sub(*a)?..)? {
                 v[c.index()] = 1.0;
