@@ -24,11 +24,10 @@
 //! Users rank inside their account by their own usage, ascending (equal shares
 //! among an account's users), then by name.
 
-use crate::ledger::{UsageKey, WindowUsage};
+use crate::ledger::WindowUsage;
 use crate::tree::{Allocation, NodeId, OrgTree};
 use std::cmp::Ordering;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
 
 /// Where an account stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +90,6 @@ impl RankKey {
 pub struct FairShare {
     standings: FxHashMap<String, Standing>,
     order: Vec<String>,
-    user_usage: BTreeMap<UsageKey, f64>,
 }
 
 enum Item {
@@ -156,7 +154,7 @@ impl FairShare {
             );
             names.push(name);
         }
-        FairShare { standings, order: names, user_usage: usage.by_user.clone() }
+        FairShare { standings, order: names }
     }
 
     /// `None` for an account that is not in the tree.
@@ -175,20 +173,5 @@ impl FairShare {
     }
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
-    }
-
-    /// Rank per (account, user): the account's rank, then the user's place
-    /// inside it (0 = least usage). `None` if the account is not in the tree.
-    pub fn user_rank(&self, account: &str, user: &str) -> Option<(u32, u32)> {
-        let s = self.standing(account)?;
-        let mine = self.user_usage.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0);
-        let ahead = self
-            .user_usage
-            .iter()
-            .filter(|(k, v)| {
-                &*k.account == account && (v.total_cmp(&mine).then((*k.user).cmp(user)) == Ordering::Less)
-            })
-            .count();
-        Some((s.rank, ahead as u32))
     }
 }

@@ -86,10 +86,14 @@ pub struct Job {
 impl Job {
     /// A pending job with no contract, 1 GPU, submitted at 0: start of a builder chain.
     pub fn new(id: u64, account: &str, user: &str) -> Job {
+        Job::named(id, account.into(), user.into())
+    }
+    /// [`Job::new`] with names already shared.
+    pub fn named(id: u64, account: Arc<str>, user: Arc<str>) -> Job {
         Job {
             id,
-            account: account.into(),
-            user: user.into(),
+            account,
+            user,
             contract: Contract::UNALLOCATED,
             gpus: 1,
             submit_s: 0,

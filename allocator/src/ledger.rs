@@ -77,11 +77,9 @@ impl PartialEq for Ledger {
     }
 }
 
-/// Usage summed over one window.
+/// Usage summed over one window, per account.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WindowUsage {
-    /// GPU-seconds per (account, user).
-    pub by_user: BTreeMap<UsageKey, f64>,
     /// GPU-seconds per account (its own jobs only, not its children's).
     pub by_account: BTreeMap<String, f64>,
 }
@@ -90,8 +88,26 @@ impl WindowUsage {
     pub fn account_gpu_hours(&self, account: &str) -> f64 {
         self.by_account.get(account).copied().unwrap_or(0.0) / 3600.0
     }
+}
+
+/// Usage summed over one window, per (account, user): GPU-seconds in key
+/// order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UserUsage(pub BTreeMap<UsageKey, f64>);
+
+impl UserUsage {
     pub fn user_gpu_hours(&self, account: &str, user: &str) -> f64 {
-        self.by_user.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0) / 3600.0
+        self.0.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0) / 3600.0
+    }
+
+    /// A user's place among its account's users, 0 = least usage (ties by
+    /// name); a user without usage is first.
+    pub fn place(&self, account: &str, user: &str) -> u32 {
+        let mine = self.0.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0);
+        self.0
+            .iter()
+            .filter(|(k, v)| &*k.account == account && v.total_cmp(&mine).then((*k.user).cmp(user)) == std::cmp::Ordering::Less)
+            .count() as u32
     }
 }
 
@@ -199,8 +215,9 @@ impl Ledger {
         }
     }
 
-    /// Sum of the buckets inside the window at `now`.
-    pub fn usage(&self, now: u64) -> WindowUsage {
+    /// The cached sums over the window at `now`, moved there bucket by
+    /// bucket (or summed afresh after a jump back or a long gap), passed to `f`.
+    fn with_sums<R>(&self, now: u64, f: impl FnOnce(&KeyMap) -> R) -> R {
         let first = self.first_bucket(now);
         let last = now / self.bucket_s;
         let mut cache = self.cache.borrow_mut();
@@ -227,20 +244,29 @@ impl Ledger {
                 Sums { first, last, by_user }
             }
         };
-        let mut u = WindowUsage::default();
-        let sums = sorted(&fresh.by_user);
-        for &(key, gs) in &sums {
-            match u.by_account.last_entry() {
-                Some(mut e) if **e.key() == *key.account => *e.get_mut() += gs as f64,
-                _ => {
-                    u.by_account.insert(key.account.to_string(), gs as f64);
-                }
-            }
-        }
-        // Built from sorted keys: BTreeMap's bulk load.
-        u.by_user = sums.into_iter().map(|(k, gs)| (k.clone(), gs as f64)).collect();
+        let r = f(&fresh.by_user);
         *cache = Some(fresh);
-        u
+        r
+    }
+
+    /// Each account's own usage summed over the window at `now` (what the
+    /// ranking reads each tick: whole GPU-seconds summed exactly, in any
+    /// order, so no per-user sort).
+    pub fn usage(&self, now: u64) -> WindowUsage {
+        self.with_sums(now, |sums| {
+            let mut by_account: FxHashMap<&str, u64> = FxHashMap::default();
+            for (key, &gs) in sums {
+                let e = by_account.entry(&*key.account).or_insert(0);
+                *e = e.saturating_add(gs);
+            }
+            WindowUsage { by_account: by_account.into_iter().map(|(a, gs)| (a.to_string(), gs as f64)).collect() }
+        })
+    }
+
+    /// GPU-seconds per (account, user) over the window at `now`, in key
+    /// order (for reports).
+    pub fn user_usage(&self, now: u64) -> UserUsage {
+        self.with_sums(now, |sums| UserUsage(sorted(sums).into_iter().map(|(k, gs)| (k.clone(), gs as f64)).collect()))
     }
 
     /// Every stored entry: (bucket index, key, GPU-seconds), in order.
@@ -325,7 +351,7 @@ mod tests {
         l.charge(&UsageKey::new("b", "u1"), 4, 0, H);
         let u = l.usage(H);
         assert_eq!(u.account_gpu_hours("a"), 3.0);
-        assert_eq!(u.user_gpu_hours("a", "u2"), 2.0);
+        assert_eq!(l.user_usage(H).user_gpu_hours("a", "u2"), 2.0);
         assert_eq!(u.account_gpu_hours("b"), 4.0);
         assert_eq!(u.account_gpu_hours("zzz"), 0.0);
     }
@@ -361,6 +387,7 @@ mod tests {
             }
             let fresh = Ledger { cache: RefCell::new(None), ..l.clone() };
             assert_eq!(l.usage(now), fresh.usage(now), "at {now}");
+            assert_eq!(l.user_usage(now), fresh.user_usage(now), "at {now}");
         }
     }
 

@@ -25,7 +25,7 @@
 use crate::contract::Contract;
 use crate::job::{Job, KnownAccounts};
 use crate::ledger::Ledger;
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// One job's current (or last) run, as charged so far.
@@ -64,7 +64,7 @@ impl RunRecord {
 
     /// The job as frozen at its run's start (what is charged).
     fn frozen(&self, id: u64) -> Job {
-        let mut j = Job::new(id, &self.account, &self.user).gpus(self.gpus);
+        let mut j = Job::named(id, self.account.clone(), self.user.clone()).gpus(self.gpus);
         j.contract = self.contract;
         j
     }
@@ -87,13 +87,15 @@ pub enum Seen {
     Requeued { at: u64 },
 }
 
-/// Every job's run record, by job id.
+/// Every job's run record, by job id: hashed (every job of a tick is
+/// looked up), in id order wherever it is listed ([`RunBook::iter`]).
+/// Job ids come from the host, not from users.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunBook {
-    records: BTreeMap<u64, RunRecord>,
+    records: FxHashMap<u64, RunRecord>,
     /// Charging marks of a version-1 state file (job → charged up to, unix
     /// s): the first run seen of such a job starts charged to its mark.
-    legacy: BTreeMap<u64, u64>,
+    legacy: FxHashMap<u64, u64>,
 }
 
 impl RunBook {
@@ -109,8 +111,11 @@ impl RunBook {
         self.records.insert(job_id, r);
     }
 
+    /// Every record, in job id order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &RunRecord)> {
-        self.records.iter().map(|(&k, v)| (k, v))
+        let mut v: Vec<(u64, &RunRecord)> = self.records.iter().map(|(&k, v)| (k, v)).collect();
+        v.sort_unstable_by_key(|&(k, _)| k);
+        v.into_iter()
     }
 
     pub fn len(&self) -> usize {
@@ -119,6 +124,11 @@ impl RunBook {
 
     pub fn is_empty(&self) -> bool {
         self.records.is_empty() && self.legacy.is_empty()
+    }
+
+    /// No version-1 marks left.
+    pub fn legacy_is_empty(&self) -> bool {
+        self.legacy.is_empty()
     }
 
     /// Forget jobs the host no longer has.
@@ -131,8 +141,11 @@ impl RunBook {
         self.legacy.insert(job_id, charged_until);
     }
 
+    /// The version-1 marks, in job id order.
     pub fn legacy_marks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.legacy.iter().map(|(&k, &v)| (k, v))
+        let mut v: Vec<(u64, u64)> = self.legacy.iter().map(|(&k, &v)| (k, v)).collect();
+        v.sort_unstable();
+        v.into_iter()
     }
 
     /// Take one moment of `job` (its current account, user, GPUs and

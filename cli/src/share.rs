@@ -54,7 +54,7 @@ pub fn run(args: Args) -> Result<(), String> {
         Err(e) => return Err(format!("{}: cannot read: {e}", state.display())),
     };
     let fs = config.fair_share(&snapshot.ledger, now).map_err(|e| e.to_string())?;
-    let usage = snapshot.ledger.usage(now);
+    let users = snapshot.ledger.user_usage(now);
     let tree = &config.tree;
 
     if !args.parsable {
@@ -102,8 +102,8 @@ pub fn run(args: Args) -> Result<(), String> {
             format!("{:.3}", s.factor),
         ]);
         if args.users {
-            for (key, gs) in usage.by_user.iter().filter(|(k, _)| *k.account == *node.name) {
-                let (_, place) = fs.user_rank(&key.account, &key.user).unwrap_or((s.rank, 0));
+            for (key, gs) in users.0.iter().filter(|(k, _)| *k.account == *node.name) {
+                let place = users.place(&key.account, &key.user);
                 print([
                     format!("{indent} {}", node.name),
                     key.user.to_string(),

@@ -141,7 +141,7 @@ pub extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, job_ptr: *mut job_re
         let u = UpdateView {
             req,
             new_limit,
-            job: SubmitView { comment: job.comment, account: job.account, time_limit_s: job.time_limit_s, ..SubmitView::default() },
+            job: SubmitView { comment: job.comment, account: job.account.as_deref().map(str::to_string), time_limit_s: job.time_limit_s, ..SubmitView::default() },
             pending: job.state == RunState::Pending && job.start_s == 0,
         };
         match check_update(&config, &u) {

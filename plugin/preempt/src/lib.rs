@@ -45,7 +45,7 @@ use tally_slurm::guard::{guard, lock};
 use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::SlurmLogger;
 use tally_slurm::statefile;
-use tally_slurm::view::{c_string, job_pointers, read_job, RunState};
+use tally_slurm::view::{c_string, job_pointers, read_job, read_job_named, Names, RunState};
 use tally_slurm::worker::{Wake, Worker};
 
 tally_slurm::plugin_identity!("Tally contract-aware preemption", "preempt/tally");
@@ -126,7 +126,8 @@ fn refresh(host: &Host) {
     };
     let views: Vec<_> = host.with_jobs(Access::ReadJobs, |list| {
         // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
-        unsafe { job_pointers(list) }.into_iter().filter_map(|j| unsafe { read_job(j) }).collect()
+        let mut names = Names::new();
+        unsafe { job_pointers(list) }.into_iter().filter_map(|j| unsafe { read_job_named(j, &mut names) }).collect()
     });
     let t = now();
     let jobs = classify(&config, &views, &runs, t, preempt_window_s());

@@ -53,7 +53,7 @@ use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::{self, SlurmLogger};
 use tally_slurm::statefile::{self, Loaded};
 use tally_slurm::planner::{replan, Placed};
-use tally_slurm::view::{job_nodes, job_pointers, read_job, JobView, RunState};
+use tally_slurm::view::{job_nodes, job_pointers, read_job, read_job_named, JobView, Names, RunState};
 use tally_slurm::worker::{Wake, Worker};
 
 // ---- identity ------------------------------------------------------------
@@ -268,7 +268,8 @@ fn tick(host: &Host, shared: &Shared) {
     let (views, read_wait, read_hold) = host.with_jobs(Access::ReadJobs, |list| {
         let locked = Instant::now();
         // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
-        let views: Vec<JobView> = unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }).collect();
+        let mut names = Names::new();
+        let views: Vec<JobView> = unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job_named(p, &mut names) }).collect();
         (views, locked.duration_since(asked), locked.elapsed())
     });
     let ids: Vec<u32> = views.iter().map(|v| v.job_id).collect();
@@ -363,10 +364,11 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     // 1. Copy the jobs out under the read lock.
     let jobs: Vec<Placed> = host.with_jobs(Access::ReadJobs, |list| {
         // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
+        let mut names = Names::new();
         unsafe { job_pointers(list) }
             .into_iter()
             .filter_map(|p| {
-                let view = unsafe { read_job(p) }?;
+                let view = unsafe { read_job_named(p, &mut names) }?;
                 let nodes = if view.state == RunState::Running { unsafe { job_nodes(p) } } else { Vec::new() };
                 Some(Placed { view, nodes })
             })
@@ -379,8 +381,9 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     // 3. Set the priorities that changed, under the write lock.
     let changed = host.with_jobs(Access::WriteJobs, |list| {
         // SAFETY: job_list under the job write lock (with_jobs).
+        let mut names = Names::new();
         let live: Vec<(*mut job_record_t, _)> =
-            unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job(p) }.map(|v| (p, v))).collect();
+            unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job_named(p, &mut names) }.map(|v| (p, v))).collect();
         let views: Vec<_> = live.iter().map(|(_, v)| v.clone()).collect();
         // Pending jobs only: no run record needed.
         let classified = classify(&r.config, &views, &RunBook::new(), t, 0);
@@ -534,10 +537,11 @@ pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factor
         host.with_jobs(Access::ReadJobs, |list| {
             // SAFETY: list_create with Slurm's destructor for these objects.
             let out = unsafe { slurm_sys::list_create(Some(slurm_sys::slurm_destroy_priority_factors_object)) };
+            let mut names = Names::new();
             // SAFETY: job_list under the job read lock.
             for p in unsafe { job_pointers(list) } {
                 // SAFETY: live job under the lock.
-                let Some(v) = (unsafe { read_job(p) }) else { continue };
+                let Some(v) = (unsafe { read_job_named(p, &mut names) }) else { continue };
                 if v.state != RunState::Pending || v.priority == 0 || v.begin_s == 0 || v.begin_s > t {
                     continue;
                 }

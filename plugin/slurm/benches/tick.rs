@@ -9,7 +9,7 @@
 use std::time::Instant;
 use tally_config::Config;
 use tally_slurm::engine::Engine;
-use tally_slurm::view::{JobView, RunState};
+use tally_slurm::view::{JobView, Names, RunState};
 
 const T0: u64 = 1_796_083_200;
 
@@ -32,6 +32,8 @@ fn jobs(n: u32) -> Vec<JobView> {
         x ^= x << 17;
         x % m
     };
+    // Names shared as the plugin's copy shares them (`read_job_named`).
+    let mut names = Names::new();
     (0..n)
         .map(|i| {
             let running = i % 10 == 0;
@@ -39,11 +41,11 @@ fn jobs(n: u32) -> Vec<JobView> {
             JobView {
                 job_id: i + 1,
                 state: if running { RunState::Running } else { RunState::Pending },
-                account: Some(format!("team{}x{}", team / 20, team % 20)),
-                user: format!("user{}", rnd(1000)),
+                account: Some(names.intern(&format!("team{}x{}", team / 20, team % 20))),
+                user: names.intern(&format!("user{}", rnd(1000))),
                 user_id: 1000,
                 comment: Some(["contract=2h", "contract=30m,resumable", "contract=0", "contract=8h lr=3e-4"][rnd(4) as usize].to_string()),
-                partition: Some("gpu".into()),
+                partition: Some(names.intern("gpu")),
                 gpus: 1 << rnd(4),
                 submit_s: T0 - rnd(86_400),
                 begin_s: T0 - 86_400,

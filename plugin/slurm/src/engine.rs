@@ -40,9 +40,29 @@ pub struct Ranking {
     pub ent: Entitlement,
     /// Each pending job's GPUs ahead of it in its team (the walk), and what
     /// a job submitted since waits behind.
-    pub ahead: FxHashMap<u32, f64>,
+    pub ahead: Ahead,
     pub order: QueueOrder,
     pub computed_at: u64,
+}
+
+/// Each walked job's GPUs ahead of it, by job id: a list in id order (the
+/// walk sees the jobs in slurmctld's order, which is nearly id order, so
+/// it is built with little sorting and read by binary search).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ahead(Vec<(u32, f64)>);
+
+impl Ahead {
+    fn new(mut pairs: Vec<(u32, f64)>) -> Ahead {
+        if !pairs.is_sorted_by_key(|&(id, _)| id) {
+            pairs.sort_by_key(|&(id, _)| id);
+        }
+        Ahead(pairs)
+    }
+
+    /// GPUs ahead of job `id` at the walk (`None`: not walked).
+    pub fn get(&self, id: u32) -> Option<f64> {
+        self.0.binary_search_by_key(&id, |&(i, _)| i).ok().map(|k| self.0[k].1)
+    }
 }
 
 /// Where a job counts in what its team runs and waits for now.
@@ -84,24 +104,63 @@ pub fn allocation(config: &Config) -> Allocation {
 /// contract) and where it counts now. The one conversion of a tick, shared
 /// by the priority plugin's ranking and the preempt plugin's copy.
 pub fn classify(config: &Config, views: &[JobView], runs: &RunBook, now: u64, preempt_window_s: u64) -> Vec<(Counted, Job)> {
-    let leaders = het_comments(views);
-    // Comments and names repeat (sweeps, arrays, a few hundred accounts):
-    // each distinct one is resolved, or allocated, once per moment.
-    // Comments are the users' own text: std's keyed hash, so nobody can
-    // submit colliding ones to slow the tick; names come from the site.
-    let mut contracts: HashMap<Option<&str>, Result<Contract, tally_allocator::ContractError>> = HashMap::new();
-    let mut interned: FxHashMap<&str, Arc<str>> = FxHashMap::default();
-    views
-        .iter()
-        .map(|v| {
-            let comment = if v.het_component() { leaders.get(&v.het_job_id).copied().unwrap_or(v.comment.as_deref()) } else { v.comment.as_deref() };
-            let contract = contracts.entry(comment).or_insert_with(|| config.contracts.resolve(comment)).clone();
-            let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("");
-            let account = interned.entry(account).or_insert_with(|| Arc::from(account)).clone();
-            let user = interned.entry(v.user.as_str()).or_insert_with(|| Arc::from(v.user.as_str())).clone();
-            (counted(v, now, preempt_window_s), job_from(v, account, user, contract, runs.get(u64::from(v.job_id))).0)
-        })
-        .collect()
+    let mut classifier = Classifier::new(config, views, now, preempt_window_s);
+    views.iter().map(|v| classifier.job(v, runs.get(u64::from(v.job_id)))).collect()
+}
+
+/// [`classify`] a job at a time (the priority plugin's tick charges each
+/// job as it is converted: one pass over the jobs).
+struct Classifier<'a> {
+    config: &'a Config,
+    views: &'a [JobView],
+    /// Het leaders' comments, gathered at the first het component.
+    leaders: Option<BTreeMap<u32, Option<&'a str>>>,
+    /// Comments repeat (sweeps, arrays): each distinct one is resolved once
+    /// per moment. They are the users' own text: std's keyed hash, so
+    /// nobody can submit colliding ones to slow the tick.
+    contracts: HashMap<Option<&'a str>, Result<Contract, tally_allocator::ContractError>>,
+    /// The last comment resolved and its contract: an array's or a
+    /// sweep's jobs sit side by side in slurmctld's list.
+    last: Option<(Option<&'a str>, Result<Contract, tally_allocator::ContractError>)>,
+    /// Names come shared from the copy ([`crate::view::Names`]); an account
+    /// taken from `[users]` is allocated once per moment.
+    interned: FxHashMap<&'a str, Arc<str>>,
+    now: u64,
+    preempt_window_s: u64,
+}
+
+impl<'a> Classifier<'a> {
+    fn new(config: &'a Config, views: &'a [JobView], now: u64, preempt_window_s: u64) -> Classifier<'a> {
+        Classifier { config, views, leaders: None, contracts: HashMap::new(), last: None, interned: FxHashMap::default(), now, preempt_window_s }
+    }
+
+    /// Job `v` (one of `views`) with its run record.
+    fn job(&mut self, v: &'a JobView, run: Option<&RunRecord>) -> (Counted, Job) {
+        let comment = if v.het_component() {
+            let views = self.views;
+            let leaders = self.leaders.get_or_insert_with(|| het_comments(views));
+            leaders.get(&v.het_job_id).copied().unwrap_or(v.comment.as_deref())
+        } else {
+            v.comment.as_deref()
+        };
+        let config = self.config;
+        let contract = match &self.last {
+            Some((c, contract)) if *c == comment => contract.clone(),
+            _ => {
+                let contract = self.contracts.entry(comment).or_insert_with(|| config.contracts.resolve(comment)).clone();
+                self.last = Some((comment, contract.clone()));
+                contract
+            }
+        };
+        let account = match &v.account {
+            Some(a) if !a.is_empty() => a.clone(),
+            _ => {
+                let a = config.account_for(None, &v.user).unwrap_or("");
+                self.interned.entry(a).or_insert_with(|| Arc::from(a)).clone()
+            }
+        };
+        (counted(v, self.now, self.preempt_window_s), job_from(v, account, v.user.clone(), contract, run).0)
+    }
 }
 
 /// A heterogeneous job has one contract, its leader's: Slurm preempts a
@@ -117,11 +176,15 @@ fn het_comments(views: &[JobView]) -> BTreeMap<u32, Option<&str>> {
 pub fn entitlement_of(config: &Config, alloc: &Allocation, jobs: &[(Counted, Job)]) -> Entitlement {
     let funded = Funded::new(&config.tree, alloc);
     let mut load = Load::new(&config.tree);
+    // Each account name, shared by the copy ([`crate::view::Names`]),
+    // looked up once by address (`jobs` is borrowed throughout).
+    let mut node_of: FxHashMap<*const u8, Option<tally_allocator::tree::NodeId>> = FxHashMap::default();
     for (c, job) in jobs {
         if *c == Counted::No || !job.contract.is_allocated() {
             continue;
         }
-        let Some(id) = config.tree.id(&job.account).filter(|&id| funded.funded_at(id)) else { continue };
+        let node = *node_of.entry(job.account.as_ptr()).or_insert_with(|| config.tree.id(&job.account).filter(|&id| funded.funded_at(id)));
+        let Some(id) = node else { continue };
         match c {
             Counted::Running => load.run(id, job.gpus),
             Counted::Waiting => load.wait(id, job.gpus),
@@ -185,7 +248,7 @@ pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::Con
 /// earlier runs.
 pub fn job_of(config: &Config, v: &JobView, comment: Option<&str>, run: Option<&RunRecord>) -> (Job, Option<tally_allocator::ContractError>) {
     let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("");
-    job_from(v, account.into(), v.user.as_str().into(), config.contracts.resolve(comment), run)
+    job_from(v, account.into(), v.user.clone(), config.contracts.resolve(comment), run)
 }
 
 /// [`job_of`] with the account (`account_for`), user and comment already
@@ -256,7 +319,7 @@ pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priori
 /// [`priority_of`] for a job already converted.
 pub fn priority_of_job(r: &Ranking, job: &Job, plan: Option<&PlanBoard>) -> Priority {
     let id = u32::try_from(job.id).unwrap_or(u32::MAX);
-    let ahead = r.ahead.get(&id).copied().unwrap_or_else(|| r.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0));
+    let ahead = r.ahead.get(id).unwrap_or_else(|| r.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0));
     job_priority(job, r.fs.standing(&job.account), TeamLoad { ent: &r.ent, ahead_gpus: ahead }, &r.config.priority)
         .planned(PlanBoard::starts(plan, id))
 }
@@ -299,8 +362,7 @@ pub fn rank(config: &Arc<Config>, snapshot: &Snapshot, jobs: &[(Counted, Job)], 
     let waiting: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].0 == Counted::Waiting).collect();
     let refs: Vec<&Job> = waiting.iter().map(|&i| &jobs[i].1).collect();
     let mut order = order_queue(&refs, &fs, &ent, &config.priority);
-    let mut ahead = FxHashMap::with_capacity_and_hasher(refs.len(), Default::default());
-    ahead.extend(refs.iter().zip(order.ahead.iter()).map(|(j, &a)| (u32::try_from(j.id).unwrap_or(u32::MAX), a)));
+    let ahead = Ahead::new(refs.iter().zip(order.ahead.iter()).map(|(j, &a)| (u32::try_from(j.id).unwrap_or(u32::MAX), a)).collect());
     let mut walked = vec![None; jobs.len()];
     for (&i, &p) in waiting.iter().zip(order.priorities.iter()) {
         walked[i] = Some(p);
@@ -399,14 +461,27 @@ impl Engine {
         let views: Vec<JobView> = views.into();
         let mut report = TickReport { jobs_seen: views.len(), ..TickReport::default() };
         let alloc = allocation(&self.config);
-        let jobs = classify(&self.config, &views, &self.snapshot.runs, now, self.preempt_window_s);
-        for (v, (_, job)) in views.iter().zip(&jobs) {
-            report.charged_gpu_s += self.observe(v, job, now, &alloc);
+        let recorded = self.snapshot.runs.len();
+        let config = self.config.clone();
+        let mut classifier = Classifier::new(&config, &views, now, self.preempt_window_s);
+        let mut jobs = Vec::with_capacity(views.len());
+        let mut with_run = 0;
+        for v in &views {
+            let run = self.snapshot.runs.get(u64::from(v.job_id));
+            with_run += usize::from(run.is_some());
+            let (counted, job) = classifier.job(v, run);
+            report.charged_gpu_s += self.observe(v, &job, now, &alloc);
+            jobs.push((counted, job));
         }
-        // Forget the runs of jobs slurmctld no longer has.
-        let mut live: FxHashSet<u64> = FxHashSet::with_capacity_and_hasher(views.len(), Default::default());
-        live.extend(views.iter().map(|v| u64::from(v.job_id)));
-        self.snapshot.runs.retain(|id| live.contains(&id));
+        drop(classifier);
+        // Forget the runs of jobs slurmctld no longer has: there are some
+        // when fewer of its jobs had a record than the book held (job ids
+        // are unique in slurmctld; runs opened since belong to its jobs).
+        if with_run < recorded || !self.snapshot.runs.legacy_is_empty() {
+            let mut live: FxHashSet<u64> = FxHashSet::with_capacity_and_hasher(views.len(), Default::default());
+            live.extend(views.iter().map(|v| u64::from(v.job_id)));
+            self.snapshot.runs.retain(|id| live.contains(&id));
+        }
         self.snapshot.ledger.prune(now);
         let (ranking, walked) = rank(&self.config, &self.snapshot, &jobs, now);
         self.ranking = Arc::new(ranking);
@@ -423,8 +498,14 @@ impl Engine {
     /// shared, so the name's address tells them apart).
     fn warn_unknown(&mut self, views: &[JobView], jobs: &[(Counted, Job)]) {
         let mut seen: FxHashSet<*const u8> = FxHashSet::default();
+        let mut last = std::ptr::null();
         for (v, (_, job)) in views.iter().zip(jobs) {
-            if seen.insert(job.account.as_ptr()) && !self.warned.contains(&*job.account) {
+            let name = job.account.as_ptr();
+            if name == last {
+                continue;
+            }
+            last = name;
+            if seen.insert(name) && !self.warned.contains(&*job.account) {
                 self.warn_once(v, job);
             }
         }

@@ -1,8 +1,10 @@
 //! `job_record_t` → owned [`JobView`]. The only module that reads job
 //! pointers; everything after it works on owned values.
 
+use rustc_hash::FxHashSet;
 use slurm_sys::{job_desc_msg_t, job_record_t, List, INFINITE, JOB_STATE_BASE, NICE_OFFSET, NO_VAL};
 use std::ffi::{c_char, CStr};
+use std::sync::Arc;
 
 /// Where a job is in its life, as far as Tally cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,12 +21,13 @@ pub enum RunState {
 pub struct JobView {
     pub job_id: u32,
     pub state: RunState,
-    /// Slurm account (empty without accounting).
-    pub account: Option<String>,
-    pub user: String,
+    /// Slurm account (empty without accounting). Names are shared among
+    /// the jobs of one copy ([`Names`]).
+    pub account: Option<Arc<str>>,
+    pub user: Arc<str>,
     pub user_id: u32,
     pub comment: Option<String>,
-    pub partition: Option<String>,
+    pub partition: Option<Arc<str>>,
     pub gpus: u32,
     /// Unix seconds (0 = unknown).
     pub submit_s: u64,
@@ -91,6 +94,43 @@ pub unsafe fn c_string(p: *const c_char) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
+/// The names of one copy of the job list (accounts, users, partitions:
+/// a few hundred distinct ones among up to 100,000s of jobs), each stored
+/// once and shared. Names come from the site (Slurm's associations and
+/// the password database), not from users, so they are hashed unkeyed.
+/// Comments, the users' own text, are copied per job.
+#[derive(Debug, Default)]
+pub struct Names(FxHashSet<Arc<str>>);
+
+impl Names {
+    pub fn new() -> Names {
+        Names::default()
+    }
+
+    /// The shared copy of `name`.
+    pub fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(name) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(name);
+        self.0.insert(a.clone());
+        a
+    }
+
+    /// [`c_string`], shared: `None` for NULL or empty.
+    ///
+    /// # Safety
+    /// `p` is NULL or points to a NUL-terminated string valid for this call.
+    pub unsafe fn c_name(&mut self, p: *const c_char) -> Option<Arc<str>> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+        (!s.is_empty()).then(|| self.intern(&s))
+    }
+}
+
 fn secs(t: i64) -> u64 {
     u64::try_from(t).unwrap_or(0)
 }
@@ -127,6 +167,16 @@ pub fn gpu_count(spec: &str) -> Option<u32> {
 /// `job` is NULL or a valid `job_record_t` of slurmctld, and slurmctld's job
 /// lock (read or write) is held for the duration of the call.
 pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
+    // SAFETY: the caller's contract.
+    unsafe { read_job_named(job, &mut Names::new()) }
+}
+
+/// [`read_job`], its names shared through `names` (one [`Names`] for a
+/// whole copy of the job list).
+///
+/// # Safety
+/// As [`read_job`].
+pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Option<JobView> {
     // SAFETY: caller's contract.
     let j = unsafe { job.as_ref()? };
     // SAFETY: `details` is NULL or owned by the job (same lock).
@@ -140,8 +190,8 @@ pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
         _ => RunState::Done,
     };
     // SAFETY (all c_string calls): fields of a live job, NUL-terminated or NULL.
-    let user = unsafe { assoc.and_then(|a| c_string(a.user)).or_else(|| c_string(j.user_name)) }
-        .unwrap_or_else(|| j.user_id.to_string());
+    let user = unsafe { assoc.and_then(|a| names.c_name(a.user)).or_else(|| names.c_name(j.user_name)) }
+        .unwrap_or_else(|| names.intern(&j.user_id.to_string()));
     let nodes = details.map(|d| d.min_nodes).filter(|&n| n > 0 && n != NO_VAL).unwrap_or(1);
     // What it holds (or held) once it started: the allocated TRES, which
     // counts every way of asking (--gpus, per node, per task, per socket).
@@ -164,11 +214,11 @@ pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
     Some(JobView {
         job_id: j.job_id,
         state,
-        account: unsafe { c_string(j.account) },
+        account: unsafe { names.c_name(j.account) },
         user,
         user_id: j.user_id,
         comment: unsafe { c_string(j.comment) },
-        partition: unsafe { c_string(j.partition) },
+        partition: unsafe { names.c_name(j.partition) },
         gpus,
         submit_s: details.map_or(0, |d| secs(d.submit_time)),
         begin_s: details.map_or(0, |d| secs(d.begin_time)),
@@ -305,6 +355,22 @@ pub unsafe fn job_pointers(list: List) -> Vec<*mut job_record_t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_shared() {
+        let mut names = Names::new();
+        let a = names.intern("nlp");
+        let b = names.intern(&String::from("nlp"));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &names.intern("vision")));
+        let s = std::ffi::CString::new("nlp").unwrap();
+        // SAFETY: a NUL-terminated string, alive for the calls.
+        assert!(Arc::ptr_eq(&a, &unsafe { names.c_name(s.as_ptr()) }.unwrap()));
+        let empty = std::ffi::CString::new("").unwrap();
+        // SAFETY: as above; NULL is allowed.
+        assert_eq!(unsafe { names.c_name(empty.as_ptr()) }, None);
+        assert_eq!(unsafe { names.c_name(std::ptr::null()) }, None);
+    }
 
     #[test]
     fn gpu_strings() {

@@ -24,8 +24,8 @@ fn view(id: u32, account: &str, user: &str, comment: &str) -> JobView {
     JobView {
         job_id: id,
         state: RunState::Pending,
-        account: (!account.is_empty()).then(|| account.to_string()),
-        user: user.to_string(),
+        account: (!account.is_empty()).then(|| account.into()),
+        user: user.into(),
         user_id: 1000,
         comment: (!comment.is_empty()).then(|| comment.to_string()),
         partition: Some("gpu".into()),
@@ -174,6 +174,14 @@ fn forgotten_jobs_lose_their_runs_and_old_usage_leaves() {
     let mut e = engine();
     e.tick(T0 + 3600, &[running(view(1, "a", "alice", "contract=1h"), T0)], None);
     assert_eq!(e.snapshot().runs.len(), 1);
+    // Job 1 gone while job 2 starts: 1's run forgotten, 2's kept; then
+    // both known again and nothing forgotten.
+    let two = running(view(2, "a", "alice", "contract=1h"), T0 + 3600);
+    e.tick(T0 + 3660, std::slice::from_ref(&two), None);
+    assert_eq!(e.snapshot().runs.iter().map(|(id, _)| id).collect::<Vec<_>>(), vec![2]);
+    let three = running(view(3, "a", "alice", "contract=1h"), T0 + 3660);
+    e.tick(T0 + 3720, &[two.clone(), three], None);
+    assert_eq!(e.snapshot().runs.iter().map(|(id, _)| id).collect::<Vec<_>>(), vec![2, 3]);
     e.tick(T0 + 7200, &[], None);
     assert!(e.snapshot().runs.is_empty());
     e.tick(T0 + 8 * 86_400, &[], None);
@@ -222,10 +230,16 @@ fn the_queue_is_ordered_by_what_each_team_is_owed_now() {
     // b's 8 GPUs is at b's rate: not owed, after a's.
     assert!(prio[&3] > prio[&2] && prio[&2] > prio[&4], "{prio:?}");
     let rk = e.ranking();
-    assert_eq!(rk.ahead[&4], 8.0);
+    assert_eq!(rk.ahead.get(4), Some(8.0));
     assert_eq!(rk.order.waiting_gpus["b"], 10.0);
     // A job submitted since the tick waits behind everything its team had.
     let late = view(9, "a", "alice", "contract=1h");
     let p = priority_of(&rk, &late, None);
     assert_eq!(p.need, tally_allocator::priority::NEED_NONE, "a: 6 running + 2 waiting = its rate");
+}
+
+#[test]
+fn ahead_is_found_by_id_in_any_order() {
+    let a = Ahead::new(vec![(7, 1.0), (3, 2.0), (9, 0.0)]);
+    assert_eq!((a.get(3), a.get(7), a.get(9), a.get(4)), (Some(2.0), Some(1.0), Some(0.0), None));
 }
