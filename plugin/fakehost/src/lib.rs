@@ -232,7 +232,7 @@ pub fn job(id: u32, account: &str, user: &str, comment: &str, gpus: u32) -> Fake
 impl FakeJob {
     /// Running since `secs_ago` seconds.
     pub fn running_since(mut self, secs_ago: i64) -> FakeJob {
-        self.rec.job_state = 1;
+        self.rec.job_state = slurm_sys::JOB_RUNNING;
         self.rec.start_time = now() - secs_ago;
         self
     }

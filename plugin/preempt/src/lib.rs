@@ -35,13 +35,14 @@ use slurm_sys::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tally_allocator::{victim_rank, Entitlement, Job, Moment, VictimPool};
 use tally_config::Config;
 use tally_slurm::engine::{allocation, classify, entitlement_of, to_job};
 use tally_slurm::host::preempt_window_s;
 use tally_slurm::follower::{self, Follower};
 use tally_slurm::guard::{guard, lock};
+use tally_slurm::now;
 use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::SlurmLogger;
 use tally_slurm::statefile;
@@ -60,10 +61,6 @@ static THREAD: Mutex<Option<Worker>> = Mutex::new(None);
 const REFRESH: Duration = Duration::from_secs(1);
 /// A copy older than this is not trusted for the restorative rule.
 const STALE_S: u64 = 30;
-
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 /// What every team ran at the last copy, and the answers given since.
 struct Snapshot {

@@ -44,11 +44,12 @@ use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tally_allocator::RunBook;
 use tally_slurm::engine::{changed_priorities, classify, priority_of, Engine, PlanBoard, Ranking};
 use tally_slurm::follower::{self, initial_config, load_config, Start};
 use tally_slurm::guard::{guard, install_panic_hook, lock};
+use tally_slurm::now;
 use tally_slurm::host::{Access, Host};
 use tally_slurm::slurm_log::{self, SlurmLogger};
 use tally_slurm::statefile::{self, Loaded};
@@ -91,10 +92,6 @@ static PLUGIN: Mutex<Option<Running>> = Mutex::new(None);
 static RANKING: Mutex<Option<Arc<Ranking>>> = Mutex::new(None);
 /// The planner's last committed step (None: no planner), swapped likewise.
 static PLAN: Mutex<Option<Arc<PlanBoard>>> = Mutex::new(None);
-
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 fn current_ranking() -> Option<Arc<Ranking>> {
     lock(&RANKING).clone()

@@ -114,7 +114,7 @@ fn plugin_in_a_fake_slurmctld() {
 
         // ---- job end charges the last seconds; a broken reconfigure keeps the old config
         with_lock(|| {
-            jobs[0].rec.job_state = 3;
+            jobs[0].rec.job_state = slurm_sys::JOB_COMPLETE;
             jobs[0].rec.end_time = now();
         });
         with_lock(|| job_end(jobs[0].ptr()));

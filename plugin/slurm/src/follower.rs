@@ -28,15 +28,12 @@ use crate::engine::{Engine, Ranking};
 use crate::guard::lock;
 use crate::statefile::{self, Loaded};
 use crate::worker::{Wake, Worker};
+use crate::now;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 use tally_allocator::RunBook;
 use tally_config::Config;
-
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 /// The active copy's name beside the ledger.
 pub const ACTIVE_NAME: &str = "tally.toml.active";

@@ -37,6 +37,11 @@ pub mod worker;
 
 pub use slurm_sys;
 
+/// Unix seconds now, the clock of every plugin (0 if the clock is before 1970).
+pub fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// A NUL-terminated byte array of a string, for the identity symbols.
 pub const fn c_array<const N: usize>(s: &str) -> [u8; N] {
     let b = s.as_bytes();

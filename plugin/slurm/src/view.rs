@@ -2,7 +2,7 @@
 //! pointers; everything after it works on owned values.
 
 use rustc_hash::FxHashSet;
-use slurm_sys::{job_desc_msg_t, job_record_t, List, INFINITE, JOB_STATE_BASE, NICE_OFFSET, NO_VAL};
+use slurm_sys::{job_desc_msg_t, job_record_t, List, INFINITE, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE, JOB_SUSPENDED, NICE_OFFSET, NO_VAL};
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 
@@ -184,9 +184,9 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
     // SAFETY: `assoc_ptr` is NULL or a live association while the job lock is held.
     let assoc = unsafe { j.assoc_ptr.as_ref() };
     let state = match j.job_state & JOB_STATE_BASE {
-        0 => RunState::Pending,
-        1 => RunState::Running,
-        2 => RunState::Suspended,
+        JOB_PENDING => RunState::Pending,
+        JOB_RUNNING => RunState::Running,
+        JOB_SUSPENDED => RunState::Suspended,
         _ => RunState::Done,
     };
     // SAFETY (all c_string calls): fields of a live job, NUL-terminated or NULL.
