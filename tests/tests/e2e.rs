@@ -433,6 +433,15 @@ fn e2e_10_a_kill_9_in_a_submit_storm_loses_nothing() {
     // and is owed: its jobs would preempt storm_a's but for the contracts.
     let fillers = fill("sa", "contract=1h");
     wait_until(30, "storm_a to be charged", || used_gpu_s("storm_a") > 0.0);
+    // slurmctld itself forgets what happened since its last state save when
+    // killed with -9: a filler that started after it comes back PENDING
+    // and its step is killed ("Registered PENDING JobId=… on node"). That
+    // is Slurm's durability, not Tally's: wait until slurmctld has saved
+    // the fillers as running, so the test checks what Tally decides.
+    let running_since = std::time::SystemTime::now();
+    wait_until(60, "slurmctld to save its job state with the fillers running", || {
+        std::fs::metadata(format!("{RUN_DIR}/state/job_state")).and_then(|m| m.modified()).is_ok_and(|t| t > running_since)
+    });
     // The storm: 2,000 submissions from 8 shells at once, of both teams.
     let storm: Vec<std::process::Child> = (0..8)
         .map(|w| {

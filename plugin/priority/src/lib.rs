@@ -282,32 +282,8 @@ fn tick(host: &Host, shared: &Shared) {
         (report, changes)
     };
     drop(ids);
-    // 3. Set the priorities that changed under the job WRITE lock, only
-    //    where the job is still pending, not held and not set by an admin.
-    let (write_wait, write_hold, written) = if changes.is_empty() {
-        (Duration::ZERO, Duration::ZERO, 0)
-    } else {
-        let asked = Instant::now();
-        host.with_jobs(Access::WriteJobs, |list| {
-            let locked = Instant::now();
-            let mut written = 0;
-            // SAFETY: job_list under the job write lock (with_jobs).
-            for p in unsafe { job_pointers(list) } {
-                // SAFETY: a live job under the write lock.
-                let j = unsafe { &mut *p };
-                if let Some(&prio) = changes.get(&j.job_id) {
-                    if j.job_state & JOB_STATE_BASE == JOB_PENDING && j.priority != 0 && j.direct_set_prio == 0 {
-                        j.priority = prio;
-                        written += 1;
-                    }
-                }
-            }
-            if written > 0 {
-                host.touch(t as i64);
-            }
-            (locked.duration_since(asked), locked.elapsed(), written)
-        })
-    };
+    // 3. Set the priorities that changed under the job WRITE lock.
+    let (write_wait, write_hold, written) = write_priorities(host, &changes, t);
     // The figures of docs/reliability.md's load test: slurmctld's job write
     // lock (waited for, then held), then the read lock of the copy.
     log::debug!(
@@ -322,6 +298,36 @@ fn tick(host: &Host, shared: &Shared) {
     );
     drop(report); // the previous views, freed with no lock held
     save(shared);
+}
+
+/// Set the priorities in `changes` (job id → priority) under the job WRITE
+/// lock, only where the job is still pending, not held and not set by an
+/// admin: one walk of the job list, nothing else under the lock. Returns
+/// the lock's wait and hold, and how many were written.
+fn write_priorities(host: &Host, changes: &HashMap<u32, u32>, t: u64) -> (Duration, Duration, usize) {
+    if changes.is_empty() {
+        return (Duration::ZERO, Duration::ZERO, 0);
+    }
+    let asked = Instant::now();
+    host.with_jobs(Access::WriteJobs, |list| {
+        let locked = Instant::now();
+        let mut written = 0;
+        // SAFETY: job_list under the job write lock (with_jobs).
+        for p in unsafe { job_pointers(list) } {
+            // SAFETY: a live job under the write lock.
+            let j = unsafe { &mut *p };
+            if let Some(&prio) = changes.get(&j.job_id) {
+                if j.job_state & JOB_STATE_BASE == JOB_PENDING && j.priority != 0 && j.direct_set_prio == 0 {
+                    j.priority = prio;
+                    written += 1;
+                }
+            }
+        }
+        if written > 0 {
+            host.touch(t as i64);
+        }
+        (locked.duration_since(asked), locked.elapsed(), written)
+    })
 }
 
 /// A ledger that could not be read at start-up: try again, and take what
@@ -375,26 +381,14 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     let Some(re) = replan(&r, &jobs, t) else { return IDLE };
     let board = Arc::new(re.board);
     *lock(&PLAN) = Some(board.clone());
-    // 3. Set the priorities that changed, under the write lock.
-    let changed = host.with_jobs(Access::WriteJobs, |list| {
-        // SAFETY: job_list under the job write lock (with_jobs).
-        let mut names = Names::new();
-        let live: Vec<(*mut job_record_t, _)> =
-            unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job_named(p, &mut names) }.map(|v| (p, v))).collect();
-        let views: Vec<_> = live.iter().map(|(_, v)| v.clone()).collect();
-        // Pending jobs only: no run record needed.
-        let classified = classify(&r.config, &views, &RunBook::new(), t, 0);
-        let changed = changed_priorities(&r, &views, &classified, &[], Some(&board));
-        for &(i, prio) in &changed {
-            let job = live[i].0;
-            // SAFETY: pointer from job_list, still under the write lock.
-            unsafe { (*job).priority = prio };
-        }
-        if !changed.is_empty() {
-            host.touch(t as i64);
-        }
-        changed.len()
-    });
+    // 3. The priorities the plan changes, from the copy with no lock held
+    //    (pending jobs only: no run record needed), set under the write
+    //    lock where the job is still pending, not held and not set by an admin.
+    let views: Vec<JobView> = jobs.into_iter().map(|p| p.view).collect();
+    let classified = classify(&r.config, &views, &RunBook::new(), t, 0);
+    let changes: HashMap<u32, u32> =
+        changed_priorities(&r, &views, &classified, &[], Some(&board)).into_iter().map(|(i, p)| (views[i].job_id, p)).collect();
+    let (_, _, changed) = write_priorities(host, &changes, t);
     log::info!(
         "plan: {} running, {} waiting ({} considered, {} planned within the horizon); starts now: {:?}; {} priorities changed; {} ms",
         re.running,
