@@ -38,11 +38,11 @@ fn jobs(n: u32) -> Vec<JobView> {
         .map(|i| {
             let running = i % 10 == 0;
             let team = rnd(200);
+            // Drawn in the order the figures in docs/reliability.md used.
+            let user = names.intern(&format!("user{}", rnd(1000)));
             JobView {
-                job_id: i + 1,
                 state: if running { RunState::Running } else { RunState::Pending },
                 account: Some(names.intern(&format!("team{}x{}", team / 20, team % 20))),
-                user: names.intern(&format!("user{}", rnd(1000))),
                 user_id: 1000,
                 comment: Some(["contract=2h", "contract=30m,resumable", "contract=0", "contract=8h lr=3e-4"][rnd(4) as usize].to_string()),
                 partition: Some(names.intern("gpu")),
@@ -50,16 +50,8 @@ fn jobs(n: u32) -> Vec<JobView> {
                 submit_s: T0 - rnd(86_400),
                 begin_s: T0 - 86_400,
                 start_s: if running { T0 - rnd(3600) } else { 0 },
-                end_s: 0,
-                nice: 0,
                 time_limit_s: Some(8 * 3600),
-                priority: 1,
-                direct_set_prio: false,
-                restarts: 0,
-                preempt_start_s: 0,
-                pre_sus_s: 0,
-                suspend_s: 0,
-                het_job_id: 0,
+                ..JobView::pending(i + 1, user)
             }
         })
         .collect()

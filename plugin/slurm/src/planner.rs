@@ -74,27 +74,15 @@ mod tests {
 
     fn job(id: u32, user: &str, gpus: u32, state: RunState, nodes: Vec<u32>) -> Placed {
         let view = JobView {
-            job_id: id,
             state,
-            account: None,
-            user: user.into(),
             user_id: 1000,
             comment: Some("contract=1h".into()),
-            partition: None,
             gpus,
             submit_s: T0,
             begin_s: T0,
             start_s: if state == RunState::Running { T0 } else { 0 },
-            end_s: 0,
-            nice: 0,
             time_limit_s: Some(7200),
-            priority: 1,
-            direct_set_prio: false,
-            restarts: 0,
-            preempt_start_s: 0,
-            pre_sus_s: 0,
-            suspend_s: 0,
-            het_job_id: 0,
+            ..JobView::pending(id, user.into())
         };
         Placed { view, nodes }
     }

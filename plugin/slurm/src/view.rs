@@ -54,6 +54,36 @@ pub struct JobView {
 }
 
 impl JobView {
+    /// A pending job of `user` with no account, comment or partition, 1
+    /// GPU, submitted and eligible at 0, priority 1 (not held), no time
+    /// limit: the start of a test's or benchmark's job, finished with
+    /// struct update syntax (`JobView { gpus: 8, ..JobView::pending(1, u) }`).
+    pub fn pending(job_id: u32, user: Arc<str>) -> JobView {
+        JobView {
+            job_id,
+            state: RunState::Pending,
+            account: None,
+            user,
+            user_id: 0,
+            comment: None,
+            partition: None,
+            gpus: 1,
+            submit_s: 0,
+            begin_s: 0,
+            start_s: 0,
+            end_s: 0,
+            nice: 0,
+            time_limit_s: None,
+            priority: 1,
+            direct_set_prio: false,
+            restarts: 0,
+            preempt_start_s: 0,
+            pre_sus_s: 0,
+            suspend_s: 0,
+            het_job_id: 0,
+        }
+    }
+
     /// Seconds the current run has run by `now` (or by its end), suspended
     /// time excluded, from Slurm's own bookkeeping: `pre_sus_time` is what
     /// ran before the last suspension, `suspend_time` the last suspension

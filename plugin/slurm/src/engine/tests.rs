@@ -22,27 +22,14 @@ fn engine() -> Engine {
 
 fn view(id: u32, account: &str, user: &str, comment: &str) -> JobView {
     JobView {
-        job_id: id,
-        state: RunState::Pending,
         account: (!account.is_empty()).then(|| account.into()),
-        user: user.into(),
         user_id: 1000,
         comment: (!comment.is_empty()).then(|| comment.to_string()),
         partition: Some("gpu".into()),
         gpus: 2,
         submit_s: T0,
         begin_s: T0,
-        start_s: 0,
-        end_s: 0,
-        nice: 0,
-        time_limit_s: None,
-        priority: 1,
-        direct_set_prio: false,
-        restarts: 0,
-        preempt_start_s: 0,
-        pre_sus_s: 0,
-        suspend_s: 0,
-        het_job_id: 0,
+        ..JobView::pending(id, user.into())
     }
 }
 
