@@ -7,6 +7,8 @@
 //! assertions: speed is measured here, not in tests). The real copy also
 //! walks slurmctld's `job_list` (docs/reliability.md, "Load").
 
+mod common;
+
 use std::ffi::{c_char, CString};
 use std::mem::MaybeUninit;
 use std::time::Instant;
@@ -26,13 +28,7 @@ fn zeroed<T>() -> Box<T> {
 
 /// Records that live until the process ends, as slurmctld's do.
 fn records(n: u32) -> Vec<*const job_record_t> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut rnd = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut rnd = common::draws();
     (0..n)
         .map(|i| {
             let team = rnd(200);

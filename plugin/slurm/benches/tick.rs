@@ -6,6 +6,8 @@
 //! here, not in tests). The real plugin adds copying the jobs out of
 //! `job_list` under the lock (docs/reliability.md, "Load").
 
+mod common;
+
 use std::time::Instant;
 use tally_config::Config;
 use tally_slurm::engine::Engine;
@@ -25,13 +27,7 @@ fn config() -> Config {
 }
 
 fn jobs(n: u32) -> Vec<JobView> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut rnd = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut rnd = common::draws();
     // Names shared as the plugin's copy shares them (`read_job_named`).
     let mut names = Names::new();
     (0..n)
