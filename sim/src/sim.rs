@@ -875,7 +875,7 @@ const PLAN_JOBS: usize = 100;
 pub const MAX_PREEMPT_TRIES: usize = 32;
 
 /// The priority plugin's thread runs at most this often when job ends poke
-/// it (`tally_slurm::worker::MIN_POKE_GAP`).
+/// it (`tally_engine::worker::MIN_POKE_GAP`).
 const MIN_RERANK_GAP_S: u64 = 1;
 
 fn high_qos(c: Class) -> bool {

@@ -2,7 +2,7 @@
 //!
 //! slurm.conf: `JobSubmitPlugins=tally`. On submit (`job_submit`) and update
 //! (`job_modify`) the request's comment, time limit, account and GPU count go
-//! through `tally_slurm::submit::check`: a bad contract is refused with a
+//! through `tally_engine::submit::check`: a bad contract is refused with a
 //! message sbatch prints (`sbatch: error: tally: contract=9h exceeds the 8h
 //! maximum …`) and nothing is created; an accepted comment is rewritten in
 //! its one spelling, and a warning (a job that cannot checkpoint, longer
@@ -17,21 +17,22 @@
 //! two → `ESLURM_INVALID_GRES`. `job_modify` has no message channel in 22.05:
 //! the message goes to slurmctld's log and scontrol prints the code's text.
 
-// The exported functions take slurmctld's pointers by the C ABI.
-#![allow(clippy::not_unsafe_ptr_arg_deref)]
+// No unsafe code, and so no `#[no_mangle]` by hand: every export is
+// defined through `tally_ffi::export!`, behind the panic guard.
+#![forbid(unsafe_code)]
 
-use slurm_sys::{job_desc_msg_t, job_record_t, NO_VAL};
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::c_int;
 use std::sync::Mutex;
-use tally_slurm::follower::{self, Follower};
-use tally_slurm::guard::{guard, lock};
-use tally_slurm::slurm_log::{c_text, SlurmLogger};
-use tally_slurm::submit::{check, check_update, Refusal, SubmitView, UpdateView};
-use tally_slurm::view::{read_job, read_job_desc, RunState};
+use tally_engine::follower::{self, Follower};
+use tally_engine::guard::lock;
+use tally_engine::submit::{check, check_update, Refusal, SubmitView, UpdateView};
+use tally_engine::view::RunState;
+use tally_ffi::abi::{DescArg, ErrMsgArg, JobArg, SUCCESS};
+use tally_ffi::host::Host;
+use tally_ffi::slurm_log::{self, SlurmLogger};
 
-tally_slurm::plugin_identity!("Tally contract checks", "job_submit/tally");
+tally_ffi::plugin_identity!("Tally contract checks", "job_submit/tally");
 
-const SUCCESS: c_int = 0;
 static LOGGER: SlurmLogger = SlurmLogger { prefix: "job_submit/tally" };
 static FOLLOWER: Mutex<Option<Follower>> = Mutex::new(None);
 
@@ -45,110 +46,83 @@ fn code(r: Refusal) -> c_int {
     }) as c_int
 }
 
-#[no_mangle]
-pub extern "C" fn init() -> c_int {
-    guard("init", || SUCCESS, || {
-        follower::install(&FOLLOWER, &LOGGER, None);
+tally_ffi::export! {
+    /// Follow the config in force (a thread inside slurmctld only).
+    fn init() -> c_int;
+    fallback || SUCCESS;
+    {
+        slurm_log::init(&LOGGER);
+        follower::install(&FOLLOWER, None, Host::lookup().is_some());
         SUCCESS
-    })
-}
+    }
 
-#[no_mangle]
-pub extern "C" fn fini() -> c_int {
-    guard("fini", || SUCCESS, || {
+    fn fini() -> c_int;
+    fallback || SUCCESS;
+    {
         follower::uninstall(&FOLLOWER);
         SUCCESS
-    })
-}
-
-/// Replace `*slot` (an xmalloc'd C string or NULL) with an xstrdup of `text`.
-///
-/// # Safety
-/// `slot` points to a field Slurm owns and frees with `xfree`.
-unsafe fn replace_string(slot: *mut *mut c_char, text: &str) {
-    let c = c_text(text);
-    // SAFETY: caller's contract; the old string came from Slurm's allocator.
-    unsafe {
-        slurm_sys::slurm_xfree(slot.cast::<*mut c_void>());
-        *slot = slurm_sys::xstrdup(c.as_ptr());
     }
-}
 
-/// A submission. On refusal `*err_msg` gets an xstrdup'd message for sbatch.
-#[no_mangle]
-pub extern "C" fn job_submit(job_desc: *mut job_desc_msg_t, submit_uid: u32, err_msg: *mut *mut c_char) -> c_int {
-    // A bug of ours, or no usable config, must not stop users from
-    // submitting: accept and log (fail-open; the guard logs a panic).
-    let open = || {
+    /// A submission. On refusal sbatch gets the message through `err_msg`.
+    /// A bug of ours, or no usable config, must not stop users from
+    /// submitting: accept and log (fail-open; the guard logs a panic).
+    fn job_submit(job_desc: DescArg<'_>, submit_uid: u32, err_msg: ErrMsgArg<'_>) -> c_int;
+    fallback || {
         log::error!("job of uid {submit_uid} accepted UNCHECKED (internal error above): its contract was not verified");
         SUCCESS
     };
-    guard("job_submit", open, || {
+    {
         let Some(f) = lock(&FOLLOWER).as_ref().and_then(|f| f.config()) else {
             log::error!("no usable config: job of uid {submit_uid} accepted unchecked");
             return SUCCESS;
         };
-        // SAFETY: the request is valid for this call.
-        let Some(view) = (unsafe { read_job_desc(job_desc) }) else { return SUCCESS };
+        let Some(view) = job_desc.view() else { return SUCCESS };
         match check(&f, &view) {
             Ok(accepted) => {
                 if let Some(comment) = &accepted.comment {
-                    // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
-                    unsafe { replace_string(&mut (*job_desc).comment, comment) };
+                    job_desc.set_comment(comment);
                 }
-                if let Some(w) = accepted.warning.filter(|_| !err_msg.is_null()) {
+                if let Some(w) = accepted.warning {
                     // Slurm hands a message set on success to sbatch, which
                     // prints it (`job_submit_user_msg`).
-                    let c = c_text(&w);
-                    // SAFETY: Slurm frees *err_msg with xfree.
-                    unsafe { *err_msg = slurm_sys::xstrdup(c.as_ptr()) };
+                    err_msg.set(&w);
                 }
                 SUCCESS
             }
             Err(r) => {
                 log::info!("refused a job of uid {submit_uid}: {}", r.message);
-                if !err_msg.is_null() {
-                    let c = c_text(&r.message);
-                    // SAFETY: Slurm frees *err_msg with xfree.
-                    unsafe { *err_msg = slurm_sys::xstrdup(c.as_ptr()) };
-                }
+                err_msg.set(&r.message);
                 code(r.refusal)
             }
         }
-    })
-}
+    }
 
-/// An update (`scontrol update job …`): see `submit::check_update` (a
-/// started job's contract is fixed; a pending job's new comment, time
-/// limit or GPUs are judged like a submission).
-#[no_mangle]
-pub extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, job_ptr: *mut job_record_t, submit_uid: u32) -> c_int {
-    let open = || {
+    /// An update (`scontrol update job …`): see `submit::check_update` (a
+    /// started job's contract is fixed; a pending job's new comment, time
+    /// limit or GPUs are judged like a submission).
+    fn job_modify(job_desc: DescArg<'_>, job_ptr: JobArg<'_>, submit_uid: u32) -> c_int;
+    fallback || {
         log::error!("update by uid {submit_uid} accepted UNCHECKED (internal error above)");
         SUCCESS
     };
-    guard("job_modify", open, || {
+    {
         let Some(config) = lock(&FOLLOWER).as_ref().and_then(|f| f.config()) else {
             log::error!("no usable config: update by uid {submit_uid} accepted unchecked");
             return SUCCESS;
         };
-        // SAFETY: request and job are valid for this call (job lock held).
-        let (Some(req), Some(job)) = (unsafe { read_job_desc(job_desc) }, unsafe { read_job(job_ptr) }) else {
+        let (Some(req), Some(job)) = (job_desc.view(), job_ptr.view()) else {
             return SUCCESS;
         };
-        // SAFETY: as above.
-        let new_limit = unsafe { (*job_desc).time_limit } != NO_VAL;
         let u = UpdateView {
             req,
-            new_limit,
+            new_limit: job_desc.sets_time_limit(),
             job: SubmitView { comment: job.comment, account: job.account.as_deref().map(str::to_string), time_limit_s: job.time_limit_s, ..SubmitView::default() },
             pending: job.state == RunState::Pending && job.start_s == 0,
         };
         match check_update(&config, &u) {
             Ok(accepted) => {
                 if let (Some(comment), Some(_)) = (&accepted.comment, &u.req.comment) {
-                    // SAFETY: job_desc->comment is Slurm's xmalloc'd string.
-                    unsafe { replace_string(&mut (*job_desc).comment, comment) };
+                    job_desc.set_comment(comment);
                 }
                 if let Some(w) = accepted.warning {
                     log::info!("job update by uid {submit_uid}: {w}");
@@ -160,5 +134,5 @@ pub extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, job_ptr: *mut job_re
                 code(r.refusal)
             }
         }
-    })
+    }
 }

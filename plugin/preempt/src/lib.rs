@@ -18,7 +18,7 @@
 //! the list's lock: walking it again here is fatal). So a thread of this
 //! plugin, started in `init` only inside slurmctld and joined in `fini`,
 //! copies the jobs every second under the job read lock (`job_list` found
-//! with `dlsym`, never linked) and publishes a [`Snapshot`]: the
+//! with `dlsym`, never linked) and publishes a `Snapshot`: the
 //! entitlement and the running jobs. Between two snapshots each preemptor's
 //! answer is kept, and assumes the worst of the preemptors asked before it
 //! (every victim they were offered gone, their jobs running), so several
@@ -26,33 +26,30 @@
 //! rate. The config comes from tally.toml, followed from disk; no IO and no
 //! walk on the call paths.
 
-#![allow(clippy::not_unsafe_ptr_arg_deref)]
+// No unsafe code, and so no `#[no_mangle]` by hand: every export is
+// defined through `tally_ffi::export!`, behind the panic guard.
+#![forbid(unsafe_code)]
 
-use slurm_sys::{
-    job_queue_rec_t, job_record_t, slurm_preempt_data_type_t, JOB_RUNNING, JOB_STATE_BASE, PREEMPT_DATA_ENABLED,
-    PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
-};
+use slurm_sys::slurm_preempt_data_type_t;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tally_allocator::{victim_rank, Entitlement, Job, Moment, VictimPool};
 use tally_config::Config;
-use tally_slurm::engine::{allocation, classify, entitlement_of, to_job};
-use tally_slurm::host::preempt_window_s;
-use tally_slurm::follower::{self, Follower};
-use tally_slurm::guard::{guard, lock};
-use tally_slurm::now;
-use tally_slurm::host::{Access, Host};
-use tally_slurm::slurm_log::SlurmLogger;
-use tally_slurm::statefile;
-use tally_slurm::view::{c_string, job_pointers, read_job, read_job_named, Names, RunState};
-use tally_slurm::worker::{Wake, Worker};
+use tally_engine::engine::{classify, entitlement_of, to_job};
+use tally_engine::follower::{self, Follower};
+use tally_engine::guard::lock;
+use tally_engine::now;
+use tally_engine::statefile;
+use tally_engine::view::RunState;
+use tally_engine::worker::{Wake, Worker};
+use tally_ffi::abi::{conf, JobArg, PreemptDataArg, QueueRecArg, ERROR, SUCCESS};
+use tally_ffi::host::Host;
+use tally_ffi::slurm_log::{self, SlurmLogger};
 
-tally_slurm::plugin_identity!("Tally contract-aware preemption", "preempt/tally");
+tally_ffi::plugin_identity!("Tally contract-aware preemption", "preempt/tally");
 
-const SUCCESS: c_int = 0;
-const ERROR: c_int = -1;
 static LOGGER: SlurmLogger = SlurmLogger { prefix: "preempt/tally" };
 static FOLLOWER: Mutex<Option<Follower>> = Mutex::new(None);
 static LIVE: Mutex<Option<Snapshot>> = Mutex::new(None);
@@ -117,29 +114,55 @@ impl Snapshot {
 /// no lock held, publish. Without a config, no snapshot: nothing is
 /// preempted (fail-closed).
 fn refresh(host: &Host) {
-    let Some((config, runs)) = lock(&FOLLOWER).as_ref().and_then(|f| f.config().map(|c| (c, f.runs()))) else {
+    let Some(((config, alloc), runs)) = lock(&FOLLOWER).as_ref().and_then(|f| f.allocated().map(|c| (c, f.runs()))) else {
         *lock(&LIVE) = None;
         return;
     };
-    let views: Vec<_> = host.with_jobs(Access::ReadJobs, |list| {
-        // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
-        let mut names = Names::new();
-        unsafe { job_pointers(list) }.into_iter().filter_map(|j| unsafe { read_job_named(j, &mut names) }).collect()
-    });
+    let views = host.copy_jobs().jobs;
     let t = now();
-    let jobs = classify(&config, &views, &runs, t, preempt_window_s());
-    let ent = entitlement_of(&config, &allocation(&config), &jobs);
+    let jobs = classify(&config, &views, &runs, t, conf::preempt_window_s());
+    let ent = entitlement_of(&config, &alloc, &jobs);
     let running = jobs.into_iter().zip(&views).filter(|(_, v)| v.state == RunState::Running).map(|((_, j), _)| j).collect();
     *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, claimed: BTreeSet::new(), answers: BTreeMap::new() });
 }
 
-#[no_mangle]
-pub extern "C" fn init() -> c_int {
-    guard("init", || SUCCESS, || {
-        // SAFETY: libslurmfull's global config, loaded before plugins.
-        let dir = unsafe { c_string(slurm_sys::slurm_conf.state_save_location) };
-        follower::install(&FOLLOWER, &LOGGER, dir.map(|d| statefile::path_in(std::path::Path::new(&d))));
-        if let Some(host) = Host::lookup() {
+/// May `preemptor` (pending) preempt `preemptee` (running)?
+fn may_preempt(preemptee: JobArg<'_>, preemptor: JobArg<'_>) -> bool {
+    let (Some(v_id), Some(p_id)) = (preemptee.id(), preemptor.id()) else { return false };
+    if preemptee == preemptor || !preemptee.is_running() {
+        return false;
+    }
+    let mut live = lock(&LIVE);
+    let Some(snap) = live.as_mut() else { return false };
+    let stale = now() > snap.taken_at + STALE_S;
+    if !stale {
+        // Asked before since the copy: the same answer, no conversion.
+        if let Some(victims) = snap.answers.get(&p_id) {
+            return victims.contains(&v_id);
+        }
+    }
+    let Some(p) = preemptor.view() else { return false };
+    let (job, _) = to_job(&snap.config, &p);
+    if stale {
+        // The thread has not copied the jobs for a while: only the rule
+        // that needs no count (unallocated victims) still answers.
+        let victim_unallocated = snap.running.iter().find(|j| j.id == u64::from(v_id)).is_none_or(|j| !j.is_allocated(&snap.ent));
+        return job.is_allocated(&snap.ent) && victim_unallocated;
+    }
+    snap.victims(&job).contains(&v_id)
+}
+
+tally_ffi::export! {
+    /// Follow the config and the ledger's run records; inside slurmctld,
+    /// start the thread that copies the jobs every second.
+    fn init() -> c_int;
+    fallback || SUCCESS;
+    {
+        slurm_log::init(&LOGGER);
+        let state = conf::state_save_location().map(|d| statefile::path_in(std::path::Path::new(&d)));
+        let host = Host::lookup();
+        follower::install(&FOLLOWER, state, host.is_some());
+        if let Some(host) = host {
             let w = Worker::spawn("tally-preempt", move |wake| {
                 if wake != Wake::Stop {
                     refresh(&host);
@@ -151,12 +174,11 @@ pub extern "C" fn init() -> c_int {
             *lock(&THREAD) = w;
         }
         SUCCESS
-    })
-}
+    }
 
-#[no_mangle]
-pub extern "C" fn fini() -> c_int {
-    guard("fini", || SUCCESS, || {
+    fn fini() -> c_int;
+    fallback || SUCCESS;
+    {
         let w = lock(&THREAD).take();
         if let Some(w) = w {
             w.stop();
@@ -164,86 +186,43 @@ pub extern "C" fn fini() -> c_int {
         follower::uninstall(&FOLLOWER);
         *lock(&LIVE) = None;
         SUCCESS
-    })
-}
+    }
 
-/// May `preemptor` (pending) preempt `preemptee` (running)? Called by the
-/// scheduler with the job lock held, also with preemptee == preemptor and
-/// for pending preemptees.
-#[no_mangle]
-pub extern "C" fn preempt_p_preemptable(preemptee: *mut job_record_t, preemptor: *mut job_record_t) -> bool {
-    guard("preempt_p_preemptable", || false, || {
-        if preemptee.is_null() || preemptor.is_null() || preemptee == preemptor {
-            return false;
-        }
-        // SAFETY: live jobs under the caller's job lock.
-        let (v_id, v_running, p_id) = unsafe { ((*preemptee).job_id, (*preemptee).job_state & JOB_STATE_BASE == JOB_RUNNING, (*preemptor).job_id) };
-        if !v_running {
-            return false;
-        }
-        let mut live = lock(&LIVE);
-        let Some(snap) = live.as_mut() else { return false };
-        let stale = now() > snap.taken_at + STALE_S;
-        if !stale {
-            // Asked before since the copy: the same answer, no conversion.
-            if let Some(victims) = snap.answers.get(&p_id) {
-                return victims.contains(&v_id);
-            }
-        }
-        // SAFETY: as above.
-        let Some(p) = (unsafe { read_job(preemptor) }) else { return false };
-        let (job, _) = to_job(&snap.config, &p);
-        if stale {
-            // The thread has not copied the jobs for a while: only the rule
-            // that needs no count (unallocated victims) still answers.
-            let victim_unallocated = snap.running.iter().find(|j| j.id == u64::from(v_id)).is_none_or(|j| !j.is_allocated(&snap.ent));
-            return job.is_allocated(&snap.ent) && victim_unallocated;
-        }
-        snap.victims(&job).contains(&v_id)
-    })
-}
+    /// May `preemptor` (pending) preempt `preemptee` (running)? Called by the
+    /// scheduler with the job lock held, also with preemptee == preemptor and
+    /// for pending preemptees. On a panic: no (fail-closed).
+    fn preempt_p_preemptable(preemptee: JobArg<'_>, preemptor: JobArg<'_>) -> bool;
+    fallback || false;
+    {
+        may_preempt(preemptee, preemptor)
+    }
 
-/// Queue order hint: true if the first job may preempt the second.
-#[no_mangle]
-pub extern "C" fn preempt_p_job_preempt_check(preemptor: *mut job_queue_rec_t, preemptee: *mut job_queue_rec_t) -> bool {
-    guard("preempt_p_job_preempt_check", || false, || {
-        // SAFETY: queue records valid for this call.
-        match unsafe { (preemptor.as_ref(), preemptee.as_ref()) } {
-            (Some(a), Some(b)) => preempt_p_preemptable(b.job_ptr, a.job_ptr),
+    /// Queue order hint: true if the first job may preempt the second.
+    fn preempt_p_job_preempt_check(preemptor: QueueRecArg<'_>, preemptee: QueueRecArg<'_>) -> bool;
+    fallback || false;
+    {
+        match (preemptor.job(), preemptee.job()) {
+            (Some(a), Some(b)) => may_preempt(b, a),
             _ => false,
         }
-    })
-}
+    }
 
-/// ENABLED → bool, MODE → u16 (requeue), PRIO → u32 victim rank (lowest
-/// preempted first), GRACE_TIME → u32 seconds (0).
-#[no_mangle]
-pub extern "C" fn preempt_p_get_data(job_ptr: *mut job_record_t, data_type: slurm_preempt_data_type_t, data: *mut c_void) -> c_int {
-    guard("preempt_p_get_data", || ERROR, || {
-        if data.is_null() {
-            return ERROR;
-        }
-        match data_type {
-            // SAFETY (all writes): `data` points to the type Slurm documents for the request.
-            PREEMPT_DATA_ENABLED => unsafe { *data.cast::<bool>() = true },
-            PREEMPT_DATA_MODE => unsafe { *data.cast::<u16>() = PREEMPT_MODE_REQUEUE },
-            PREEMPT_DATA_GRACE_TIME => unsafe { *data.cast::<u32>() = 0 },
-            PREEMPT_DATA_PRIO => {
-                let live = lock(&LIVE);
-                let rank = live.as_ref().and_then(|snap| {
-                    // SAFETY: a live job under the caller's job lock.
-                    let id = u64::from(unsafe { job_ptr.as_ref() }?.job_id);
-                    // The victim as copied (its run's frozen contract); the
-                    // class and loss need only the tree.
-                    let v = snap.running.iter().find(|j| j.id == id)?;
-                    let m = Moment { ent: &snap.ent, max_requeues: snap.config.contracts.max_requeues, now: now() };
-                    Some(victim_rank(v, &m))
-                });
-                // SAFETY: as above.
-                unsafe { *data.cast::<u32>() = rank.unwrap_or(u32::MAX) };
-            }
-            _ => return ERROR,
-        }
-        SUCCESS
-    })
+    /// ENABLED → true, MODE → requeue, PRIO → the victim rank (lowest
+    /// preempted first), GRACE_TIME → 0 s; an error on a panic.
+    fn preempt_p_get_data(job: JobArg<'_>, data_type: slurm_preempt_data_type_t, data: PreemptDataArg<'_>) -> c_int;
+    fallback || ERROR;
+    {
+        data.answer(data_type, || {
+            let live = lock(&LIVE);
+            let rank = live.as_ref().and_then(|snap| {
+                let id = u64::from(job.id()?);
+                // The victim as copied (its run's frozen contract); the
+                // class and loss need only the tree.
+                let v = snap.running.iter().find(|j| j.id == id)?;
+                let m = Moment { ent: &snap.ent, max_requeues: snap.config.contracts.max_requeues, now: now() };
+                Some(victim_rank(v, &m))
+            });
+            rank.unwrap_or(u32::MAX)
+        })
+    }
 }

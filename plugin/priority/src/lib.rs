@@ -6,7 +6,7 @@
 //! The ABI (22.05.8, `src/common/plugin.c`, `src/interfaces/priority.c`):
 //! identity symbols `plugin_name`, `plugin_type` (NUL-terminated char arrays)
 //! and `plugin_version` (`SLURM_VERSION_NUMBER`); `init`/`fini`; and all six
-//! `priority_p_*` functions, each behind [`guard`].
+//! `priority_p_*` functions, each defined with `tally_ffi::export!` (behind the panic guard).
 //!
 //! Threading: slurmctld calls `priority_p_set` and `priority_p_job_end` with
 //! its job write lock held; they touch only in-memory state (the last
@@ -22,7 +22,7 @@
 //! With `[planner] enabled = true`, a second thread re-plans every
 //! `planner.interval`: it copies the jobs (and running jobs' nodes) under
 //! the job *read* lock, plans with the lock released
-//! (`tally_slurm::planner::replan`, fast mode, milliseconds), publishes the
+//! (`tally_engine::planner::replan`, fast mode, milliseconds), publishes the
 //! [`PlanBoard`] `priority_p_set` reads, then takes the write lock only to
 //! set the changed priorities. Never inside `priority_p_set`.
 //!
@@ -32,38 +32,33 @@
 //! planner starts now, FAIRSHARE = the need, level and team fields, QOS =
 //! the nice field's bias and the quick bit, NICE = −within_team.
 
-// The exported functions take slurmctld's pointers by the C ABI: they cannot
-// be `unsafe fn` for the caller, and every dereference is commented.
-#![allow(clippy::not_unsafe_ptr_arg_deref)]
+// No unsafe code, and so no `#[no_mangle]` by hand: every export is
+// defined through `tally_ffi::export!`, behind the panic guard, and every
+// Slurm pointer is read through `tally_ffi`'s handles.
+#![forbid(unsafe_code)]
 
-use slurm_sys::{
-    job_record_t, priority_factors_object_t, priority_factors_request_msg_t, slurmdb_assoc_rec_t, List, JOB_PENDING,
-    JOB_STATE_BASE, NICE_OFFSET,
-};
+use slurm_sys::{slurmdb_assoc_rec_t, List};
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tally_allocator::RunBook;
-use tally_slurm::engine::{changed_priorities, classify, priority_of, Engine, PlanBoard, Ranking};
-use tally_slurm::follower::{self, initial_config, load_config, Start};
-use tally_slurm::guard::{guard, install_panic_hook, lock};
-use tally_slurm::now;
-use tally_slurm::host::{Access, Host};
-use tally_slurm::slurm_log::{self, SlurmLogger};
-use tally_slurm::statefile::{self, Loaded};
-use tally_slurm::planner::{replan, Placed};
-use tally_slurm::view::{job_nodes, job_pointers, read_job, read_job_named, JobView, Names, RunState};
-use tally_slurm::worker::{Wake, Worker};
+use tally_engine::engine::{changed_priorities, classify, priority_of, Engine, PlanBoard, Ranking};
+use tally_engine::follower::{self, initial_config, load_config, Start};
+use tally_engine::guard::lock;
+use tally_engine::now;
+use tally_engine::planner::replan;
+use tally_engine::statefile::{self, Loaded};
+use tally_engine::view::{JobView, RunState};
+use tally_engine::worker::{Wake, Worker};
+use tally_ffi::abi::{conf, factors_list, FactorsRequestArg, Factors, JobArg, SUCCESS};
+use tally_ffi::host::Host;
+use tally_ffi::slurm_log::{self, SlurmLogger};
 
 // ---- identity ------------------------------------------------------------
 
-tally_slurm::plugin_identity!("Tally fair-share priority", "priority/tally");
-
-const SUCCESS: c_int = 0;
-/// `PRIVATE_DATA_JOBS` (slurm.h): hide other users' jobs.
-const PRIVATE_DATA_JOBS: u16 = 0x0001;
+tally_ffi::plugin_identity!("Tally fair-share priority", "priority/tally");
 
 static LOGGER: SlurmLogger = SlurmLogger { prefix: "priority/tally" };
 
@@ -72,7 +67,7 @@ static LOGGER: SlurmLogger = SlurmLogger { prefix: "priority/tally" };
 #[derive(Debug)]
 struct Shared {
     /// `None`: no usable config yet (Tally does nothing; see
-    /// `tally_slurm::follower`).
+    /// `tally_engine::follower`).
     engine: Mutex<Option<Engine>>,
     config_path: PathBuf,
     state_path: Option<PathBuf>,
@@ -106,27 +101,24 @@ fn publish(engine: &Engine) {
 }
 
 fn state_path() -> Option<PathBuf> {
-    // SAFETY: slurm_conf is libslurmfull's global config, loaded before
-    // plugins are initialised; the string is read once and copied.
-    let dir = unsafe { tally_slurm::view::c_string(slurm_sys::slurm_conf.state_save_location) };
-    dir.map(|d| statefile::path_in(std::path::Path::new(&d)))
+    conf::state_save_location().map(|d| statefile::path_in(std::path::Path::new(&d)))
 }
 
 // ---- init / fini -------------------------------------------------------------
 
-#[no_mangle]
-pub extern "C" fn init() -> c_int {
-    // Never a failed init (slurmctld would not start): a bug here leaves
-    // Slurm's submit order, loudly.
-    let fallback = || {
+tally_ffi::export! {
+    /// Load tally.toml and the ledger; inside slurmctld, start the threads.
+    /// Never a failed init (slurmctld would not start): a bug here leaves
+    /// Slurm's submit order, loudly.
+    fn init() -> c_int;
+    fallback || {
         slurm_log::error("priority/tally did not start (internal error above): every pending job keeps Slurm's submit order until slurmctld restarts");
         SUCCESS
     };
-    guard("init", fallback, || {
-        install_panic_hook();
+    {
         let config_path = tally_config::default_path();
         // The logger first, at info, so config errors are visible.
-        slurm_log::init(&LOGGER, false);
+        slurm_log::init(&LOGGER);
         let t = now();
         let Some(host) = Host::lookup() else {
             // A client tool (sshare, …) loaded us: no thread, no state.
@@ -162,12 +154,26 @@ pub extern "C" fn init() -> c_int {
             .ok();
         *lock(&PLUGIN) = Some(Running { worker, planner });
         SUCCESS
-    })
+    }
+
+    /// Stop and join the threads (the recalculation thread saves last).
+    fn fini() -> c_int;
+    fallback || SUCCESS;
+    {
+        let running = lock(&PLUGIN).take();
+        if let Some(r) = running {
+            for w in [r.planner, r.worker].into_iter().flatten() {
+                w.stop();
+            }
+        }
+        *lock(&PLAN) = None;
+        SUCCESS
+    }
 }
 
 /// The engine under a first usable config, on the ledger as loaded.
 fn start_engine(shared: &Shared, config: tally_config::Config, t: u64) {
-    slurm_log::set_debug(config.debug);
+    tally_engine::set_debug(config.debug);
     log::info!(
         "{}: {} accounts, window {}, recalculation every {}",
         config.source,
@@ -177,14 +183,14 @@ fn start_engine(shared: &Shared, config: tally_config::Config, t: u64) {
     );
     let snapshot = shared.state_path.as_deref().and_then(|p| load_ledger(shared, p, &config, t));
     let mut engine = Engine::new(config, snapshot, t);
-    engine.set_preempt_window(tally_slurm::host::preempt_window_s());
+    engine.set_preempt_window(conf::preempt_window_s());
     publish(&engine);
     *lock(&shared.engine) = Some(engine);
 }
 
 /// Read the ledger file; a file that cannot be read now holds saving.
 fn load_ledger(shared: &Shared, p: &std::path::Path, config: &tally_config::Config, t: u64) -> Option<tally_allocator::Snapshot> {
-    match statefile::load(p, config.bucket_s, config.window_s, t) {
+    match statefile::load(p, config.bucket_s, config.window_s, t, conf::euid()) {
         Loaded::Ok { snapshot, skipped, warnings } => {
             log::info!("loaded ledger {} (saved at {}, {} jobs' runs recorded)", p.display(), snapshot.saved_at, snapshot.runs.len());
             for (line, what) in skipped {
@@ -221,20 +227,6 @@ fn load_ledger(shared: &Shared, p: &std::path::Path, config: &tally_config::Conf
     }
 }
 
-#[no_mangle]
-pub extern "C" fn fini() -> c_int {
-    guard("fini", || SUCCESS, || {
-        let running = lock(&PLUGIN).take();
-        if let Some(r) = running {
-            for w in [r.planner, r.worker].into_iter().flatten() {
-                w.stop();
-            }
-        }
-        *lock(&PLAN) = None;
-        SUCCESS
-    })
-}
-
 // ---- the recalculation thread ---------------------------------------------------
 
 /// One run of the recalculation thread: reload on request, tick, save; the
@@ -261,14 +253,8 @@ fn tick(host: &Host, shared: &Shared) {
     retry_held_ledger(shared, t);
     // 1. Copy the jobs under the job READ lock: slurmctld's readers (RPCs,
     //    sprio) go on meanwhile.
-    let asked = Instant::now();
-    let (views, read_wait, read_hold) = host.with_jobs(Access::ReadJobs, |list| {
-        let locked = Instant::now();
-        // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
-        let mut names = Names::new();
-        let views: Vec<JobView> = unsafe { job_pointers(list) }.into_iter().filter_map(|p| unsafe { read_job_named(p, &mut names) }).collect();
-        (views, locked.duration_since(asked), locked.elapsed())
-    });
+    let copied = host.copy_jobs();
+    let views = copied.jobs;
     let ids: Vec<u32> = views.iter().map(|v| v.job_id).collect();
     // 2. Charge, rank and walk the queue with no slurmctld lock held (the
     //    engine's mutex is never taken on Slurm's call paths).
@@ -283,51 +269,21 @@ fn tick(host: &Host, shared: &Shared) {
     };
     drop(ids);
     // 3. Set the priorities that changed under the job WRITE lock.
-    let (write_wait, write_hold, written) = write_priorities(host, &changes, t);
+    let written = host.write_priorities(&changes, t);
     // The figures of docs/reliability.md's load test: slurmctld's job write
     // lock (waited for, then held), then the read lock of the copy.
     log::debug!(
         "tick: {} jobs, {:.0} GPU-s charged, {} priorities changed; lock waited {} us, held {} us; read lock waited {} us, held {} us",
         report.jobs_seen,
         report.charged_gpu_s,
-        written,
-        write_wait.as_micros(),
-        write_hold.as_micros(),
-        read_wait.as_micros(),
-        read_hold.as_micros()
+        written.count,
+        written.waited.as_micros(),
+        written.held.as_micros(),
+        copied.waited.as_micros(),
+        copied.held.as_micros()
     );
     drop(report); // the previous views, freed with no lock held
     save(shared);
-}
-
-/// Set the priorities in `changes` (job id → priority) under the job WRITE
-/// lock, only where the job is still pending, not held and not set by an
-/// admin: one walk of the job list, nothing else under the lock. Returns
-/// the lock's wait and hold, and how many were written.
-fn write_priorities(host: &Host, changes: &HashMap<u32, u32>, t: u64) -> (Duration, Duration, usize) {
-    if changes.is_empty() {
-        return (Duration::ZERO, Duration::ZERO, 0);
-    }
-    let asked = Instant::now();
-    host.with_jobs(Access::WriteJobs, |list| {
-        let locked = Instant::now();
-        let mut written = 0;
-        // SAFETY: job_list under the job write lock (with_jobs).
-        for p in unsafe { job_pointers(list) } {
-            // SAFETY: a live job under the write lock.
-            let j = unsafe { &mut *p };
-            if let Some(&prio) = changes.get(&j.job_id) {
-                if j.job_state & JOB_STATE_BASE == JOB_PENDING && j.priority != 0 && j.direct_set_prio == 0 {
-                    j.priority = prio;
-                    written += 1;
-                }
-            }
-        }
-        if written > 0 {
-            host.touch(t as i64);
-        }
-        (locked.duration_since(asked), locked.elapsed(), written)
-    })
 }
 
 /// A ledger that could not be read at start-up: try again, and take what
@@ -365,18 +321,7 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     let began = std::time::Instant::now();
     let t = now();
     // 1. Copy the jobs out under the read lock.
-    let jobs: Vec<Placed> = host.with_jobs(Access::ReadJobs, |list| {
-        // SAFETY: job_list under the job read lock (with_jobs); pointers not kept.
-        let mut names = Names::new();
-        unsafe { job_pointers(list) }
-            .into_iter()
-            .filter_map(|p| {
-                let view = unsafe { read_job_named(p, &mut names) }?;
-                let nodes = if view.state == RunState::Running { unsafe { job_nodes(p) } } else { Vec::new() };
-                Some(Placed { view, nodes })
-            })
-            .collect()
-    });
+    let jobs = host.copy_placed().jobs;
     // 2. Plan with no lock held.
     let Some(re) = replan(&r, &jobs, t) else { return IDLE };
     let board = Arc::new(re.board);
@@ -388,7 +333,7 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     let classified = classify(&r.config, &views, &RunBook::new(), t, 0);
     let changes: HashMap<u32, u32> =
         changed_priorities(&r, &views, &classified, &[], Some(&board)).into_iter().map(|(i, p)| (views[i].job_id, p)).collect();
-    let (_, _, changed) = write_priorities(host, &changes, t);
+    let changed = host.write_priorities(&changes, t).count;
     log::info!(
         "plan: {} running, {} waiting ({} considered, {} planned within the horizon); starts now: {:?}; {} priorities changed; {} ms",
         re.running,
@@ -421,7 +366,7 @@ fn save(shared: &Shared) {
 fn reload_config(shared: &Shared) {
     match load_config(&shared.config_path) {
         Some(c) => {
-            slurm_log::set_debug(c.debug);
+            tally_engine::set_debug(c.debug);
             log::info!("reloaded {}", shared.config_path.display());
             if let Some(p) = &shared.state_path {
                 follower::write_active(p, &c.text);
@@ -444,18 +389,15 @@ fn reload_config(shared: &Shared) {
 
 // ---- priority_p_* --------------------------------------------------------------
 
-/// Called at submit, update, requeue, recovery and reconfigure, with the job
-/// write lock held. Reads the last ranking; no IO.
-#[no_mangle]
-pub extern "C" fn priority_p_set(last_prio: u32, job_ptr: *mut job_record_t) -> u32 {
-    let _ = last_prio;
-    let fallback = || {
-        // SAFETY: job_ptr is NULL or a live job (caller holds the job lock).
-        unsafe { job_ptr.as_ref() }.map_or(1, |j| j.priority.max(1))
-    };
-    guard("priority_p_set", fallback, || {
-        // SAFETY: as above.
-        let Some(v) = (unsafe { read_job(job_ptr) }) else { return 1 };
+tally_ffi::export! {
+    /// Called at submit, update, requeue, recovery and reconfigure, with the
+    /// job write lock held. Reads the last ranking; no IO. On a panic: the
+    /// job's current priority (at least 1).
+    fn priority_p_set(last_prio: u32, job: JobArg<'_>) -> u32;
+    fallback || job.priority().map_or(1, |p| p.max(1));
+    {
+        let _ = last_prio;
+        let Some(v) = job.view() else { return 1 };
         if v.direct_set_prio {
             return v.priority;
         }
@@ -475,161 +417,77 @@ pub extern "C" fn priority_p_set(last_prio: u32, job_ptr: *mut job_record_t) -> 
             );
         }
         p.value
-    })
-}
+    }
 
-/// `scontrol reconfigure`: the thread reloads tally.toml (IO off this path).
-#[no_mangle]
-pub extern "C" fn priority_p_reconfig(assoc_clear: bool) {
-    let _ = assoc_clear;
-    guard("priority_p_reconfig", || (), || {
+    /// `scontrol reconfigure`: the thread reloads tally.toml (IO off this path).
+    fn priority_p_reconfig(assoc_clear: bool);
+    fallback || ();
+    {
+        let _ = assoc_clear;
         if let Some(w) = lock(&PLUGIN).as_ref().and_then(|r| r.worker.as_ref()) {
             w.reload();
         }
-    })
-}
+    }
 
-/// Slurm's association usage is not Tally's ledger: nothing to do.
-#[no_mangle]
-pub extern "C" fn priority_p_set_assoc_usage(assoc: *mut slurmdb_assoc_rec_t) {
-    guard("priority_p_set_assoc_usage", || (), || {
+    /// Slurm's association usage is not Tally's ledger: nothing to do.
+    fn priority_p_set_assoc_usage(assoc: *mut slurmdb_assoc_rec_t);
+    fallback || ();
+    {
         let _ = assoc;
-    })
-}
+    }
 
-/// `double priority_p_calc_fs_factor(long double usage_efctv, long double
-/// shares_norm)`: Rust has no `long double`; on x86-64 SysV those arguments
-/// are passed in memory, so a declaration without parameters is
-/// ABI-compatible. Tally's fair share is a ranking, not this formula: 0.
-#[no_mangle]
-pub extern "C" fn priority_p_calc_fs_factor() -> f64 {
-    guard("priority_p_calc_fs_factor", || 0.0, || 0.0)
-}
+    /// `double priority_p_calc_fs_factor(long double usage_efctv, long double
+    /// shares_norm)`: Rust has no `long double`; on x86-64 SysV those arguments
+    /// are passed in memory, so a declaration without parameters is
+    /// ABI-compatible. Tally's fair share is a ranking, not this formula: 0.
+    fn priority_p_calc_fs_factor() -> f64;
+    fallback || 0.0;
+    {
+        0.0
+    }
 
-/// sprio: one object per pending job, allocated with Slurm's allocator
-/// (slurmctld frees them with `slurm_destroy_priority_factors_object`).
-#[no_mangle]
-pub extern "C" fn priority_p_get_priority_factors_list(req: *mut priority_factors_request_msg_t, uid: libc::uid_t) -> List {
-    guard("priority_p_get_priority_factors_list", std::ptr::null_mut, || {
+    /// sprio: one line per pending job (eligible, not held), filtered as
+    /// asked and by `PrivateData=jobs`; an empty list on a panic.
+    fn priority_p_get_priority_factors_list(req: FactorsRequestArg<'_>, uid: libc::uid_t) -> List;
+    fallback std::ptr::null_mut;
+    {
         let Some(host) = Host::lookup() else { return std::ptr::null_mut() };
         let Some(r) = current_ranking() else { return std::ptr::null_mut() };
         let plan = current_plan();
         let t = now();
-        // SAFETY: req is NULL or a valid request for this call.
-        let req = unsafe { req.as_ref() };
-        let wanted_ids = req.map(|q| u32_list(q.job_id_list));
-        let wanted_uids = req.map(|q| u32_list(q.uid_list));
-        // SAFETY: partitions is NULL or a C string owned by the request.
-        let parts: Option<Vec<String>> = req
-            .and_then(|q| unsafe { tally_slurm::view::c_string(q.partitions) })
-            .map(|s| s.split(',').map(str::to_string).collect());
-        // SAFETY: global config of libslurmfull, read-only here.
-        let private = unsafe { slurm_sys::slurm_conf.private_data } & PRIVATE_DATA_JOBS != 0;
-        host.with_jobs(Access::ReadJobs, |list| {
-            // SAFETY: list_create with Slurm's destructor for these objects.
-            let out = unsafe { slurm_sys::list_create(Some(slurm_sys::slurm_destroy_priority_factors_object)) };
-            let mut names = Names::new();
-            // SAFETY: job_list under the job read lock.
-            for p in unsafe { job_pointers(list) } {
-                // SAFETY: live job under the lock.
-                let Some(v) = (unsafe { read_job_named(p, &mut names) }) else { continue };
-                if v.state != RunState::Pending || v.priority == 0 || v.begin_s == 0 || v.begin_s > t {
-                    continue;
+        let want = req.filter();
+        let private = conf::private_jobs();
+        let shown = |v: &JobView| {
+            v.state == RunState::Pending
+                && v.priority != 0
+                && v.begin_s != 0
+                && v.begin_s <= t
+                && (!private || v.user_id == uid || uid == 0)
+                && want.job_ids.as_ref().is_none_or(|w| w.contains(&v.job_id))
+                && want.uids.as_ref().is_none_or(|w| w.contains(&v.user_id))
+                && match (&want.partitions, &v.partition) {
+                    (Some(parts), Some(jp)) => jp.split(',').any(|x| parts.iter().any(|p| p == x)),
+                    _ => true,
                 }
-                if private && v.user_id != uid && uid != 0 {
-                    continue;
-                }
-                if wanted_ids.as_ref().is_some_and(|w| w.as_ref().is_some_and(|w| !w.contains(&v.job_id))) {
-                    continue;
-                }
-                if wanted_uids.as_ref().is_some_and(|w| w.as_ref().is_some_and(|w| !w.contains(&v.user_id))) {
-                    continue;
-                }
-                if let (Some(parts), Some(jp)) = (&parts, &v.partition) {
-                    if !jp.split(',').any(|x| parts.iter().any(|p| p == x)) {
-                        continue;
-                    }
-                }
-                let prio = priority_of(&r, &v, plan.as_deref());
-                // SAFETY: xmalloc equivalent; zeroed; freed by Slurm.
-                let obj = unsafe {
-                    slurm_sys::slurm_xcalloc(
-                        1,
-                        std::mem::size_of::<priority_factors_object_t>(),
-                        true,
-                        false,
-                        c"priority_tally".as_ptr(),
-                        line!() as c_int,
-                        c"priority_p_get_priority_factors_list".as_ptr(),
-                    )
-                }
-                .cast::<priority_factors_object_t>();
-                if obj.is_null() {
-                    continue;
-                }
-                let c = prio.sprio();
-                // SAFETY: freshly allocated, zeroed, exclusively ours until appended.
-                unsafe {
-                    let o = &mut *obj;
-                    o.job_id = v.job_id;
-                    o.user_id = v.user_id;
-                    // No partition: slurmctld packs this list after the job
-                    // lock is released, and a job's partition string (or
-                    // the job) can be freed meanwhile (`scontrol update
-                    // job … Partition=`, a purge). The destructor does not
-                    // free it, so a copy would leak on every sprio.
-                    o.partition = std::ptr::null_mut();
-                    o.priority_site = NICE_OFFSET + c.site;
-                    o.priority_js = c.jobsize;
-                    o.priority_part = c.partition;
-                    o.priority_fs = c.fairshare;
-                    o.priority_qos = c.qos;
-                    o.nice = (i64::from(NICE_OFFSET) + c.nice) as u32;
-                    o.priority_age = c.age;
-                    slurm_sys::list_append(out, obj.cast());
-                }
-            }
-            // SAFETY: our own list.
-            if unsafe { slurm_sys::list_count(out) } == 0 {
-                unsafe { slurm_sys::list_destroy(out) };
-                return std::ptr::null_mut();
-            }
-            out
-        })
-    })
-}
-
-/// The `uint32_t *` items of a request filter list; `None` = no filter.
-fn u32_list(list: List) -> Option<Vec<u32>> {
-    if list.is_null() {
-        return None;
+        };
+        let jobs = host.copy_jobs().jobs;
+        factors_list(jobs.iter().filter(|v| shown(v)).map(|v| Factors {
+            job_id: v.job_id,
+            user_id: v.user_id,
+            columns: priority_of(&r, v, plan.as_deref()).sprio(),
+        }))
     }
-    let mut out = Vec::new();
-    // SAFETY: a List of uint32_t* owned by the request, iterated and released here.
-    unsafe {
-        let it = slurm_sys::list_iterator_create(list);
-        loop {
-            let p = slurm_sys::list_next(it).cast::<u32>();
-            if p.is_null() {
-                break;
-            }
-            out.push(*p);
-        }
-        slurm_sys::list_iterator_destroy(it);
-    }
-    Some(out)
-}
 
-/// A job ended: poke the recalculation thread (at most one extra run a
-/// second), which charges the run to its end and re-ranks, so the GPUs it
-/// freed go by the fresh order. Called with the job write lock held: it
-/// only signals (the engine's mutex is never waited on here).
-#[no_mangle]
-pub extern "C" fn priority_p_job_end(job_ptr: *mut job_record_t) {
-    let _ = job_ptr;
-    guard("priority_p_job_end", || (), || {
+    /// A job ended: poke the recalculation thread (at most one extra run a
+    /// second), which charges the run to its end and re-ranks, so the GPUs it
+    /// freed go by the fresh order. Called with the job write lock held: it
+    /// only signals (the engine's mutex is never waited on here).
+    fn priority_p_job_end(job: JobArg<'_>);
+    fallback || ();
+    {
+        let _ = job;
         if let Some(w) = lock(&PLUGIN).as_ref().and_then(|r| r.worker.as_ref()) {
             w.poke();
         }
-    })
+    }
 }

@@ -118,10 +118,28 @@ fn plugin_in_a_fake_slurmctld() {
             jobs[0].rec.end_time = now();
         });
         with_lock(|| job_end(jobs[0].ptr()));
+        // A good reconfigure (recalculating hourly from now on) is taken
+        // and becomes the active copy.
+        let hourly = "[cluster]\ngpus = 16\n[priority]\ncalc_period = \"1h\"\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n";
+        std::fs::write(&config, hourly).unwrap();
+        reconfig(false);
+        let active = dir.join("tally/tally.toml.active");
+        wait_until("the good config to be taken", Duration::from_secs(10), || {
+            std::fs::read_to_string(&active).is_ok_and(|a| a.contains("\"1h\""))
+        });
+        // Hourly: nothing recalculates by itself now (a job's priority
+        // reset to 1 stays 1) ...
+        std::thread::sleep(Duration::from_millis(1500));
+        with_lock(|| jobs[2].rec.priority = 1);
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_eq!(p(&jobs[2]), 1, "no recalculation without a reconfigure");
+        // ... so only the broken reconfigure's round sets it again, and only
+        // if that round still has the last good config in force.
         std::fs::write(&config, "[accounts.busy]\nshare = 500\n").unwrap();
         reconfig(false);
-        std::thread::sleep(Duration::from_millis(1500));
+        wait_until("the round after a broken reconfigure to recalculate", Duration::from_secs(10), || p(&jobs[2]) != 1);
         assert!(p(&jobs[2]) > p(&jobs[1]), "last good config still in force");
+        assert!(std::fs::read_to_string(&active).unwrap().contains("\"1h\""), "a broken config is never the active copy");
 
         // ---- fini joins the thread and saves the ledger
         assert_eq!(fini(), 0);

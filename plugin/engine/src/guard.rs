@@ -1,20 +1,25 @@
 //! The panic firewall. A panic that unwinds into slurmctld (C) is undefined
 //! behaviour and, with `panic=abort`, kills the controller; every exported
-//! function runs its body through [`guard`] instead.
+//! function (through `tally_ffi::export!`) and every thread body (through
+//! [`crate::worker`]) runs behind [`guard`] instead.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Once;
+use std::sync::OnceLock;
 
-static HOOK: Once = Once::new();
+static REPORT: OnceLock<fn(&str)> = OnceLock::new();
 
-/// Route panic messages (with their location) into slurmctld's log instead of
-/// stderr, once per process.
-pub fn install_panic_hook() {
-    HOOK.call_once(|| {
-        std::panic::set_hook(Box::new(|info| {
-            crate::slurm_log::error(&format!("tally: internal error: {info}"));
-        }));
-    });
+/// Where [`guard`] reports a caught panic: slurmctld's error log, set by
+/// `tally_ffi` before the first export runs (stderr until then, as in
+/// tests). The first setting stays.
+pub fn set_reporter(report: fn(&str)) {
+    let _ = REPORT.set(report);
+}
+
+fn report(msg: &str) {
+    match REPORT.get() {
+        Some(f) => f(msg),
+        None => eprintln!("{msg}"),
+    }
 }
 
 /// Test builds only (feature `inject-panic`): panic in the exports named
@@ -27,7 +32,7 @@ fn inject(what: &str) {
     }
 }
 
-/// Run `body`; if it panics, log and return `fallback()` instead.
+/// Run `body`; if it panics, report and return `fallback()` instead.
 ///
 /// What each export falls back to (fail-open or fail-closed, decided per
 /// hook, ARCHITECTURE.md): job_submit and job_modify accept unchecked
@@ -47,7 +52,7 @@ pub fn guard<T>(what: &str, fallback: impl FnOnce() -> T, body: impl FnOnce() ->
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_string());
-            crate::slurm_log::error(&format!("tally: {what} failed ({msg}); returned a safe fallback"));
+            report(&format!("tally: {what} failed ({msg}); returned a safe fallback"));
             fallback()
         }
     }

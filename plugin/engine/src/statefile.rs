@@ -68,9 +68,10 @@ pub enum Loaded {
     Held { problem: String },
 }
 
-/// Load the state for a ledger of the given geometry.
-pub fn load(path: &Path, bucket_s: u64, window_s: u64, now: u64) -> Loaded {
-    match read(path, bucket_s, window_s) {
+/// Load the state for a ledger of the given geometry; `euid` is the
+/// process's (slurmctld's) effective uid, which should own the file.
+pub fn load(path: &Path, bucket_s: u64, window_s: u64, now: u64, euid: u32) -> Loaded {
+    match read(path, bucket_s, window_s, Some(euid)) {
         Err(Unread::NotState(problem)) => set_aside(path, problem, now),
         Err(Unread::Missing) => Loaded::Missing,
         Err(Unread::Held(problem)) => Loaded::Held { problem },
@@ -81,7 +82,7 @@ pub fn load(path: &Path, bucket_s: u64, window_s: u64, now: u64) -> Loaded {
 /// Load without touching the file (for plugins that only follow the ledger
 /// the priority plugin writes): a file that is not a state is reported, not moved.
 pub fn load_readonly(path: &Path, bucket_s: u64, window_s: u64) -> Loaded {
-    match read(path, bucket_s, window_s) {
+    match read(path, bucket_s, window_s, None) {
         Err(Unread::NotState(problem)) => Loaded::SetAside { problem, moved_to: None },
         Err(Unread::Missing) => Loaded::Missing,
         Err(Unread::Held(problem)) => Loaded::Held { problem },
@@ -95,7 +96,7 @@ enum Unread {
     Held(String),
 }
 
-fn read(path: &Path, bucket_s: u64, window_s: u64) -> Result<Loaded, Unread> {
+fn read(path: &Path, bucket_s: u64, window_s: u64, euid: Option<u32>) -> Result<Loaded, Unread> {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Unread::Missing),
@@ -115,9 +116,7 @@ fn read(path: &Path, bucket_s: u64, window_s: u64) -> Result<Loaded, Unread> {
     if meta.mode() & 0o077 != 0 {
         warnings.push(format!("mode {:04o}: others can read or change it (Tally writes it 0600)", meta.mode() & 0o7777));
     }
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if meta.uid() != euid {
+    if let Some(euid) = euid.filter(|&e| meta.uid() != e) {
         warnings.push(format!("owned by uid {}, not by slurmctld's uid {euid} (SlurmUser)", meta.uid()));
     }
     match Snapshot::parse(&text, bucket_s, window_s) {
@@ -144,6 +143,12 @@ mod tests {
         d
     }
 
+    /// Our own uid, as the owner of the directory the test made (the
+    /// plugin passes `geteuid()`).
+    fn owner(path: &Path) -> u32 {
+        fs::metadata(path.parent().unwrap()).map_or(u32::MAX, |m| m.uid())
+    }
+
     fn snapshot() -> Snapshot {
         let mut l = Ledger::new(3600, 7200).unwrap();
         l.charge(&UsageKey::new("a", "Jane Doe"), 1, 0, 100);
@@ -156,7 +161,7 @@ mod tests {
         let snap = snapshot();
         save_atomic(&path, &snap.to_text()).unwrap();
         save_atomic(&path, &snap.to_text()).unwrap(); // over an existing file
-        match load(&path, 3600, 7200, 5) {
+        match load(&path, 3600, 7200, 5, owner(&path)) {
             Loaded::Ok { snapshot, skipped, warnings } => {
                 assert_eq!(snapshot, snap);
                 assert!(skipped.is_empty() && warnings.is_empty(), "{skipped:?} {warnings:?}");
@@ -181,7 +186,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, &tmp).unwrap();
         save_atomic(&path, &snapshot().to_text()).unwrap();
         assert_eq!(fs::read_to_string(&target).unwrap(), "precious");
-        assert!(matches!(load(&path, 3600, 7200, 5), Loaded::Ok { .. }));
+        assert!(matches!(load(&path, 3600, 7200, 5, owner(&path)), Loaded::Ok { .. }));
     }
 
     #[test]
@@ -201,11 +206,11 @@ mod tests {
     fn missing_bad_lines_not_a_state_and_unreadable() {
         let dir = tmpdir("corrupt");
         let path = path_in(&dir);
-        assert!(matches!(load(&path, 3600, 7200, 5), Loaded::Missing));
+        assert!(matches!(load(&path, 3600, 7200, 5, owner(&path)), Loaded::Missing));
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         // One bad line: skipped, the rest kept, the file untouched.
         fs::write(&path, "tally-state 2\nuse x\nuse 0 a u 5\n").unwrap();
-        match load(&path, 3600, 7200, 42) {
+        match load(&path, 3600, 7200, 42, owner(&path)) {
             Loaded::Ok { snapshot, skipped, .. } => {
                 assert_eq!(skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2]);
                 assert_eq!(snapshot.ledger.entries().count(), 1);
@@ -214,24 +219,24 @@ mod tests {
         }
         // A newer version: held, left in place.
         fs::write(&path, "tally-state 99\n").unwrap();
-        assert!(matches!(load(&path, 3600, 7200, 42), Loaded::Held { .. }));
+        assert!(matches!(load(&path, 3600, 7200, 42, owner(&path)), Loaded::Held { .. }));
         assert!(path.exists());
         // Unreadable now (a directory where the file should be): held, not moved.
         fs::remove_file(&path).unwrap();
         fs::create_dir(&path).unwrap();
-        assert!(matches!(load(&path, 3600, 7200, 42), Loaded::Held { .. }), "{:?}", load(&path, 3600, 7200, 42));
+        assert!(matches!(load(&path, 3600, 7200, 42, owner(&path)), Loaded::Held { .. }), "{:?}", load(&path, 3600, 7200, 42, owner(&path)));
         assert!(path.is_dir());
         fs::remove_dir(&path).unwrap();
         // Too large: held.
         let f = File::create(&path).unwrap();
         f.set_len(MAX_BYTES + 1).unwrap();
-        match load(&path, 3600, 7200, 42) {
+        match load(&path, 3600, 7200, 42, owner(&path)) {
             Loaded::Held { problem } => assert!(problem.contains("more than the 256 MiB"), "{problem}"),
             other => panic!("{other:?}"),
         }
         // Not a state at all: moved aside, never deleted.
         fs::write(&path, "garbage").unwrap();
-        match load(&path, 3600, 7200, 42) {
+        match load(&path, 3600, 7200, 42, owner(&path)) {
             Loaded::SetAside { moved_to, .. } => {
                 let aside = moved_to.unwrap();
                 assert!(aside.ends_with("ledger.state.corrupt-42"));
@@ -247,7 +252,7 @@ mod tests {
         let path = path_in(&tmpdir("mode"));
         save_atomic(&path, &snapshot().to_text()).unwrap();
         fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-        match load(&path, 3600, 7200, 5) {
+        match load(&path, 3600, 7200, 5, owner(&path)) {
             Loaded::Ok { warnings, .. } => assert!(warnings.iter().any(|w| w.starts_with("mode 0644")), "{warnings:?}"),
             other => panic!("{other:?}"),
         }

@@ -86,14 +86,10 @@ impl log::Log for SlurmLogger {
     fn flush(&self) {}
 }
 
-/// Install `logger` once and set the level from the config's debug flag.
-pub fn init(logger: &'static SlurmLogger, debug: bool) {
+/// Install `logger` once, at info until a config says `[log] debug`.
+pub fn init(logger: &'static SlurmLogger) {
     let _ = log::set_logger(logger);
-    set_debug(debug);
-}
-
-pub fn set_debug(debug: bool) {
-    log::set_max_level(if debug { log::LevelFilter::Debug } else { log::LevelFilter::Info });
+    tally_engine::set_debug(false);
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `cargo bench -p tally-slurm --bench tick`: one recalculation of the
+//! `cargo bench -p tally-engine --bench tick`: one recalculation of the
 //! priority plugin (`Engine::tick`: charge every run, re-rank, walk the
 //! queue, new priorities) on a synthetic slurmctld of `$TALLY_BENCH_JOBS`
 //! jobs (default 100,000: 10% running) over 200 accounts, outside Slurm.
@@ -10,8 +10,8 @@ mod common;
 
 use std::time::Instant;
 use tally_config::Config;
-use tally_slurm::engine::Engine;
-use tally_slurm::view::{JobView, Names, RunState};
+use tally_engine::engine::Engine;
+use tally_engine::view::{JobView, Names, RunState};
 
 const T0: u64 = 1_796_083_200;
 

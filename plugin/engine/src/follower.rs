@@ -24,15 +24,14 @@
 //! The plugins also refuse a config without `[cluster] gpus`: the ranking
 //! needs the cluster's size, and Tally does not guess it.
 
-use crate::engine::{Engine, Ranking};
+use crate::engine::allocation;
 use crate::guard::lock;
 use crate::statefile::{self, Loaded};
 use crate::worker::{Wake, Worker};
-use crate::now;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use tally_allocator::RunBook;
+use tally_allocator::{Allocation, RunBook};
 use tally_config::Config;
 
 /// The active copy's name beside the ledger.
@@ -126,14 +125,15 @@ struct State {
     state_path: Option<PathBuf>,
     /// The file followed and its mtime when last read.
     source: Option<(PathBuf, Option<SystemTime>)>,
-    config: Option<Arc<Config>>,
-    ranking: Option<Arc<Ranking>>,
+    /// The config in force and its allocation (computed once per config:
+    /// a problem with it is logged once, not every period).
+    config: Option<(Arc<Config>, Arc<Allocation>)>,
     runs: Arc<RunBook>,
     ledger_read: Option<Instant>,
     complained: bool,
 }
 
-/// A config, a ranking and the run records kept fresh in the background.
+/// A config, its allocation and the run records kept fresh in the background.
 #[derive(Debug)]
 pub struct Follower {
     state: Arc<Mutex<State>>,
@@ -162,15 +162,16 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
         match loaded {
             Some(c) => {
                 log::info!("following {}", follow.display());
-                crate::slurm_log::set_debug(c.debug);
-                config = Some(Arc::new(c));
+                crate::set_debug(c.debug);
+                let alloc = Arc::new(allocation(&c));
+                config = Some((Arc::new(c), alloc));
             }
             None if config.is_some() => log::error!("{}: not reloaded; the last good config stays in force", follow.display()),
             None => {}
         }
         new_source = Some((follow, m)); // do not repeat the same errors every second
     }
-    let period = config.as_ref().map_or(60, |c| c.calc_period_s.max(1));
+    let period = config.as_ref().map_or(60, |(c, _)| c.calc_period_s.max(1));
     let ledger_due = changed || ledger_read.is_none_or(|t| t.elapsed() >= Duration::from_secs(period));
     let mut s = lock(st);
     s.source = new_source;
@@ -182,8 +183,8 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
     if ledger_due {
         s.ledger_read = Some(Instant::now());
         drop(s);
-        let (ranking, runs) = match &config {
-            Some(c) => {
+        let runs = match &config {
+            Some((c, _)) => {
                 let snapshot = state_path.as_deref().and_then(|p| match statefile::load_readonly(p, c.bucket_s, c.window_s) {
                     Loaded::Ok { snapshot, .. } => Some(snapshot),
                     Loaded::Missing => None,
@@ -192,14 +193,11 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
                         None
                     }
                 });
-                let runs = Arc::new(snapshot.as_ref().map(|s| s.runs.clone()).unwrap_or_default());
-                (Some(Engine::new((**c).clone(), snapshot, now()).ranking()), runs)
+                Arc::new(snapshot.map(|s| s.runs).unwrap_or_default())
             }
-            None => (None, Arc::new(RunBook::new())),
+            None => Arc::new(RunBook::new()),
         };
-        let mut s = lock(st);
-        s.ranking = ranking;
-        s.runs = runs;
+        lock(st).runs = runs;
     }
     LOOK
 }
@@ -213,7 +211,6 @@ impl Follower {
             state_path,
             source: None,
             config: None,
-            ranking: None,
             runs: Arc::new(RunBook::new()),
             ledger_read: None,
             complained: false,
@@ -232,11 +229,12 @@ impl Follower {
 
     /// The config in force; `None` when there never was a usable one.
     pub fn config(&self) -> Option<Arc<Config>> {
-        lock(&self.state).config.clone()
+        lock(&self.state).config.as_ref().map(|(c, _)| c.clone())
     }
 
-    pub fn ranking(&self) -> Option<Arc<Ranking>> {
-        lock(&self.state).ranking.clone()
+    /// The config in force with its allocation ([`allocation`]).
+    pub fn allocated(&self) -> Option<(Arc<Config>, Arc<Allocation>)> {
+        lock(&self.state).config.clone()
     }
 
     /// The run records of the last ledger read (frozen contracts,
@@ -259,17 +257,11 @@ impl Follower {
     }
 }
 
-/// `init` of a plugin that only follows the config (and the ledger): set
-/// up logging and start a [`Follower`] in `slot` (a thread only inside
-/// slurmctld).
-pub fn install(slot: &Mutex<Option<Follower>>, logger: &'static crate::slurm_log::SlurmLogger, state_path: Option<PathBuf>) {
-    crate::guard::install_panic_hook();
-    crate::slurm_log::init(logger, false);
-    let f = Follower::start(tally_config::default_path(), state_path, crate::host::Host::lookup().is_some());
-    if let Some(c) = f.config() {
-        crate::slurm_log::set_debug(c.debug);
-    }
-    *lock(slot) = Some(f);
+/// `init` of a plugin that only follows the config (and the ledger),
+/// its logger installed: start a [`Follower`] in `slot` (following in a
+/// thread when `background`: inside slurmctld only).
+pub fn install(slot: &Mutex<Option<Follower>>, state_path: Option<PathBuf>, background: bool) {
+    *lock(slot) = Some(Follower::start(tally_config::default_path(), state_path, background));
 }
 
 /// `fini` of such a plugin: stop and join the follower.
@@ -333,6 +325,6 @@ mod tests {
         assert_eq!(f.config().unwrap().contracts.max_s, 4 * 3600);
         // No config at all: None (job_submit fails open, preempt closed).
         let g = Follower::start(d.join("missing.toml"), None, false);
-        assert!(g.config().is_none() && g.ranking().is_none());
+        assert!(g.config().is_none() && g.allocated().is_none());
     }
 }

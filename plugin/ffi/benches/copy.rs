@@ -1,4 +1,4 @@
-//! `cargo bench -p tally-slurm --bench copy`: what the priority plugin's
+//! `cargo bench -p tally-ffi --bench copy`: what the priority plugin's
 //! tick does under slurmctld's job read lock, copying every job record
 //! into a [`JobView`] (`read_job_named`, names shared per copy), on
 //! `$TALLY_BENCH_JOBS` synthetic `job_record_t`s (default 100,000: 10%
@@ -7,13 +7,15 @@
 //! assertions: speed is measured here, not in tests). The real copy also
 //! walks slurmctld's `job_list` (docs/reliability.md, "Load").
 
+#[path = "../../engine/benches/common/mod.rs"]
 mod common;
 
 use std::ffi::{c_char, CString};
 use std::mem::MaybeUninit;
 use std::time::Instant;
 use slurm_sys::{job_details, job_record_t, INFINITE, NICE_OFFSET};
-use tally_slurm::view::{read_job_named, JobView, Names};
+use tally_engine::view::{JobView, Names};
+use tally_ffi::view::read_job_named;
 
 const T0: i64 = 1_796_083_200;
 

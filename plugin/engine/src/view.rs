@@ -1,0 +1,228 @@
+//! The owned copy of a Slurm job ([`JobView`]) that everything after
+//! `tally_ffi::view` works on, the names one copy shares ([`Names`]), and
+//! GPU requests in Slurm's spellings ([`gpu_count`], [`GpuAsk`]).
+
+use rustc_hash::FxHashSet;
+use std::sync::Arc;
+
+/// Where a job is in its life, as far as Tally cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    Pending,
+    Running,
+    Suspended,
+    /// Completed, cancelled, failed, timed out, preempted, …
+    Done,
+}
+
+/// A job, copied out of slurmctld.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    pub job_id: u32,
+    pub state: RunState,
+    /// Slurm account (empty without accounting). Names are shared among
+    /// the jobs of one copy ([`Names`]).
+    pub account: Option<Arc<str>>,
+    pub user: Arc<str>,
+    pub user_id: u32,
+    pub comment: Option<String>,
+    pub partition: Option<Arc<str>>,
+    pub gpus: u32,
+    /// Unix seconds (0 = unknown).
+    pub submit_s: u64,
+    pub begin_s: u64,
+    pub start_s: u64,
+    pub end_s: u64,
+    /// `nice` as the user gave it (NICE_OFFSET removed).
+    pub nice: i64,
+    /// Time limit in seconds; `None` = no limit.
+    pub time_limit_s: Option<u64>,
+    pub priority: u32,
+    pub direct_set_prio: bool,
+    /// Times Slurm requeued it (`restart_cnt`).
+    pub restarts: u16,
+    /// When it last started preempting for its GPUs (0 = never;
+    /// `details->preempt_start_time`).
+    pub preempt_start_s: u64,
+    /// Run seconds before its last suspension (`pre_sus_time`), and when it
+    /// was last suspended or resumed (`suspend_time`, 0 = never).
+    pub pre_sus_s: u64,
+    pub suspend_s: u64,
+    /// Heterogeneous job: the leader's job id (`het_job_id`; 0 = not a het job).
+    pub het_job_id: u32,
+}
+
+impl JobView {
+    /// A pending job of `user` with no account, comment or partition, 1
+    /// GPU, submitted and eligible at 0, priority 1 (not held), no time
+    /// limit: the start of a test's or benchmark's job, finished with
+    /// struct update syntax (`JobView { gpus: 8, ..JobView::pending(1, u) }`).
+    pub fn pending(job_id: u32, user: Arc<str>) -> JobView {
+        JobView {
+            job_id,
+            state: RunState::Pending,
+            account: None,
+            user,
+            user_id: 0,
+            comment: None,
+            partition: None,
+            gpus: 1,
+            submit_s: 0,
+            begin_s: 0,
+            start_s: 0,
+            end_s: 0,
+            nice: 0,
+            time_limit_s: None,
+            priority: 1,
+            direct_set_prio: false,
+            restarts: 0,
+            preempt_start_s: 0,
+            pre_sus_s: 0,
+            suspend_s: 0,
+            het_job_id: 0,
+        }
+    }
+
+    /// Seconds the current run has run by `now` (or by its end), suspended
+    /// time excluded, from Slurm's own bookkeeping: `pre_sus_time` is what
+    /// ran before the last suspension, `suspend_time` the last suspension
+    /// or resumption.
+    pub fn run_s(&self, now: u64) -> u64 {
+        if self.start_s == 0 {
+            return 0;
+        }
+        let until = match self.state {
+            RunState::Suspended => return self.pre_sus_s,
+            RunState::Running => now,
+            RunState::Done => self.end_s.max(self.start_s),
+            RunState::Pending => return 0,
+        };
+        if self.suspend_s > 0 {
+            self.pre_sus_s.saturating_add(until.saturating_sub(self.suspend_s.max(self.start_s)))
+        } else {
+            until.saturating_sub(self.start_s)
+        }
+    }
+
+    /// A component of a heterogeneous job other than its leader.
+    pub fn het_component(&self) -> bool {
+        self.het_job_id != 0 && self.het_job_id != self.job_id
+    }
+}
+
+/// The names of one copy of the job list (accounts, users, partitions:
+/// a few hundred distinct ones among up to 100,000s of jobs), each stored
+/// once and shared. Names come from the site (Slurm's associations and
+/// the password database), not from users, so they are hashed unkeyed.
+/// Comments, the users' own text, are copied per job.
+#[derive(Debug, Default)]
+pub struct Names(FxHashSet<Arc<str>>);
+
+impl Names {
+    pub fn new() -> Names {
+        Names::default()
+    }
+
+    /// The shared copy of `name`.
+    pub fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(name) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(name);
+        self.0.insert(a.clone());
+        a
+    }
+
+}
+
+/// GPUs in a TRES/GRES string: `gres:gpu:2`, `gres/gpu:fake:2`,
+/// `gres/gpu=4` (allocated TRES), several entries summed; `None` if no GPU
+/// entry is present.
+pub fn gpu_count(spec: &str) -> Option<u32> {
+    let mut total: Option<u32> = None;
+    for entry in spec.split(',') {
+        let e = entry.trim();
+        let rest = e.strip_prefix("gres:").or_else(|| e.strip_prefix("gres/")).unwrap_or(e);
+        let Some(rest) = rest.strip_prefix("gpu") else { continue };
+        // `gres/gpu:fake=2` in allocated TRES repeats `gres/gpu=2`: skip typed ones.
+        if rest.starts_with(':') && rest.contains('=') {
+            continue;
+        }
+        let count = match rest.chars().next() {
+            None => Some(1),
+            Some('=') => rest[1..].parse::<u32>().ok(),
+            Some(':') => rest.rsplit(':').next().and_then(|c| c.parse::<u32>().ok()).or(Some(1)),
+            _ => None, // e.g. `gpus` is not `gpu`
+        };
+        if let Some(c) = count {
+            total = Some(total.unwrap_or(0).saturating_add(c));
+        }
+    }
+    total
+}
+
+/// A GPU request in Slurm's ways of asking.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuAsk {
+    pub per_job: Option<String>,
+    pub per_node: Option<String>,
+    pub per_task: Option<String>,
+    pub per_socket: Option<String>,
+    pub nodes: u32,
+    /// Tasks asked for (`None`: not given).
+    pub tasks: Option<u32>,
+}
+
+impl GpuAsk {
+    /// GPUs asked for in total: `Ok(None)` when no GPU is asked for,
+    /// `Err(how)` when the total is not known before the job is placed
+    /// (per socket: the sockets come with the nodes).
+    pub fn total(&self) -> Result<Option<u32>, &'static str> {
+        if let Some(g) = self.per_job.as_deref().and_then(gpu_count) {
+            return Ok(Some(g));
+        }
+        if let Some(g) = self.per_node.as_deref().and_then(gpu_count) {
+            return Ok(Some(g.saturating_mul(self.nodes.max(1))));
+        }
+        if let Some(g) = self.per_task.as_deref().and_then(gpu_count) {
+            // Slurm's default is one task per node.
+            return Ok(Some(g.saturating_mul(self.tasks.unwrap_or(self.nodes.max(1)))));
+        }
+        if self.per_socket.as_deref().and_then(gpu_count).is_some() {
+            return Err("--gpus-per-socket");
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_shared() {
+        let mut names = Names::new();
+        let a = names.intern("nlp");
+        let b = names.intern(&String::from("nlp"));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &names.intern("vision")));
+    }
+
+    #[test]
+    fn gpu_strings() {
+        let cases: &[(&str, Option<u32>)] = &[
+            ("gres:gpu:2", Some(2)),
+            ("gres/gpu:2", Some(2)),
+            ("gres:gpu:fake:4", Some(4)),
+            ("gres:gpu", Some(1)),
+            ("gres:gpu:a100:2,gres:gpu:v100:1", Some(3)),
+            ("cpu=2,mem=100M,node=1,billing=2,gres/gpu=2,gres/gpu:fake=2", Some(2)),
+            ("gres:mps:100", None),
+            ("cpu=4,mem=1G", None),
+            ("", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(gpu_count(s), *want, "{s}");
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The pointers slurmctld lends an exported function, as typed handles.
+//!
+//! Each handle is `#[repr(transparent)]` over the C pointer, so it *is* the
+//! parameter of the C prototype (same ABI), and carries the call's lifetime
+//! so it cannot be kept past the call. Its accessors are safe because of
+//! how a handle comes to exist: only slurmctld creates them, by calling an
+//! export with the pointer its interface documents (NULL or valid for the
+//! call, under the lock the hook's caller holds: `priority_p_set` and the
+//! preempt hooks with the job lock, job_submit's with the request owned by
+//! the RPC). Nothing here walks `job_list`; see [`crate::host`] for that.
+
+use slurm_sys::{
+    job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, priority_factors_request_msg_t,
+    slurm_preempt_data_type_t, List, JOB_RUNNING, JOB_STATE_BASE, NICE_OFFSET, NO_VAL, PREEMPT_DATA_ENABLED,
+    PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
+};
+use std::ffi::{c_char, c_int, c_void};
+use std::marker::PhantomData;
+use tally_allocator::priority::SprioColumns;
+use tally_engine::submit::SubmitView;
+use tally_engine::view::JobView;
+
+use crate::slurm_log::c_text;
+use crate::view::{c_string, read_job, read_job_desc};
+
+/// `SLURM_SUCCESS`, `SLURM_ERROR`.
+pub const SUCCESS: c_int = 0;
+pub const ERROR: c_int = -1;
+
+/// A `job_record_t *` lent for the call (NULL or a live job under the
+/// caller's job lock).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobArg<'a>(*mut job_record_t, PhantomData<&'a job_record_t>);
+
+impl<'a> JobArg<'a> {
+    fn get(self) -> Option<&'a job_record_t> {
+        // SAFETY: NULL or a live job for the call ('a), under the caller's job lock.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The whole job, copied.
+    pub fn view(self) -> Option<JobView> {
+        // SAFETY: as in `get`.
+        unsafe { read_job(self.0) }
+    }
+
+    pub fn id(self) -> Option<u32> {
+        self.get().map(|j| j.job_id)
+    }
+
+    /// Its priority now (`None`: NULL).
+    pub fn priority(self) -> Option<u32> {
+        self.get().map(|j| j.priority)
+    }
+
+    pub fn is_running(self) -> bool {
+        self.get().is_some_and(|j| j.job_state & JOB_STATE_BASE == JOB_RUNNING)
+    }
+}
+
+/// A `job_desc_msg_t *`: the request of a submission or update, lent for
+/// the call.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct DescArg<'a>(*mut job_desc_msg_t, PhantomData<&'a mut job_desc_msg_t>);
+
+impl DescArg<'_> {
+    /// The request's comment, time limit, account and GPUs, copied.
+    pub fn view(self) -> Option<SubmitView> {
+        // SAFETY: NULL or the request for this call.
+        unsafe { read_job_desc(self.0) }
+    }
+
+    /// Whether the request sets a time limit (an update may not).
+    pub fn sets_time_limit(self) -> bool {
+        // SAFETY: NULL or the request for this call.
+        unsafe { self.0.as_ref() }.is_some_and(|d| d.time_limit != NO_VAL)
+    }
+
+    /// Replace the request's comment (Slurm's xmalloc'd string) with an
+    /// xstrdup of `text`.
+    pub fn set_comment(self, text: &str) {
+        // SAFETY: NULL or the request for this call, exclusively ours
+        // during it; `comment` is NULL or xmalloc'd, freed with xfree.
+        if let Some(d) = unsafe { self.0.as_mut() } {
+            let c = c_text(text);
+            // SAFETY: as above.
+            unsafe {
+                slurm_sys::slurm_xfree((&mut d.comment as *mut *mut c_char).cast::<*mut c_void>());
+                d.comment = slurm_sys::xstrdup(c.as_ptr());
+            }
+        }
+    }
+}
+
+/// `char **err_msg`: where job_submit puts a message for sbatch (freed by
+/// Slurm with xfree).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct ErrMsgArg<'a>(*mut *mut c_char, PhantomData<&'a mut *mut c_char>);
+
+impl ErrMsgArg<'_> {
+    /// Hand `text` to sbatch (nothing when Slurm gave no slot).
+    pub fn set(self, text: &str) {
+        if self.0.is_null() {
+            return;
+        }
+        let c = c_text(text);
+        // SAFETY: a non-NULL slot for this call; Slurm frees it with xfree.
+        unsafe { *self.0 = slurm_sys::xstrdup(c.as_ptr()) };
+    }
+}
+
+/// A `job_queue_rec_t *` of the scheduler's queue, lent for the call.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct QueueRecArg<'a>(*mut job_queue_rec_t, PhantomData<&'a job_queue_rec_t>);
+
+impl<'a> QueueRecArg<'a> {
+    /// The record's job (`None`: a NULL record).
+    pub fn job(self) -> Option<JobArg<'a>> {
+        // SAFETY: NULL or a queue record for this call, its job live under the job lock.
+        unsafe { self.0.as_ref() }.map(|q| JobArg(q.job_ptr, PhantomData))
+    }
+}
+
+/// sprio's request (`priority_factors_request_msg_t *`), lent for the call.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct FactorsRequestArg<'a>(*mut priority_factors_request_msg_t, PhantomData<&'a priority_factors_request_msg_t>);
+
+/// What sprio asked for: `None` in a field = no filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FactorsFilter {
+    pub job_ids: Option<Vec<u32>>,
+    pub uids: Option<Vec<u32>>,
+    pub partitions: Option<Vec<String>>,
+}
+
+impl FactorsRequestArg<'_> {
+    pub fn filter(self) -> FactorsFilter {
+        // SAFETY: NULL or a valid request for this call.
+        let Some(q) = (unsafe { self.0.as_ref() }) else { return FactorsFilter::default() };
+        // SAFETY: `partitions` is NULL or a C string owned by the request.
+        let partitions = unsafe { c_string(q.partitions) }.map(|s| s.split(',').map(str::to_string).collect());
+        // SAFETY: the request's lists of uint32_t *, NULL or valid.
+        unsafe { FactorsFilter { job_ids: u32_list(q.job_id_list), uids: u32_list(q.uid_list), partitions } }
+    }
+}
+
+/// The `uint32_t *` items of a request filter list; `None` = no filter.
+///
+/// # Safety
+/// `list` is NULL or a `List` of `uint32_t *` valid for the call.
+unsafe fn u32_list(list: List) -> Option<Vec<u32>> {
+    if list.is_null() {
+        return None;
+    }
+    let mut out = Vec::new();
+    // SAFETY: caller's contract; the iterator is released here.
+    unsafe {
+        let it = slurm_sys::list_iterator_create(list);
+        loop {
+            let p = slurm_sys::list_next(it).cast::<u32>();
+            if p.is_null() {
+                break;
+            }
+            out.push(*p);
+        }
+        slurm_sys::list_iterator_destroy(it);
+    }
+    Some(out)
+}
+
+/// One line of sprio: a pending job and its priority's columns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Factors {
+    pub job_id: u32,
+    pub user_id: u32,
+    pub columns: SprioColumns,
+}
+
+/// sprio's answer: a Slurm `List` of `priority_factors_object_t`, each
+/// allocated with Slurm's allocator (slurmctld frees them with
+/// `slurm_destroy_priority_factors_object`); NULL when there are none.
+pub fn factors_list(items: impl IntoIterator<Item = Factors>) -> List {
+    // SAFETY: list_create with Slurm's destructor for these objects.
+    let out = unsafe { slurm_sys::list_create(Some(slurm_sys::slurm_destroy_priority_factors_object)) };
+    for f in items {
+        // SAFETY: xmalloc equivalent; zeroed; freed by Slurm.
+        let obj = unsafe {
+            slurm_sys::slurm_xcalloc(
+                1,
+                std::mem::size_of::<priority_factors_object_t>(),
+                true,
+                false,
+                c"priority_tally".as_ptr(),
+                line!() as c_int,
+                c"priority_p_get_priority_factors_list".as_ptr(),
+            )
+        }
+        .cast::<priority_factors_object_t>();
+        if obj.is_null() {
+            continue;
+        }
+        let c = f.columns;
+        // SAFETY: freshly allocated, zeroed, exclusively ours until appended.
+        unsafe {
+            let o = &mut *obj;
+            o.job_id = f.job_id;
+            o.user_id = f.user_id;
+            // No partition: slurmctld packs this list after the job
+            // lock is released, and a job's partition string (or
+            // the job) can be freed meanwhile (`scontrol update
+            // job … Partition=`, a purge). The destructor does not
+            // free it, so a copy would leak on every sprio.
+            o.partition = std::ptr::null_mut();
+            o.priority_site = NICE_OFFSET + c.site;
+            o.priority_js = c.jobsize;
+            o.priority_part = c.partition;
+            o.priority_fs = c.fairshare;
+            o.priority_qos = c.qos;
+            o.nice = (i64::from(NICE_OFFSET) + c.nice) as u32;
+            o.priority_age = c.age;
+            slurm_sys::list_append(out, obj.cast());
+        }
+    }
+    // SAFETY: our own list.
+    if unsafe { slurm_sys::list_count(out) } == 0 {
+        unsafe { slurm_sys::list_destroy(out) };
+        return std::ptr::null_mut();
+    }
+    out
+}
+
+/// `void *data` of `preempt_p_get_data`: its type depends on the request.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct PreemptDataArg<'a>(*mut c_void, PhantomData<&'a mut c_void>);
+
+impl PreemptDataArg<'_> {
+    /// Answer `kind` the way preempt/tally does: ENABLED → `bool` true, MODE
+    /// → `u16` requeue, GRACE_TIME → `u32` 0, PRIO → `u32` `prio()` (the
+    /// victim rank, lowest preempted first). Any other kind, or no slot:
+    /// an error.
+    pub fn answer(self, kind: slurm_preempt_data_type_t, prio: impl FnOnce() -> u32) -> c_int {
+        if self.0.is_null() {
+            return ERROR;
+        }
+        match kind {
+            // SAFETY (all writes): `data` points to the type Slurm documents for the request.
+            PREEMPT_DATA_ENABLED => unsafe { *self.0.cast::<bool>() = true },
+            PREEMPT_DATA_MODE => unsafe { *self.0.cast::<u16>() = PREEMPT_MODE_REQUEUE },
+            PREEMPT_DATA_GRACE_TIME => unsafe { *self.0.cast::<u32>() = 0 },
+            PREEMPT_DATA_PRIO => {
+                let p = prio();
+                // SAFETY: as above.
+                unsafe { *self.0.cast::<u32>() = p };
+            }
+            _ => return ERROR,
+        }
+        SUCCESS
+    }
+}
+
+/// Values of slurm.conf, from libslurmfull's global `slurm_conf` (loaded
+/// before plugins are initialised; read, nothing kept).
+pub mod conf {
+    /// `PRIVATE_DATA_JOBS` (slurm.h): hide other users' jobs.
+    const PRIVATE_DATA_JOBS: u16 = 0x0001;
+
+    /// `StateSaveLocation`.
+    pub fn state_save_location() -> Option<String> {
+        // SAFETY: the global config; the string is copied.
+        unsafe { crate::view::c_string(slurm_sys::slurm_conf.state_save_location) }
+    }
+
+    /// `PrivateData=jobs`.
+    pub fn private_jobs() -> bool {
+        // SAFETY: the global config, one integer read.
+        let private = unsafe { slurm_sys::slurm_conf.private_data };
+        private & PRIVATE_DATA_JOBS != 0
+    }
+
+    /// How long after it started preempting a pending job counts as running:
+    /// `KillWait + MessageTimeout` (Slurm kills the victims within it), or
+    /// [`tally_engine::engine::DEFAULT_PREEMPT_WINDOW_S`] when both are 0.
+    /// The one reading for the priority and preempt plugins.
+    pub fn preempt_window_s() -> u64 {
+        // SAFETY: the global config, two integers read.
+        let (k, m) = unsafe { (slurm_sys::slurm_conf.kill_wait, slurm_sys::slurm_conf.msg_timeout) };
+        match u64::from(k) + u64::from(m) {
+            0 => tally_engine::engine::DEFAULT_PREEMPT_WINDOW_S,
+            w => w,
+        }
+    }
+
+    /// slurmctld's effective uid (the ledger's owner should be it).
+    pub fn euid() -> u32 {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() }
+    }
+}

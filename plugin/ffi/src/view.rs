@@ -1,0 +1,215 @@
+//! `job_record_t` and `job_desc_msg_t` → owned values
+//! ([`JobView`], [`SubmitView`]). With [`crate::abi`] and [`crate::host`],
+//! the only code that dereferences Slurm's pointers; everything after it
+//! (`tally_engine`) works on owned values.
+
+use slurm_sys::{job_desc_msg_t, job_record_t, List, INFINITE, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE, JOB_SUSPENDED, NICE_OFFSET, NO_VAL};
+use std::ffi::{c_char, CStr};
+use std::sync::Arc;
+use tally_engine::submit::SubmitView;
+use tally_engine::view::{gpu_count, GpuAsk, JobView, Names, RunState};
+
+/// Copy a C string; `None` for NULL or empty.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string valid for this call.
+pub unsafe fn c_string(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+/// [`c_string`], shared through `names`: `None` for NULL or empty.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string valid for this call.
+pub unsafe fn c_name(names: &mut Names, p: *const c_char) -> Option<Arc<str>> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+    (!s.is_empty()).then(|| names.intern(&s))
+}
+
+fn secs(t: i64) -> u64 {
+    u64::try_from(t).unwrap_or(0)
+}
+
+/// Read one job.
+///
+/// # Safety
+/// `job` is NULL or a valid `job_record_t` of slurmctld, and slurmctld's job
+/// lock (read or write) is held for the duration of the call.
+pub unsafe fn read_job(job: *const job_record_t) -> Option<JobView> {
+    // SAFETY: the caller's contract.
+    unsafe { read_job_named(job, &mut Names::new()) }
+}
+
+/// [`read_job`], its names shared through `names` (one [`Names`] for a
+/// whole copy of the job list).
+///
+/// # Safety
+/// As [`read_job`].
+pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Option<JobView> {
+    // SAFETY: caller's contract.
+    let j = unsafe { job.as_ref()? };
+    // SAFETY: `details` is NULL or owned by the job (same lock).
+    let details = unsafe { j.details.as_ref() };
+    // SAFETY: `assoc_ptr` is NULL or a live association while the job lock is held.
+    let assoc = unsafe { j.assoc_ptr.as_ref() };
+    let state = match j.job_state & JOB_STATE_BASE {
+        JOB_PENDING => RunState::Pending,
+        JOB_RUNNING => RunState::Running,
+        JOB_SUSPENDED => RunState::Suspended,
+        _ => RunState::Done,
+    };
+    // SAFETY (all c_string calls): fields of a live job, NUL-terminated or NULL.
+    let user = unsafe { assoc.and_then(|a| c_name(names, a.user)).or_else(|| c_name(names, j.user_name)) }
+        .unwrap_or_else(|| names.intern(&j.user_id.to_string()));
+    let nodes = details.map(|d| d.min_nodes).filter(|&n| n > 0 && n != NO_VAL).unwrap_or(1);
+    // What it holds (or held) once it started: the allocated TRES, which
+    // counts every way of asking (--gpus, per node, per task, per socket).
+    let alloc = if state != RunState::Pending && j.start_time > 0 { unsafe { c_string(j.tres_alloc_str) } } else { None };
+    let tasks = details.map(|d| d.num_tasks).filter(|&n| n > 0 && n != NO_VAL);
+    let asked = GpuAsk {
+        // SAFETY (c_string): fields of a live job.
+        per_job: unsafe { c_string(j.tres_per_job) },
+        per_node: unsafe { c_string(j.tres_per_node) },
+        per_task: unsafe { c_string(j.tres_per_task) },
+        per_socket: unsafe { c_string(j.tres_per_socket) },
+        nodes,
+        tasks,
+    };
+    let gpus = alloc.as_deref().and_then(gpu_count).or_else(|| asked.total().ok().flatten()).unwrap_or(0);
+    let time_limit_s = match j.time_limit {
+        NO_VAL | INFINITE => None,
+        m => Some(u64::from(m) * 60),
+    };
+    Some(JobView {
+        job_id: j.job_id,
+        state,
+        account: unsafe { c_name(names, j.account) },
+        user,
+        user_id: j.user_id,
+        comment: unsafe { c_string(j.comment) },
+        partition: unsafe { c_name(names, j.partition) },
+        gpus,
+        submit_s: details.map_or(0, |d| secs(d.submit_time)),
+        begin_s: details.map_or(0, |d| secs(d.begin_time)),
+        start_s: secs(j.start_time),
+        end_s: secs(j.end_time),
+        nice: details.map_or(0, |d| i64::from(d.nice) - i64::from(NICE_OFFSET)),
+        time_limit_s,
+        priority: j.priority,
+        direct_set_prio: j.direct_set_prio != 0,
+        restarts: j.restart_cnt,
+        preempt_start_s: details.map_or(0, |d| secs(d.preempt_start_time)),
+        pre_sus_s: secs(j.pre_sus_time),
+        suspend_s: secs(j.suspend_time),
+        het_job_id: j.het_job_id,
+    })
+}
+
+/// The node indices (bits of `node_bitmap`, the order of slurmctld's node
+/// table) a job runs on; empty when it holds none.
+///
+/// # Safety
+/// `job` is NULL or a valid `job_record_t` of slurmctld, and slurmctld's job
+/// lock (read or write) is held for the duration of the call.
+pub unsafe fn job_nodes(job: *const job_record_t) -> Vec<u32> {
+    // SAFETY: caller's contract.
+    let Some(j) = (unsafe { job.as_ref() }) else { return Vec::new() };
+    let bits = j.node_bitmap;
+    if bits.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: a live bitmap of the job (same lock); bit_size/bit_test only read it.
+    let n = unsafe { slurm_sys::bit_size(bits) }.max(0);
+    (0..n).filter(|&i| unsafe { slurm_sys::bit_test(bits, i) } != 0).map(|i| i as u32).collect()
+}
+
+/// Read a submission or update request.
+///
+/// # Safety
+/// `desc` is NULL or a valid `job_desc_msg_t` for the duration of the call.
+pub unsafe fn read_job_desc(desc: *const job_desc_msg_t) -> Option<SubmitView> {
+    // SAFETY: caller's contract.
+    let d = unsafe { desc.as_ref()? };
+    let nodes = if d.min_nodes == 0 || d.min_nodes == NO_VAL { 1 } else { d.min_nodes };
+    // SAFETY (c_string): fields of the request, NUL-terminated or NULL.
+    let gpus = GpuAsk {
+        per_job: unsafe { c_string(d.tres_per_job) },
+        per_node: unsafe { c_string(d.tres_per_node) },
+        per_task: unsafe { c_string(d.tres_per_task) },
+        per_socket: unsafe { c_string(d.tres_per_socket) },
+        nodes,
+        tasks: Some(d.num_tasks).filter(|&n| n > 0 && n != NO_VAL),
+    };
+    // An empty comment is a comment (`scontrol update job … Comment=`):
+    // NULL only when the request does not touch it.
+    let comment = if d.comment.is_null() {
+        None
+    } else {
+        // SAFETY: non-NULL, NUL-terminated string of the request.
+        Some(unsafe { CStr::from_ptr(d.comment) }.to_string_lossy().into_owned())
+    };
+    Some(SubmitView {
+        comment,
+        account: unsafe { c_string(d.account) },
+        time_limit_s: match d.time_limit {
+            NO_VAL | INFINITE => None,
+            m => Some(u64::from(m) * 60),
+        },
+        gpus: gpus.total(),
+    })
+}
+
+/// Every job record of a slurmctld `List`.
+///
+/// # Safety
+/// `list` is NULL or a `List` of `job_record_t` (slurmctld's `job_list`),
+/// and the job lock is held until the returned pointers are no longer used.
+pub unsafe fn job_pointers(list: List) -> Vec<*mut job_record_t> {
+    let mut out = Vec::new();
+    if list.is_null() {
+        return out;
+    }
+    // SAFETY: a valid List; the iterator is destroyed before returning.
+    unsafe {
+        let it = slurm_sys::list_iterator_create(list);
+        if it.is_null() {
+            return out;
+        }
+        loop {
+            let p = slurm_sys::list_next(it);
+            if p.is_null() {
+                break;
+            }
+            out.push(p.cast::<job_record_t>());
+        }
+        slurm_sys::list_iterator_destroy(it);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_names_are_shared() {
+        let mut names = Names::new();
+        let a = names.intern("nlp");
+        let s = std::ffi::CString::new("nlp").unwrap();
+        // SAFETY: a NUL-terminated string, alive for the calls.
+        assert!(Arc::ptr_eq(&a, &unsafe { c_name(&mut names, s.as_ptr()) }.unwrap()));
+        let empty = std::ffi::CString::new("").unwrap();
+        // SAFETY: as above; NULL is allowed.
+        assert_eq!(unsafe { c_name(&mut names, empty.as_ptr()) }, None);
+        assert_eq!(unsafe { c_name(&mut names, std::ptr::null()) }, None);
+    }
+}
