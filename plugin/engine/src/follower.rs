@@ -218,9 +218,7 @@ impl Follower {
         refresh(&state, true);
         let worker = if background {
             let st = state.clone();
-            Worker::spawn("tally-follow", move |wake| refresh(&st, wake == Wake::Reload))
-                .map_err(|e| log::error!("cannot start the follower thread: {e}"))
-                .ok()
+            Worker::start("tally-follow", "the follower thread", move |wake| refresh(&st, wake == Wake::Reload))
         } else {
             None
         };
@@ -287,12 +285,16 @@ mod tests {
 
     const GOOD: &str = "[cluster]\ngpus = 8\n[accounts.a]\nshare = 100\n";
 
+    /// A fresh directory's tally.toml (written [`GOOD`]) and ledger path.
+    fn files(name: &str) -> (PathBuf, PathBuf) {
+        let d = dir(name);
+        std::fs::write(d.join("tally.toml"), GOOD).unwrap();
+        (d.join("tally.toml"), statefile::path_in(&d))
+    }
+
     #[test]
     fn a_broken_file_falls_back_to_the_last_good_copy_then_to_nothing() {
-        let d = dir("start");
-        let toml = d.join("tally.toml");
-        let state = statefile::path_in(&d);
-        std::fs::write(&toml, GOOD).unwrap();
+        let (toml, state) = files("start");
         assert!(matches!(initial_config(&toml, Some(&state)), Start::File(_)));
         write_active(&state, GOOD);
         std::fs::write(&toml, "[accounts.a]\nshare = 500\n").unwrap();
@@ -310,10 +312,7 @@ mod tests {
 
     #[test]
     fn followers_run_on_the_active_copy_not_on_an_unreconfigured_edit() {
-        let d = dir("follow");
-        let toml = d.join("tally.toml");
-        let state = statefile::path_in(&d);
-        std::fs::write(&toml, GOOD).unwrap();
+        let (toml, state) = files("follow");
         // No active copy: tally.toml itself.
         let f = Follower::start(toml.clone(), Some(state.clone()), false);
         assert_eq!(f.config().unwrap().contracts.max_s, 8 * 3600);
@@ -324,7 +323,7 @@ mod tests {
         refresh(&f.state, false);
         assert_eq!(f.config().unwrap().contracts.max_s, 4 * 3600);
         // No config at all: None (job_submit fails open, preempt closed).
-        let g = Follower::start(d.join("missing.toml"), None, false);
+        let g = Follower::start(toml.with_file_name("missing.toml"), None, false);
         assert!(g.config().is_none() && g.allocated().is_none());
     }
 }

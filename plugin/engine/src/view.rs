@@ -174,6 +174,13 @@ pub struct GpuAsk {
 }
 
 impl GpuAsk {
+    /// From Slurm's four TRES request strings (`tres_per_job`,
+    /// `tres_per_node`, `tres_per_task`, `tres_per_socket`).
+    pub fn new(tres: [Option<String>; 4], nodes: u32, tasks: Option<u32>) -> GpuAsk {
+        let [per_job, per_node, per_task, per_socket] = tres;
+        GpuAsk { per_job, per_node, per_task, per_socket, nodes, tasks }
+    }
+
     /// GPUs asked for in total: `Ok(None)` when no GPU is asked for,
     /// `Err(how)` when the total is not known before the job is placed
     /// (per socket: the sockets come with the nodes).

@@ -43,6 +43,12 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// [`Worker::spawn`], or `None` with the reason in the log (`what`:
+    /// the thread's job, e.g. "the recalculation thread").
+    pub fn start(name: &str, what: &str, body: impl FnMut(Wake) -> Duration + Send + 'static) -> Option<Worker> {
+        Worker::spawn(name, body).map_err(|e| log::error!("cannot start {what}: {e}")).ok()
+    }
+
     /// Start `body`; it returns how long to sleep before the next tick.
     pub fn spawn(name: &str, mut body: impl FnMut(Wake) -> Duration + Send + 'static) -> std::io::Result<Worker> {
         let shared = Arc::new(Shared::default());
@@ -112,15 +118,21 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
-    #[test]
-    fn ticks_reloads_and_stops() {
+    /// A worker that reports each wake and sleeps an hour, after its first tick.
+    fn reporting(name: &str) -> (Worker, mpsc::Receiver<Wake>) {
         let (tx, rx) = mpsc::channel();
-        let w = Worker::spawn("test-worker", move |wake| {
-            tx.send(wake).unwrap();
+        let w = Worker::spawn(name, move |wake| {
+            let _ = tx.send(wake);
             Duration::from_secs(3600)
         })
         .unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Tick));
+        (w, rx)
+    }
+
+    #[test]
+    fn ticks_reloads_and_stops() {
+        let (w, rx) = reporting("test-worker");
         w.reload();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Reload));
         w.stop();
@@ -129,13 +141,7 @@ mod tests {
 
     #[test]
     fn pokes_tick_early_and_coalesce() {
-        let (tx, rx) = mpsc::channel();
-        let w = Worker::spawn("test-poke", move |wake| {
-            tx.send(wake).unwrap();
-            Duration::from_secs(3600)
-        })
-        .unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Tick));
+        let (w, rx) = reporting("test-poke");
         let t = Instant::now();
         for _ in 0..10 {
             w.poke();

@@ -35,6 +35,15 @@ pub unsafe fn c_name(names: &mut Names, p: *const c_char) -> Option<Arc<str>> {
     (!s.is_empty()).then(|| names.intern(&s))
 }
 
+/// The four TRES request strings (per job, node, task, socket), copied.
+///
+/// # Safety
+/// Each is NULL or a NUL-terminated string valid for this call.
+unsafe fn tres(fields: [*const c_char; 4]) -> [Option<String>; 4] {
+    // SAFETY: the caller's contract.
+    fields.map(|p| unsafe { c_string(p) })
+}
+
 fn secs(t: i64) -> u64 {
     u64::try_from(t).unwrap_or(0)
 }
@@ -75,15 +84,8 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
     // counts every way of asking (--gpus, per node, per task, per socket).
     let alloc = if state != RunState::Pending && j.start_time > 0 { unsafe { c_string(j.tres_alloc_str) } } else { None };
     let tasks = details.map(|d| d.num_tasks).filter(|&n| n > 0 && n != NO_VAL);
-    let asked = GpuAsk {
-        // SAFETY (c_string): fields of a live job.
-        per_job: unsafe { c_string(j.tres_per_job) },
-        per_node: unsafe { c_string(j.tres_per_node) },
-        per_task: unsafe { c_string(j.tres_per_task) },
-        per_socket: unsafe { c_string(j.tres_per_socket) },
-        nodes,
-        tasks,
-    };
+    // SAFETY: fields of a live job.
+    let asked = GpuAsk::new(unsafe { tres([j.tres_per_job, j.tres_per_node, j.tres_per_task, j.tres_per_socket]) }, nodes, tasks);
     let gpus = alloc.as_deref().and_then(gpu_count).or_else(|| asked.total().ok().flatten()).unwrap_or(0);
     let time_limit_s = match j.time_limit {
         NO_VAL | INFINITE => None,
@@ -140,15 +142,9 @@ pub unsafe fn read_job_desc(desc: *const job_desc_msg_t) -> Option<SubmitView> {
     // SAFETY: caller's contract.
     let d = unsafe { desc.as_ref()? };
     let nodes = if d.min_nodes == 0 || d.min_nodes == NO_VAL { 1 } else { d.min_nodes };
-    // SAFETY (c_string): fields of the request, NUL-terminated or NULL.
-    let gpus = GpuAsk {
-        per_job: unsafe { c_string(d.tres_per_job) },
-        per_node: unsafe { c_string(d.tres_per_node) },
-        per_task: unsafe { c_string(d.tres_per_task) },
-        per_socket: unsafe { c_string(d.tres_per_socket) },
-        nodes,
-        tasks: Some(d.num_tasks).filter(|&n| n > 0 && n != NO_VAL),
-    };
+    let tasks = Some(d.num_tasks).filter(|&n| n > 0 && n != NO_VAL);
+    // SAFETY: fields of the request, NUL-terminated or NULL.
+    let gpus = GpuAsk::new(unsafe { tres([d.tres_per_job, d.tres_per_node, d.tres_per_task, d.tres_per_socket]) }, nodes, tasks);
     // An empty comment is a comment (`scontrol update job … Comment=`):
     // NULL only when the request does not touch it.
     let comment = if d.comment.is_null() {
@@ -202,9 +198,8 @@ mod tests {
 
     #[test]
     fn c_names_are_shared() {
-        let mut names = Names::new();
+        let (mut names, s) = (Names::new(), std::ffi::CString::new("nlp").unwrap());
         let a = names.intern("nlp");
-        let s = std::ffi::CString::new("nlp").unwrap();
         // SAFETY: a NUL-terminated string, alive for the calls.
         assert!(Arc::ptr_eq(&a, &unsafe { c_name(&mut names, s.as_ptr()) }.unwrap()));
         let empty = std::ffi::CString::new("").unwrap();

@@ -22,7 +22,8 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::c_int;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use tally_config::Config;
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
 use tally_engine::submit::{check, check_update, Refusal, SubmitView, UpdateView};
@@ -46,6 +47,22 @@ fn code(r: Refusal) -> c_int {
     }) as c_int
 }
 
+/// A submission or update let in after a panic (fail-open), said loudly.
+fn unchecked(what: &str) -> c_int {
+    log::error!("{what}");
+    SUCCESS
+}
+
+/// The config in force; without one, `None` and a log line saying the
+/// request (`what`) goes in unchecked (fail-open).
+fn config_or(what: impl FnOnce() -> String) -> Option<Arc<Config>> {
+    let config = lock(&FOLLOWER).as_ref().and_then(|f| f.config());
+    if config.is_none() {
+        log::error!("no usable config: {} accepted unchecked", what());
+    }
+    config
+}
+
 tally_ffi::export! {
     /// Follow the config in force (a thread inside slurmctld only).
     fn init() -> c_int;
@@ -67,15 +84,9 @@ tally_ffi::export! {
     /// A bug of ours, or no usable config, must not stop users from
     /// submitting: accept and log (fail-open; the guard logs a panic).
     fn job_submit(job_desc: DescArg<'_>, submit_uid: u32, err_msg: ErrMsgArg<'_>) -> c_int;
-    fallback || {
-        log::error!("job of uid {submit_uid} accepted UNCHECKED (internal error above): its contract was not verified");
-        SUCCESS
-    };
+    fallback || unchecked(&format!("job of uid {submit_uid} accepted UNCHECKED (internal error above): its contract was not verified"));
     {
-        let Some(f) = lock(&FOLLOWER).as_ref().and_then(|f| f.config()) else {
-            log::error!("no usable config: job of uid {submit_uid} accepted unchecked");
-            return SUCCESS;
-        };
+        let Some(f) = config_or(|| format!("job of uid {submit_uid}")) else { return SUCCESS };
         let Some(view) = job_desc.view() else { return SUCCESS };
         match check(&f, &view) {
             Ok(accepted) => {
@@ -101,15 +112,9 @@ tally_ffi::export! {
     /// started job's contract is fixed; a pending job's new comment, time
     /// limit or GPUs are judged like a submission).
     fn job_modify(job_desc: DescArg<'_>, job_ptr: JobArg<'_>, submit_uid: u32) -> c_int;
-    fallback || {
-        log::error!("update by uid {submit_uid} accepted UNCHECKED (internal error above)");
-        SUCCESS
-    };
+    fallback || unchecked(&format!("update by uid {submit_uid} accepted UNCHECKED (internal error above)"));
     {
-        let Some(config) = lock(&FOLLOWER).as_ref().and_then(|f| f.config()) else {
-            log::error!("no usable config: update by uid {submit_uid} accepted unchecked");
-            return SUCCESS;
-        };
+        let Some(config) = config_or(|| format!("update by uid {submit_uid}")) else { return SUCCESS };
         let (Some(req), Some(job)) = (job_desc.view(), job_ptr.view()) else {
             return SUCCESS;
         };

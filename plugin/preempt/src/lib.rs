@@ -163,15 +163,12 @@ tally_ffi::export! {
         let host = Host::lookup();
         follower::install(&FOLLOWER, state, host.is_some());
         if let Some(host) = host {
-            let w = Worker::spawn("tally-preempt", move |wake| {
+            *lock(&THREAD) = Worker::start("tally-preempt", "the preemption thread", move |wake| {
                 if wake != Wake::Stop {
                     refresh(&host);
                 }
                 REFRESH
-            })
-            .map_err(|e| log::error!("cannot start the preemption thread: {e}"))
-            .ok();
-            *lock(&THREAD) = w;
+            });
         }
         SUCCESS
     }

@@ -146,12 +146,8 @@ tally_ffi::export! {
             start_engine(&shared, config, t);
         }
         let s2 = shared.clone();
-        let worker = Worker::spawn("tally-recalc", move |wake| recalc(&host, &s2, wake))
-            .map_err(|e| log::error!("cannot start the recalculation thread: {e}"))
-            .ok();
-        let planner = Worker::spawn("tally-plan", move |wake| plan_round(&host, wake))
-            .map_err(|e| log::error!("cannot start the planner thread: {e}"))
-            .ok();
+        let worker = Worker::start("tally-recalc", "the recalculation thread", move |wake| recalc(&host, &s2, wake));
+        let planner = Worker::start("tally-plan", "the planner thread", move |wake| plan_round(&host, wake));
         *lock(&PLUGIN) = Some(Running { worker, planner });
         SUCCESS
     }
