@@ -19,6 +19,7 @@
 //! - [`runs`]: what a host saw of each job's runs ([`RunBook`]): charging
 //!   by run seconds, frozen at the run's start, protection over requeues.
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
+//! - [`names`]: [`names::ByName`], shared names looked up once by address.
 //!
 //! The rolling-horizon planner is its own crate, `tally-planner`.
 //!
@@ -35,6 +36,7 @@ pub mod fairness;
 pub mod fairshare;
 pub mod job;
 pub mod ledger;
+pub mod names;
 pub mod preempt;
 pub mod priority;
 pub mod runs;

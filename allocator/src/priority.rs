@@ -231,17 +231,16 @@ pub fn order_queue(waiting: &[&Job], fs: &FairShare, ent: &Entitlement, rules: &
     // Grouped by team with a counting sort (teams in order of first
     // appearance), each team then sorted by its inside key; what the walk
     // reads of a job is copied beside its key, so the walk reads in order.
-    // A moment's jobs share their account names (`Arc<str>`): each name's
-    // address is looked up by value once (the addresses are of live names:
-    // `waiting` is borrowed throughout).
+    // A moment's jobs share their account names: each shared name is
+    // looked up by value once.
     let mut team_of: rustc_hash::FxHashMap<&str, u32> = rustc_hash::FxHashMap::default();
-    let mut by_address: rustc_hash::FxHashMap<*const u8, u32> = rustc_hash::FxHashMap::default();
+    let mut by_name = crate::names::ByName::new();
     let team: Vec<u32> = waiting
         .iter()
         .map(|j| {
-            *by_address.entry(j.account.as_ptr()).or_insert_with(|| {
+            by_name.get(&j.account, |name| {
                 let next = u32::try_from(team_of.len()).unwrap_or(u32::MAX);
-                *team_of.entry(&*j.account).or_insert(next)
+                *team_of.entry(name).or_insert(next)
             })
         })
         .collect();

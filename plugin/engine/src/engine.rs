@@ -18,6 +18,7 @@
 
 use crate::view::{JobView, RunState};
 use rustc_hash::{FxHashMap, FxHashSet};
+use tally_allocator::names::ByName;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tally_allocator::{
@@ -177,13 +178,13 @@ pub fn entitlement_of(config: &Config, alloc: &Allocation, jobs: &[(Counted, Job
     let funded = Funded::new(&config.tree, alloc);
     let mut load = Load::new(&config.tree);
     // Each account name, shared by the copy ([`crate::view::Names`]),
-    // looked up once by address (`jobs` is borrowed throughout).
-    let mut node_of: FxHashMap<*const u8, Option<tally_allocator::tree::NodeId>> = FxHashMap::default();
+    // looked up once.
+    let mut node_of = ByName::new();
     for (c, job) in jobs {
         if *c == Counted::No || !job.contract.is_allocated() {
             continue;
         }
-        let node = *node_of.entry(job.account.as_ptr()).or_insert_with(|| config.tree.id(&job.account).filter(|&id| funded.funded_at(id)));
+        let node = node_of.get(&job.account, |name| config.tree.id(name).filter(|&id| funded.funded_at(id)));
         let Some(id) = node else { continue };
         match c {
             Counted::Running => load.run(id, job.gpus),
@@ -497,15 +498,9 @@ impl Engine {
     /// know them (each distinct account looked up once a tick: names are
     /// shared, so the name's address tells them apart).
     fn warn_unknown(&mut self, views: &[JobView], jobs: &[(Counted, Job)]) {
-        let mut seen: FxHashSet<*const u8> = FxHashSet::default();
-        let mut last = std::ptr::null();
+        let mut seen = ByName::new();
         for (v, (_, job)) in views.iter().zip(jobs) {
-            let name = job.account.as_ptr();
-            if name == last {
-                continue;
-            }
-            last = name;
-            if seen.insert(name) && !self.warned.contains(&*job.account) {
+            if seen.first(&job.account) && !self.warned.contains(&*job.account) {
                 self.warn_once(v, job);
             }
         }
