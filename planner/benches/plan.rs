@@ -1,4 +1,4 @@
-//! `cargo bench -p tally-allocator --bench plan [--features highs]`: the
+//! `cargo bench -p tally-planner --bench plan [--features highs]`: the
 //! planner at the sizes — fast-mode time, value and utilisation,
 //! side by side with FIFO with peak reservation (and, with `--features
 //! highs`, full mode: time, value, proven bound, gap). Random scenarios from

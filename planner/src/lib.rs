@@ -18,8 +18,12 @@
 //!   (GPUs × steps); reserved-but-idle GPUs do not count.
 //!
 //! [`fast::plan`] is the heuristic (legal by construction); [`fifo::plan`]
-//! the baseline (arrival order, realtime held at its peak); [`validate`]
-//! the independent checker and scorer every plan goes through.
+//! the baseline (arrival order, realtime held at its peak); `full::plan`
+//! (feature `highs`) the MIP; [`validate()`] the independent checker and
+//! scorer every plan goes through; [`queue`] the rule turning a live queue
+//! into a scenario. The rules the planning modes share — legal blocks, a
+//! placement's value, dilation to a swap cap, per-step GPU bitsets — are
+//! written once, in `grid`; the validator states its own, as the oracle.
 //!
 //! The crate does no IO, has no unsafe code and shares nothing with the
 //! rules crate (`tally-allocator`): the plugin's planner thread and the
@@ -29,10 +33,11 @@
 
 pub mod fast;
 pub mod fifo;
-pub mod queue;
 #[cfg(feature = "highs")]
 pub mod full;
-#[cfg(feature = "highs")] mod exact;
+mod grid;
+pub mod queue;
+mod rng;
 pub mod validate;
 
 pub use validate::{validate, Score, Violation};
@@ -95,21 +100,6 @@ pub struct Plan {
     pub batch: Vec<Placed>,
     /// `realtime[s][t]` = sorted GPU indices of service `s` at step `t`.
     pub realtime: Vec<Vec<Vec<u32>>>,
-}
-
-/// The placements of a plan a MIP decides (a warm start): each with its
-/// job's index, leaving out pinned jobs and starts past the horizon; `None`
-/// if the plan names a job the scenario does not have.
-#[cfg(feature = "highs")]
-fn decided<'a>(s: &Scenario, plan: &'a Plan) -> Option<Vec<(usize, &'a Placed)>> {
-    let mut out = Vec::with_capacity(plan.batch.len());
-    for p in &plan.batch {
-        let ji = s.jobs.iter().position(|j| j.id == p.job_id)?;
-        if s.jobs[ji].pinned.is_none() && p.start_step < s.steps {
-            out.push((ji, p));
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! protects realtime demand; the swap cap holds.
 
 use super::fixtures::{job, scenario, svc};
+use super::grid::dilate;
+use super::rng::Rng;
 use super::*;
 
 #[test]
@@ -72,22 +74,12 @@ fn realtime_follows_demand_within_the_swap_cap() {
     assert!(matches!(validate(&s, &bad), Err(Violation::Swaps { .. })));
 }
 
-#[test]
-fn dilation_is_the_least_curve_within_the_cap() {
-    assert_eq!(fast::dilate(&[0, 0, 5, 0, 0], 2), vec![1, 3, 5, 3, 1]);
-    assert_eq!(fast::dilate(&[4, 4], 0), vec![4, 4]);
-    assert_eq!(fast::dilate(&[], 3), Vec::<u32>::new());
-}
-
 /// A deterministic generator of small random scenarios: node sizes that
 /// are and are not powers of two, pinned jobs, zero to two services,
 /// horizons below and above 32 and 64 steps.
 fn random_scenario(seed: u64) -> Scenario {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    let mut pick = |n: u64| {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (x >> 33) % n
-    };
+    let mut rng = Rng::new(seed);
+    let mut pick = |n: u64| rng.below(n as usize) as u64;
     let (gpus, per_node) = [(4, 4), (8, 8), (16, 8), (32, 8), (12, 6), (64, 8), (16, 4)][pick(7) as usize];
     let steps = [4, 12, 24, 40, 64, 70][pick(6) as usize];
     let mut jobs = Vec::new();
@@ -188,16 +180,14 @@ fn runs_past_the_horizon_and_long_horizons() {
 fn elastic_tokens_keep_the_swap_cap_and_avoid_the_busy() {
     // Random busy masks and curves: the tokens stay off busy GPU-steps, hold
     // the curve's count at every step and change by the curve's step.
-    let mut x = 12345u64;
-    let mut pick = |n: u64| {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (x >> 33) % n
-    };
+    let mut rng = Rng::new(12345);
+    let mut pick = |n: u64| rng.below(n as usize) as u64;
     for _ in 0..200 {
         let (gpus, steps) = (8usize, 12usize);
         let cap = 1 + pick(3) as u32;
         let demand: Vec<u32> = (0..steps).map(|_| pick(3) as u32).collect();
-        let r = fast::dilate(&demand, cap);
+        let mut r = demand.clone();
+        dilate(&mut r, cap);
         let beyond = !((1u64 << steps) - 1);
         // Hard: a few pinned GPU-steps; soft: random batch.
         let hard: Vec<u64> = (0..gpus).map(|_| if pick(4) == 0 { beyond | ((1 << steps) - 1) & !(1 << pick(steps as u64)) } else { !0 }).collect();

@@ -1,5 +1,7 @@
 //! The independent checker: every plan, from any mode, is validated and
-//! scored here, against the scenario alone.
+//! scored here, against the scenario alone. It shares no code with the
+//! modes that build plans (not even `grid`): the block rule and the value
+//! are stated again here, on purpose, so that it stays an oracle for them.
 
 use super::{Plan, Scenario};
 use std::collections::BTreeSet;
@@ -59,9 +61,13 @@ pub struct Score {
 /// Whether job `job`'s block of `g` GPUs may start at GPU `first` of a
 /// cluster of `gpus`, `per_node` to a node: `g` a power of two, the block
 /// aligned to its size inside one node when it fits in one, to a node
-/// boundary otherwise, and inside the cluster. The one rule of blocks:
-/// every plan is checked against it here, and a scenario's running jobs
-/// when it is loaded.
+/// boundary otherwise, and inside the cluster. Every plan is checked against
+/// it here, and a scenario's running jobs when it is loaded.
+///
+/// Deliberately a second statement of the rule the planning modes build
+/// blocks from (`grid::firsts`), not a call to it: the validator is the
+/// oracle for those modes, so a mistake in the rule they share must not
+/// pass here too. A test in `grid` checks the two accept the same blocks.
 pub fn check_block(gpus: u32, per_node: u32, job: u64, first: u32, g: u32) -> Result<(), Violation> {
     if !g.is_power_of_two() {
         return Err(Violation::NotPowerOfTwo { job, gpus: g });

@@ -14,6 +14,8 @@
 //! window fits it tightest), never where a pinned job or another token is.
 //! The batch jobs are then decoded again around the services so placed.
 
+use super::super::grid::step_bits;
+
 /// First step ≥ `t` at which `m` (bit per step, set = free) is not set.
 fn run_end(m: u64, t: usize, steps: usize) -> usize {
     let busy = !m >> t;
@@ -21,15 +23,6 @@ fn run_end(m: u64, t: usize, steps: usize) -> usize {
         steps
     } else {
         (t + busy.trailing_zeros() as usize).min(steps)
-    }
-}
-
-/// Bits `a..b`.
-fn range(a: usize, b: usize) -> u64 {
-    if a >= b {
-        0
-    } else {
-        (!0u64 >> (64 - (b - a))) << a
     }
 }
 
@@ -67,7 +60,7 @@ pub(crate) fn place(hard: &[u64], soft: &[u64], steps: usize, curves: &[Vec<u32>
                 if !ok {
                     continue;
                 }
-                let w = range(a, e);
+                let w = step_bits(a, e);
                 *work += gpus as u64;
                 for g in (0..gpus).rev() {
                     if hard[g] & w != w {
@@ -83,7 +76,7 @@ pub(crate) fn place(hard: &[u64], soft: &[u64], steps: usize, curves: &[Vec<u32>
             }
             let (_, k, g) = best?;
             let e = ends.remove(k);
-            let w = range(a, e);
+            let w = step_bits(a, e);
             hard[g] &= !w;
             soft[g] &= !w;
             for at in &mut held[a..e] {

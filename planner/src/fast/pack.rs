@@ -2,13 +2,15 @@
 //! of batch jobs and a block rule decode into a plan, the value of which is
 //! summed as the plan is built; a counted work budget bounds the passes.
 
+use super::super::grid::{demand, dilate, firsts, pinned_bits, pinned_plan, step_bits, Bits, Discounts};
+use super::super::rng::Rng;
 use super::super::{Placed, Plan, Scenario};
 use super::elastic;
-use super::{clip, dilate, greedy, layouts, place_layout, place_pinned, Grid};
+use super::layout::{clip, layouts, place_layout};
 
 /// Horizons up to this many steps use the search (one `u64` per block
-/// holds its step mask).
-const MAX_STEPS: usize = 64;
+/// holds its step mask); longer ones the single greedy.
+pub(crate) const MAX_STEPS: usize = 64;
 
 /// How much fast mode may do, in work units: a candidate block examined
 /// is one, a job decoded four.
@@ -32,15 +34,6 @@ pub(crate) struct Budget {
 impl Default for Budget {
     fn default() -> Budget {
         Budget { passes: 60, work_min: 45_000, work_max: 4_000_000, min_passes: 4, elastic_percent: 80, elastic_max: 1_500_000 }
-    }
-}
-
-/// Bits `a..b` of a step mask.
-fn range(a: usize, b: usize) -> u64 {
-    if a >= b {
-        0
-    } else {
-        (!0u64 >> (64 - (b - a))) << a
     }
 }
 
@@ -74,9 +67,9 @@ struct Packer {
 }
 
 impl Packer {
-    fn from_grid(grid: &Grid, gpus: u32, steps: usize, top_level: usize) -> Packer {
-        let beyond = !range(0, steps);
-        let mut bits: Vec<u64> = (0..gpus).map(|g| (0..steps).filter(|&t| grid.is_free(t, g, 1)).fold(beyond, |m, t| m | 1 << t)).collect();
+    fn from_grid(grid: &Bits, gpus: u32, steps: usize, top_level: usize) -> Packer {
+        let beyond = !step_bits(0, steps);
+        let mut bits: Vec<u64> = (0..gpus).map(|g| (0..steps).filter(|&t| grid.free(t, g, 1)).fold(beyond, |m, t| m | 1 << t)).collect();
         let mut at = vec![0, bits.len()];
         for k in 1..=top_level {
             let prev = at[k - 1];
@@ -95,7 +88,7 @@ impl Packer {
         if self.cap.is_empty() {
             return !0;
         }
-        self.cap.iter().enumerate().fold(!range(0, self.cap.len()), |m, (t, &c)| if c >= g { m | 1 << t } else { m })
+        self.cap.iter().enumerate().fold(!step_bits(0, self.cap.len()), |m, (t, &c)| if c >= g { m | 1 << t } else { m })
     }
 
     fn level(&self, k: usize) -> &[u64] {
@@ -121,7 +114,7 @@ impl Packer {
                 *c -= g;
             }
         }
-        let keep = !range(from, to);
+        let keep = !step_bits(from, to);
         for x in &mut self.bits[first as usize..(first + g) as usize] {
             *x &= keep;
         }
@@ -190,8 +183,8 @@ struct Ctx {
     jobs: Vec<Job>,
     /// Per size (log2): the first GPUs of the legal blocks.
     cands: Vec<Vec<u32>>,
-    /// `prefix[t]` = Σ_{u<t} decay^u.
-    prefix: Vec<f64>,
+    /// The discount's prefix sums.
+    disc: Discounts,
     /// Per layout: the grid after pinned jobs and bands, and the constant
     /// part of the value (pinned batch value − unmet realtime cost).
     bases: Vec<(Packer, f64)>,
@@ -206,7 +199,7 @@ impl Ctx {
     /// Value of job `j` started at `t` (its steps inside the horizon).
     fn value(&self, j: &Job, t: usize) -> f64 {
         let end = (t + j.dur).min(self.steps);
-        j.priority * f64::from(j.gpus) * (self.prefix[end] - self.prefix[t.min(end)])
+        self.disc.run(j.priority, j.gpus, t.min(end), end)
     }
 
     /// Steps at which `j` may start in a block free at the steps of `m`:
@@ -215,8 +208,8 @@ impl Ctx {
     fn fits(&self, m: u64, j: &Job) -> u64 {
         let r = runs(m, j.dur);
         if self.steps + j.dur > 64 {
-            let busy = !m & range(0, self.steps);
-            r | range(64 - busy.leading_zeros() as usize, self.steps)
+            let busy = !m & step_bits(0, self.steps);
+            r | step_bits(64 - busy.leading_zeros() as usize, self.steps)
         } else {
             r
         }
@@ -227,7 +220,7 @@ impl Ctx {
         if j.arrival >= self.steps {
             return None;
         }
-        let allowed = range(j.arrival, self.steps);
+        let allowed = step_bits(j.arrival, self.steps);
         let room = p.cap_mask(j.gpus);
         let cands = &self.cands[j.size];
         let mut best: Option<(usize, u64, u32)> = None;
@@ -287,7 +280,7 @@ impl Ctx {
     fn badness(&self, p: &Packer, first: u32, j: &Job, m: u64, t: usize, rule: Rule) -> u64 {
         let steps = self.steps;
         let end = (t + j.dur).min(steps);
-        let w = range(t, end);
+        let w = step_bits(t, end);
         let full = (end - t) as u64;
         let gpus = p.gpus;
         let node = first / self.per_node;
@@ -309,7 +302,7 @@ impl Ctx {
         let before = if t == 0 {
             0
         } else {
-            let busy = !m & range(0, t);
+            let busy = !m & step_bits(0, t);
             if busy == 0 {
                 t
             } else {
@@ -384,18 +377,6 @@ impl Ctx {
     }
 }
 
-/// Deterministic xorshift (the search never looks at the clock).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
-}
-
 /// The orders tried, as sort keys over the jobs (the first is the single
 /// greedy's: priority, then bigger blocks, earlier arrival, id).
 fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
@@ -422,19 +403,11 @@ fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
     ]
 }
 
-/// The fast plan and its value.
+/// The fast plan and its value, for a horizon of 1 to [`MAX_STEPS`] steps.
 pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
-    if s.steps > MAX_STEPS || s.steps == 0 {
-        let p = greedy(s);
-        let v = super::super::validate(s, &p).map(|sc| sc.value).unwrap_or(f64::NEG_INFINITY);
-        return (p, v);
-    }
     let steps = s.steps;
     let per_node = s.gpus_per_node.max(1);
-    let mut prefix = vec![0.0; steps + 1];
-    for t in 0..steps {
-        prefix[t + 1] = prefix[t] + s.decay.powi(t as i32);
-    }
+    let disc = Discounts::new(s.decay, steps);
     let mut jobs: Vec<Job> = s
         .jobs
         .iter()
@@ -450,29 +423,15 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         })
         .collect();
     let top_level = jobs.iter().map(|j| j.size).max().unwrap_or(0);
-    let cands: Vec<Vec<u32>> = (0..=top_level)
-        .map(|k| {
-            let g = 1u32 << k;
-            let step = if g <= per_node { g } else { per_node };
-            (0..)
-                .map(|i| i * step)
-                .take_while(|&first| first + g <= s.gpus)
-                .filter(|&first| g > per_node || first / per_node == (first + g - 1) / per_node)
-                .collect()
-        })
-        .collect();
+    let cands: Vec<Vec<u32>> = (0..=top_level).map(|k| firsts(s.gpus, per_node, 1 << k).collect()).collect();
     // Pinned jobs and, per layout, the bands.
-    let mut grid = Grid::new(s.gpus, steps);
-    let mut pinned = Plan::default();
-    place_pinned(s, &mut grid, &mut pinned);
+    let grid = pinned_bits(s);
+    let pinned = pinned_plan(s);
     let pinned_value: f64 = s
         .jobs
         .iter()
         .filter_map(|j| j.pinned.map(|(start, _)| (j, start)))
-        .map(|(j, start)| {
-            let (a, b) = (start.min(steps), (start + j.duration_steps).min(steps));
-            j.priority * f64::from(j.gpus) * (prefix[b] - prefix[a])
-        })
+        .map(|(j, start)| disc.run(j.priority, j.gpus, start.min(steps), (start + j.duration_steps).min(steps)))
         .sum();
     let mut realtime = Vec::new();
     let mut bases = Vec::new();
@@ -483,8 +442,9 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
             .services
             .iter()
             .zip(&held)
-            .map(|(svc, h)| {
-                let missing: u32 = (0..steps).map(|t| svc.demand.get(t).copied().unwrap_or(0).saturating_sub(h[t].len() as u32)).sum();
+            .enumerate()
+            .map(|(si, (svc, h))| {
+                let missing: u32 = (0..steps).map(|t| demand(s, si, t).saturating_sub(h[t].len() as u32)).sum();
                 s.penalty * svc.weight * f64::from(missing)
             })
             .sum();
@@ -495,13 +455,14 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
     // after the batch jobs.
     let mut elastic_layout = None;
     if !s.services.is_empty() {
-        let mut room: Vec<u32> = (0..steps).map(|t| (0..s.gpus).filter(|&g| grid.is_free(t, g, 1)).count() as u32).collect();
+        let mut room: Vec<u32> = (0..steps).map(|t| (0..s.gpus).filter(|&g| grid.free(t, g, 1)).count() as u32).collect();
         let mut curves = Vec::new();
         let mut unmet = 0.0;
         for svc in &s.services {
             let mut demand = svc.demand.clone();
             demand.resize(steps, 0);
-            let mut r = dilate(&demand, svc.swap_cap);
+            let mut r = demand.clone();
+            dilate(&mut r, svc.swap_cap);
             clip(&mut r, &room, svc.swap_cap);
             for t in 0..steps {
                 room[t] -= r[t];
@@ -515,7 +476,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         bases.push((packer, pinned_value - unmet));
         realtime.push(Vec::new());
     }
-    let mut ctx = Ctx { steps, per_node, jobs: Vec::new(), cands, prefix, bases, elastic: elastic_layout, work: 0 };
+    let mut ctx = Ctx { steps, per_node, jobs: Vec::new(), cands, disc, bases, elastic: elastic_layout, work: 0 };
     for j in &mut jobs {
         j.ideal = ctx.value(j, j.arrival);
     }
@@ -654,7 +615,8 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
 /// squeaky wheel and swaps on its order; returns the best plan seen.
 fn improve(ctx: &mut Ctx, scratch: &mut Packer, marks: &mut [Mark], cand_marks: &mut [Mark], every: usize, mut best: Decoded, limit: u64) -> Decoded {
     let n = ctx.jobs.len();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    // Deterministic: the search never looks at the clock.
+    let mut rng = Rng::new(1);
     let mut cur = best.clone();
     let mut late = ctx.late(&cur);
     while ctx.work < limit && n >= 2 {

@@ -1,6 +1,6 @@
 //! Full mode's exact model: the planner itself as a block-indexed MIP, used
-//! instead of the count model of [`full`](super::full) when the instance is
-//! small enough ([`fits`]).
+//! instead of the count model of [`count`](super::count) when the instance
+//! is small enough ([`fits`]).
 //!
 //! ## Formulation
 //!
@@ -19,7 +19,7 @@
 //! ```
 //!
 //! - `x[j,k,t]`: batch job `j` starts at step `t` on the legal block `k` (a
-//!   first GPU from the validator's rule, [`firsts`]). Only starts at which
+//!   first GPU from the one block rule, [`firsts`]). Only starts at which
 //!   the block is free of pinned jobs for the whole run exist (arrival ≤ t <
 //!   T). As in the count model the binary column is the *step* form
 //!   `S[j,k,t] = Σ_{t' ≤ t} x[j,k,t']` over the starts that exist (rows
@@ -82,8 +82,10 @@
 //! (the warm plan), stopping at `mip_rel_gap` or the time limit; its
 //! incumbent is read back directly.
 
-use super::full::{demand, firsts, solve_mip, value, Bits, FullError, FullOptions};
-use super::{Placed, Plan, Scenario};
+use super::super::grid::{demand, firsts, pinned_bits, pinned_plan, value};
+use super::super::{Placed, Plan, Scenario};
+use super::api::{FullError, FullOptions};
+use super::solver::{decided, eligible, pinned_value, solve_mip};
 use highs::{Col, Model, RowProblem};
 
 /// Largest model (estimated nonzeros) sent to the exact formulation; above
@@ -95,7 +97,7 @@ pub(super) fn size(s: &Scenario) -> usize {
     let steps = s.steps;
     let mut nz = 0usize;
     for j in s.jobs.iter().filter(|j| eligible(s, j)) {
-        let blocks = firsts(s, j.gpus).len();
+        let blocks = firsts(s.gpus, s.gpus_per_node, j.gpus).count();
         nz = nz.saturating_add(blocks.saturating_mul(steps - j.arrival_step).saturating_mul(2 * j.gpus as usize + 2));
     }
     nz.saturating_add(s.services.len().saturating_mul(s.gpus as usize).saturating_mul(steps).saturating_mul(5))
@@ -104,10 +106,6 @@ pub(super) fn size(s: &Scenario) -> usize {
 /// Whether the exact model is small enough to be worth solving.
 pub(super) fn fits(s: &Scenario) -> bool {
     size(s) <= MAX_NONZEROS
-}
-
-fn eligible(s: &Scenario, j: &super::PlanJob) -> bool {
-    j.pinned.is_none() && j.duration_steps > 0 && j.priority > 0.0 && j.arrival_step < s.steps && !firsts(s, j.gpus).is_empty()
 }
 
 /// What the exact run gave.
@@ -155,18 +153,8 @@ impl Exact {
         let steps = s.steps;
         let ngpu = s.gpus as usize;
         let mut pb = RowProblem::default();
-        let mut pinned = Bits::new(s.gpus, steps);
-        let mut pinned_value = 0.0;
-        for j in &s.jobs {
-            if let Some((start, first)) = j.pinned {
-                pinned_value += value(s, j, start);
-                if first.checked_add(j.gpus).is_some_and(|e| e <= s.gpus) {
-                    for t in start..(start + j.duration_steps).min(steps) {
-                        pinned.set(t, first, j.gpus);
-                    }
-                }
-            }
-        }
+        let pinned = pinned_bits(s);
+        let pinned_value = pinned_value(s);
         // Capacity rows per (t, GPU): terms and how many blocks/services can be there.
         let mut cap: Vec<Vec<(Col, f64)>> = vec![Vec::new(); steps * ngpu];
         let mut sources = vec![0u32; steps * ngpu];
@@ -184,7 +172,7 @@ impl Exact {
             let g = j.gpus;
             let mut once: Vec<(Col, f64)> = Vec::new();
             let mut by_step: Vec<Vec<(Col, f64)>> = vec![Vec::new(); steps];
-            for first in firsts(s, g) {
+            for first in firsts(s.gpus, s.gpus_per_node, g) {
                 let starts: Vec<usize> = (j.arrival_step..steps)
                     .filter(|&t| (t..(t + j.duration_steps).min(steps)).all(|u| pinned.free(u, first, g)))
                     .collect();
@@ -314,7 +302,7 @@ impl Exact {
         sizes.dedup();
         if per_node.is_power_of_two() && nsvc > 0 {
             for &c in &sizes {
-                let blocks = firsts(s, c);
+                let blocks: Vec<u32> = firsts(s.gpus, per_node, c).collect();
                 for t in 0..steps {
                     // Blocks with a GPU pinned jobs leave: batch of ≥ c GPUs
                     // and services share them without overlap.
@@ -358,7 +346,7 @@ impl Exact {
     /// uses a block or start the model does not have.
     fn cols_of(&self, s: &Scenario, plan: &Plan) -> Option<Vec<f64>> {
         let mut v = vec![0.0; self.num_cols];
-        for (ji, p) in crate::decided(s, plan)? {
+        for (ji, p) in decided(s, plan)? {
             let slot = self.slots.iter().find(|sl| sl.job == ji && sl.first == p.first_gpu)?;
             let i = slot.starts.iter().position(|&t| t == p.start_step)?;
             for c in &slot.cols[i..] {
@@ -403,12 +391,7 @@ impl Exact {
     /// Read an integral point back as a plan (pinned jobs included).
     fn decode(&self, s: &Scenario, cols: &[f64]) -> Plan {
         let on = |c: Col| cols.get(c.index()).is_some_and(|&v| v > 0.5);
-        let mut plan = Plan::default();
-        for j in &s.jobs {
-            if let Some((start, first)) = j.pinned {
-                plan.batch.push(Placed { job_id: j.id, start_step: start, first_gpu: first });
-            }
-        }
+        let mut plan = pinned_plan(s);
         let mut placed = vec![false; s.jobs.len()];
         for slot in &self.slots {
             if placed[slot.job] {
@@ -446,112 +429,4 @@ pub(super) fn solve(s: &Scenario, warm: Option<&Plan>, time_s: f64, opts: &FullO
     let bound = run.dual.map(|d| -d + ex.pinned_value);
     let plan = run.sol.map(|cols: Vec<f64>| ex.decode(s, &cols));
     Ok(Outcome { plan, bound, optimal: run.optimal })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::full::{plan, Formulation, FullStatus};
-    use super::super::fixtures::{job, scenario, svc};
-    use super::super::{fast, validate, PlanJob};
-    use super::*;
-
-
-    fn exact(s: &Scenario) -> (Plan, f64, bool) {
-        let warm = fast::plan(s);
-        let out = solve(s, Some(&warm), 30.0, &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
-        (out.plan.expect("an incumbent"), out.bound.expect("a bound"), out.optimal)
-    }
-
-    #[test]
-    fn fragmentation_the_count_model_cannot_see() {
-        // 8 GPUs, 2 steps, a service needing 1 GPU: two 4-GPU jobs cannot
-        // run together (the service breaks one half), so one waits a step.
-        let s = scenario(8, 2, vec![job(1, 4, 1, 2.0, 0), job(2, 4, 1, 1.0, 0)], vec![svc(vec![1, 1], 0)]);
-        assert!(fits(&s));
-        let (p, bound, optimal) = exact(&s);
-        let score = validate(&s, &p).unwrap();
-        // Job 1 at 0 (2·4), job 2 at 1 (1·4·0.95).
-        assert!((score.value - (8.0 + 3.8)).abs() < 1e-9, "{}", score.value);
-        assert!(optimal);
-        assert!((bound - score.value).abs() < 1e-6, "bound {bound} vs {}", score.value);
-        let r = plan(&s, &fast::plan(&s), &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
-        assert_eq!(r.status, FullStatus::Optimal);
-        assert!(r.gap < 1e-6);
-        assert!((r.objective - 11.8).abs() < 1e-9);
-        // Either model may be forced.
-        assert_eq!(r.model, Formulation::Exact, "small: the exact model");
-        let with = |formulation| FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, formulation };
-        let count = plan(&s, &fast::plan(&s), &with(Formulation::Count)).unwrap();
-        assert_eq!(count.model, Formulation::Count);
-        assert!((count.objective - 11.8).abs() < 1e-9);
-        assert!(count.bound >= 11.8 - 1e-6, "a relaxation's bound: {}", count.bound);
-        let forced = plan(&s, &fast::plan(&s), &with(Formulation::Exact)).unwrap();
-        assert_eq!(forced.model, Formulation::Exact);
-        assert!((forced.bound - 11.8).abs() < 1e-6);
-    }
-
-    #[test]
-    fn swap_cap_counts_gpus_added_and_removed() {
-        // Cap 1 and demand 2 → 2: the service may not move at all once it
-        // holds two GPUs, so an 8-GPU job never fits; a 2-GPU job beside it does.
-        let s = scenario(4, 3, vec![job(1, 2, 3, 1.0, 0), job(2, 4, 1, 50.0, 1)], vec![svc(vec![2, 2, 2], 1)]);
-        let (p, bound, optimal) = exact(&s);
-        let score = validate(&s, &p).unwrap();
-        // Job 2 would need the service to drop 2 GPUs and take them back: over the cap.
-        assert!(p.batch.iter().all(|b| b.job_id != 2));
-        assert_eq!(score.unmet_gpu_steps, 0);
-        assert!((score.value - 2.0 * (1.0 + 0.95 + 0.9025)).abs() < 1e-9);
-        assert!(optimal && (bound - score.value).abs() < 1e-6);
-    }
-
-    #[test]
-    fn pinned_jobs_stay_and_are_counted_in_the_bound() {
-        let mut running = job(1, 4, 2, 3.0, 0);
-        running.pinned = Some((0, 0));
-        let s = scenario(8, 2, vec![running, job(2, 8, 1, 9.0, 0), job(3, 4, 2, 1.0, 0)], vec![]);
-        let (p, bound, optimal) = exact(&s);
-        let score = validate(&s, &p).unwrap();
-        assert!(p.batch.contains(&Placed { job_id: 1, start_step: 0, first_gpu: 0 }));
-        // Pinned 3·4·(1 + 0.95) + job 3 on the other half 1·4·(1 + 0.95); job 2 never fits.
-        assert!((score.value - 16.0 * 1.95).abs() < 1e-9);
-        assert!(optimal && (bound - score.value).abs() < 1e-6);
-    }
-
-    /// xorshift64*: deterministic instances.
-    fn rng(state: &mut u64) -> u64 {
-        *state ^= *state >> 12;
-        *state ^= *state << 25;
-        *state ^= *state >> 27;
-        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    #[test]
-    fn random_plans_validate_and_the_bound_holds() {
-        for seed in 1..9u64 {
-            let mut st = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let steps = 6;
-            let mut jobs: Vec<PlanJob> = (0..7)
-                .map(|id| {
-                    let g = 1 << (rng(&mut st) % 4);
-                    job(id + 1, g, 1 + (rng(&mut st) % 3) as usize, 1.0 + (rng(&mut st) % 9) as f64, (rng(&mut st) % 3) as usize)
-                })
-                .collect();
-            if seed % 2 == 0 {
-                jobs[0].pinned = Some((0, 0));
-                jobs[0].arrival_step = 0;
-            }
-            let demand = (0..steps).map(|_| (rng(&mut st) % 4) as u32).collect();
-            let s = Scenario { gpus: 8, gpus_per_node: 8, steps, step_s: 3600, decay: 0.97, penalty: 8.0, jobs, services: vec![svc(demand, 2)] };
-            let warm = fast::plan(&s);
-            let warm_value = validate(&s, &warm).unwrap().value;
-            let (p, bound, _) = exact(&s);
-            let score = validate(&s, &p).unwrap();
-            assert!(bound >= warm_value - 1e-6, "seed {seed}: bound {bound} < fast {warm_value}");
-            assert!(bound >= score.value - 1e-6, "seed {seed}: bound {bound} < {}", score.value);
-            let r = plan(&s, &warm, &FullOptions { time_limit_s: 30.0, mip_rel_gap: 0.0, ..FullOptions::default() }).unwrap();
-            assert!(r.objective >= warm_value - 1e-9);
-            assert!(r.bound >= r.objective - 1e-6);
-            assert_eq!(validate(&s, &r.plan).unwrap().value, r.objective);
-        }
-    }
 }
