@@ -12,6 +12,7 @@ mod share;
 mod plan;
 mod sim;
 mod suite;
+mod table;
 mod trace;
 
 #[derive(Parser, Debug)]
