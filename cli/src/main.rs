@@ -10,6 +10,7 @@ mod check;
 mod demo;
 mod share;
 mod plan;
+mod plot;
 mod sim;
 mod suite;
 mod table;

@@ -285,7 +285,7 @@ fn print_table(file: &std::path::Path, trace: &Trace, (config, calc_period_s): (
 }
 
 fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Result<(), String> {
-    use tally_sim::plot::{bar_chart, line_chart, line_chart_log_seconds, Series};
+    use crate::plot::{bar_chart, line_chart, line_chart_log_seconds, Series};
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let write = |name: &str, svg: String| {
         let p = dir.join(name);
