@@ -98,18 +98,11 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         let job = Job { contract, ..Job::new(id, account, "demo").gpus(4).submitted(NOW - waited).within_team(-nice) };
         jobs.push((job, comment));
     }
-    // Each job behind its team's allocated jobs before it (inside-team order).
-    jobs.sort_by_key(|(j, _)| (j.account.clone(), std::cmp::Reverse(j.within_team), j.submit_s, j.id));
-    let mut ahead: std::collections::BTreeMap<String, f64> = Default::default();
-    let mut prios = Vec::new();
-    for (j, comment) in &jobs {
-        let a = ahead.entry(j.account.to_string()).or_insert(0.0);
-        let p = job_priority(j, fs.standing(&j.account), TeamLoad { ent: &ent, ahead_gpus: *a }, &config.priority);
-        if j.is_allocated(&ent) {
-            *a += f64::from(j.gpus);
-        }
-        prios.push((p, j, *comment));
-    }
+    // The priority plugin's walk: each job behind its team's allocated jobs
+    // before it in the inside-team order.
+    let waiting: Vec<&Job> = jobs.iter().map(|(j, _)| j).collect();
+    let order = order_queue(&waiting, &fs, &ent, &config.priority);
+    let mut prios: Vec<(Priority, &Job, &str)> = order.priorities.into_iter().zip(&jobs).map(|(p, (j, comment))| (p, j, *comment)).collect();
     prios.sort_by_key(|(p, j, _)| (std::cmp::Reverse(p.value), j.submit_s));
     println!("\n== Queue order (priority fields: tier | need | level | 7-day team | nice | quick) ==\n");
     let mut table = Table::new([r(3), l(12).after("  "), l(24), r(5), r(10), l(11).after("  "), r(4), r(5), r(4), r(6)]);
