@@ -1,5 +1,6 @@
 //! `tally config check`: validate and print the effective allocation tree.
 
+use crate::table::{Column, Table};
 use std::path::PathBuf;
 use tally_allocator::{format_duration, Budget, MissingContract};
 
@@ -32,10 +33,9 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         alloc.capacity.gpu_hours()
     );
     let width = tree.walk().iter().map(|&(id, d)| 2 * d + tree.node(id).name.len()).max().unwrap_or(10).max(7);
-    println!(
-        "{:<width$}  {:>12}  {:>8}  {:>12}  {:>8}  {:>12}",
-        "ACCOUNT", "BUDGET", "CLUSTER", "GPU-HOURS", "GPUS", "KEPT GPU-H"
-    );
+    let (l, r) = (Column::left, Column::right);
+    let mut table = Table::new([l(width), r(12), r(8), r(12), r(8), r(12)]).gap("  ");
+    table.row(["ACCOUNT", "BUDGET", "CLUSTER", "GPU-HOURS", "GPUS", "KEPT GPU-H"]);
     for (id, depth) in tree.walk() {
         let node = tree.node(id);
         let budget = match node.budget {
@@ -46,16 +46,10 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         };
         let name = format!("{}{}", "  ".repeat(depth), node.name);
         let kept = if node.children.is_empty() { String::new() } else { format!("{:.1}", alloc.own_gpu_hours[id]) };
-        println!(
-            "{:<width$}  {:>12}  {:>7.2}%  {:>12.1}  {:>8.2}  {:>12}",
-            name,
-            budget,
-            100.0 * alloc.fraction(id),
-            alloc.gpu_hours[id],
-            alloc.rate_gpus(id),
-            kept
-        );
+        let cluster = format!("{:.2}%", 100.0 * alloc.fraction(id));
+        table.row([name, budget, cluster, format!("{:.1}", alloc.gpu_hours[id]), format!("{:.2}", alloc.rate_gpus(id)), kept]);
     }
+    print!("{table}");
     Ok(())
 }
 

@@ -4,6 +4,8 @@
 //! (listed below, deterministic), then a queue of jobs is ordered and a
 //! debug job looks for victims.
 
+use crate::table::{Column, Table};
+use std::iter::once;
 use std::path::PathBuf;
 use tally_allocator::*;
 
@@ -19,6 +21,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     let alloc = config.allocation(gpus).map_err(|e| e.to_string())?;
     let tree = &config.tree;
     let mut ledger = config.new_ledger();
+    let (l, r) = (Column::left, Column::right);
 
     // 1. A week of allocated usage, spread evenly over the window.
     let teams: Vec<usize> = tree.leaves().collect();
@@ -33,17 +36,18 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
 
     println!("== Fair share after a synthetic week on {gpus} GPUs ({}) ==", config.source);
     println!("usage/allocation ratio ascending, depth-first by level; rank 0 runs first\n");
-    println!("{:>4}  {:<12} {:>10} {:>10} {:>7} {:>7}", "RANK", "ACCOUNT", "USED GPU-H", "ALLOC GPU-H", "RATIO", "FACTOR");
+    let mut table = Table::new([r(4), l(12).after("  "), r(10), r(10), r(7), r(7)]);
+    table.row(["RANK", "ACCOUNT", "USED GPU-H", "ALLOC GPU-H", "RATIO", "FACTOR"]);
     for s in fs.ranked() {
         let ratio = match s.key.class {
             FundingClass::Funded => format!("{:.2}", s.key.ratio),
             _ => "-".to_string(),
         };
-        println!(
-            "{:>4}  {:<12} {:>10.0} {:>10.0} {:>7} {:>7.3}",
-            s.rank, s.account, s.used_gpu_hours, s.allocated_gpu_hours, ratio, s.factor
-        );
+        let used = format!("{:.0}", s.used_gpu_hours);
+        let allocated = format!("{:.0}", s.allocated_gpu_hours);
+        table.row([s.rank.to_string(), s.account.clone(), used, allocated, ratio, format!("{:.3}", s.factor)]);
     }
+    print!("{table}");
 
     // 2. Now: each team runs its multiple of its rate (one running job,
     // past its contract), and every team waits with more.
@@ -69,11 +73,14 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         _ => return Err("the config has no teams".to_string()),
     };
     println!("\n== Now: what each team runs against its rate ==\n");
-    println!("{:<12} {:>8} {:>8} {:>8} {:>8}", "TEAM", "RATE", "FAIR", "RUNNING", "SHORT");
+    let mut table = Table::new([l(12), r(8), r(8), r(8), r(8)]);
+    table.row(["TEAM", "RATE", "FAIR", "RUNNING", "SHORT"]);
     for s in &ranked {
         let t = now_of(&s.account);
-        println!("{:<12} {:>8.1} {:>8.1} {:>8.0} {:>8.1}", s.account, t.rate, t.fair, t.running, t.short());
+        let cells = [format!("{:.1}", t.rate), format!("{:.1}", t.fair), format!("{:.0}", t.running), format!("{:.1}", t.short())];
+        table.row(once(s.account.clone()).chain(cells));
     }
+    print!("{table}");
 
     // 3. A queue of the most short and the most over-served team.
     let rules = config.contracts;
@@ -91,41 +98,36 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         let job = Job { contract, ..Job::new(id, account, "demo").gpus(4).submitted(NOW - waited).within_team(-nice) };
         jobs.push((job, comment));
     }
-    // Each job behind its team's allocated jobs before it (inside-team order).
-    jobs.sort_by_key(|(j, _)| (j.account.clone(), std::cmp::Reverse(j.within_team), j.submit_s, j.id));
-    let mut ahead: std::collections::BTreeMap<String, f64> = Default::default();
-    let mut prios = Vec::new();
-    for (j, comment) in &jobs {
-        let a = ahead.entry(j.account.to_string()).or_insert(0.0);
-        let p = job_priority(j, fs.standing(&j.account), TeamLoad { ent: &ent, ahead_gpus: *a }, &config.priority);
-        if j.is_allocated(&ent) {
-            *a += f64::from(j.gpus);
-        }
-        prios.push((p, j, *comment));
-    }
+    // The priority plugin's walk: each job behind its team's allocated jobs
+    // before it in the inside-team order.
+    let waiting: Vec<&Job> = jobs.iter().map(|(j, _)| j).collect();
+    let order = order_queue(&waiting, &fs, &ent, &config.priority);
+    let mut prios: Vec<(Priority, &Job, &str)> = order.priorities.into_iter().zip(&jobs).map(|(p, (j, comment))| (p, j, *comment)).collect();
     prios.sort_by_key(|(p, j, _)| (std::cmp::Reverse(p.value), j.submit_s));
     println!("\n== Queue order (priority fields: tier | need | level | 7-day team | nice | quick) ==\n");
-    println!("{:>3}  {:<12} {:<24} {:>5} {:>10}  {:<11} {:>4} {:>5} {:>4} {:>6}", "JOB", "ACCOUNT", "COMMENT", "NICE", "PRIORITY", "TIER", "NEED", "LEVEL", "TEAM", "NICE");
+    let mut table = Table::new([r(3), l(12).after("  "), l(24), r(5), r(10), l(11).after("  "), r(4), r(5), r(4), r(6)]);
+    table.row(["JOB", "ACCOUNT", "COMMENT", "NICE", "PRIORITY", "TIER", "NEED", "LEVEL", "TEAM", "NICE"]);
     for (p, j, comment) in &prios {
-        println!(
-            "{:>3}  {:<12} {:<24} {:>5} {:>10}  {:<11} {:>4} {:>5} {:>4} {:>6}",
-            j.id,
-            j.account,
-            if comment.is_empty() { "(none)" } else { comment },
-            -j.within_team,
-            p.value,
-            if p.allocated { "allocated" } else { "unallocated" },
-            match p.need {
-                priority::NEED_LANE => "lane",
-                priority::NEED_OWED => "owed",
-                priority::NEED_FAIR => "fair",
-                _ => "-",
-            },
-            p.level,
-            p.team,
-            i64::from(p.nice) + i64::from(priority::INSIDE_MIN)
-        );
+        let need = match p.need {
+            priority::NEED_LANE => "lane",
+            priority::NEED_OWED => "owed",
+            priority::NEED_FAIR => "fair",
+            _ => "-",
+        };
+        table.row([
+            j.id.to_string(),
+            j.account.to_string(),
+            if comment.is_empty() { "(none)" } else { comment }.to_string(),
+            (-j.within_team).to_string(),
+            p.value.to_string(),
+            if p.allocated { "allocated" } else { "unallocated" }.to_string(),
+            need.to_string(),
+            p.level.to_string(),
+            p.team.to_string(),
+            (i64::from(p.nice) + i64::from(priority::INSIDE_MIN)).to_string(),
+        ]);
     }
+    print!("{table}");
 
     // 4. A debug job of the most short team meets a full cluster.
     let debug = Job::new(100, &short, "demo").contract(15 * 60, false).gpus(2).submitted(NOW);
@@ -136,14 +138,16 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     ]);
     let m = Moment { ent: &ent, max_requeues: rules.max_requeues, now: NOW };
     println!("\n== Debug job {} of `{}` (2 GPUs, contract=15m) meets a full cluster ==\n", debug.id, short);
+    let mut table = Table::new([r(2).after("job "), l(10).after(" of "), r(3), l(22).after(" GPUs "), l(0).after(" -> ")]).indent("  ");
     for v in &running {
         let why = match may_preempt(&debug, v, &m) {
             Decision::Yes(c) => format!("may preempt ({c:?})"),
             Decision::No(Refusal::InsideContract(left)) => format!("protected: {} of contract left", format_duration(left)),
             Decision::No(r) => format!("no ({r:?})"),
         };
-        println!("  job {:>2} of {:<10} {:>3} GPUs {:<22} -> {}", v.id, v.account, v.gpus, v.contract.canonical(), why);
+        table.row([v.id.to_string(), v.account.to_string(), v.gpus.to_string(), v.contract.canonical(), why]);
     }
+    print!("{table}");
     let victims = eligible_victims(&debug, &running, &m);
     println!("  victim order (cumulative): {}", victims.iter().map(|v| v.id.to_string()).collect::<Vec<_>>().join(", "));
     Ok(())

@@ -10,8 +10,10 @@ mod check;
 mod demo;
 mod share;
 mod plan;
+mod plot;
 mod sim;
 mod suite;
+mod table;
 mod trace;
 
 #[derive(Parser, Debug)]

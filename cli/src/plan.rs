@@ -1,7 +1,9 @@
 //! `tally plan`: plan a scenario's horizon (fast mode, or HiGHS full mode
 //! when built with it) and compare it with FIFO with peak reservation.
 
+use crate::table::{Column, Table};
 use serde_json::{json, Value};
+use std::iter::once;
 use std::path::PathBuf;
 use tally_allocator::format_duration;
 use tally_planner::{fast, fifo, validate, Plan, Scenario, Score};
@@ -131,11 +133,13 @@ fn print_grid(s: &Scenario, p: &Plan) {
     let g = cells(s, p);
     // One row per GPU up to 64 GPUs, else one per node (its first GPU).
     let stride = if s.gpus <= 64 { 1 } else { s.gpus_per_node as usize };
-    println!("{:>8}  {}", "step", (0..s.steps).map(|t| if t % 10 == 0 { char::from(b'0' + ((t / 10) % 10) as u8) } else { ' ' }).collect::<String>());
+    let mut table = Table::new([Column::right(8), Column::left(0)]).gap("  ");
+    table.row(["step".to_string(), (0..s.steps).map(|t| if t % 10 == 0 { char::from(b'0' + ((t / 10) % 10) as u8) } else { ' ' }).collect()]);
     for (i, row) in g.iter().enumerate().step_by(stride) {
         let label = if stride == 1 { format!("gpu {i}") } else { format!("node {}", i / stride) };
-        println!("{label:>8}  {}", row.iter().collect::<String>());
+        table.row([label, row.iter().collect()]);
     }
+    print!("{table}");
 }
 
 fn idle_windows(score: &Score, s: &Scenario) -> String {
@@ -262,25 +266,21 @@ pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
         cols.push(("fast", f));
     }
     cols.push(("fifo+peak", &base));
-    print!("\n{:<28}", "");
-    for (name, _) in &cols {
-        print!("{name:>14}");
-    }
-    println!("{:>14}", format!("{}/fifo", ours.label));
-    let row = |name: &str, f: &dyn Fn(&Score) -> f64, pct: bool| {
+    // A label column, one per plan, and ours over FIFO's.
+    let mut table = Table::new(once(Column::left(28)).chain((0..=cols.len()).map(|_| Column::right(14)))).gap("");
+    table.row(once(String::new()).chain(cols.iter().map(|(name, _)| name.to_string())).chain(once(format!("{}/fifo", ours.label))));
+    let mut row = |name: &str, f: &dyn Fn(&Score) -> f64, pct: bool| {
         let show = |v: f64| if pct { format!("{:.1}%", 100.0 * v) } else { format!("{v:.1}") };
-        print!("{name:<28}");
-        for (_, sc) in &cols {
-            print!("{:>14}", show(f(sc)));
-        }
         let (x, y) = (f(&ours.score), f(&base));
-        println!("{:>14}", if y.abs() > 1e-12 { format!("{:.2}x", x / y) } else { "-".into() });
+        let ratio = if y.abs() > 1e-12 { format!("{:.2}x", x / y) } else { "-".into() };
+        table.row(once(name.to_string()).chain(cols.iter().map(|(_, sc)| show(f(sc)))).chain(once(ratio)));
     };
     row("utilisation", &|sc| sc.utilisation, true);
     row("value", &|sc| sc.value, false);
     row("unmet realtime GPU-steps", &|sc| sc.unmet_gpu_steps as f64, false);
     row("jobs placed in the horizon", &|sc| sc.placed as f64, false);
     row("fragmented GPU-steps", &|sc| sc.fragmented_gpu_steps as f64, false);
+    print!("\n{table}");
     println!("per-step utilisation: {}", ours.score.busy.iter().map(|b| format!("{}", 100 * b / s.gpus.max(1))).collect::<Vec<_>>().join(" "));
     let below = |v: f64, bound: f64| 100.0 * (bound - v).max(0.0) / bound.abs().max(1e-9);
     match (ours.bound, &ours.fast) {

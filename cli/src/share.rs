@@ -4,6 +4,7 @@
 //! `StateSaveLocation/tally/ledger.state` (StateSaveLocation from
 //! slurm.conf), and ranks exactly as the plugin does (`Config::fair_share`).
 
+use crate::table::{Column, Table};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tally_allocator::{format_duration, Snapshot};
@@ -69,20 +70,7 @@ pub fn run(args: Args) -> Result<(), String> {
     }
     let header = ["Account", "User", "AllocGPUh", "UsedGPUh", "Used/Alloc", "Rank", "FairShare"];
     let width = tree.walk().iter().map(|&(id, d)| d + tree.node(id).name.len()).max().unwrap_or(7).max(7) + 1;
-    let print = |cols: [String; 7]| {
-        if args.parsable {
-            println!("{}", cols.join("|"));
-        } else {
-            println!(
-                "{:<width$} {:<10} {:>10} {:>10} {:>10} {:>5} {:>9}",
-                cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6]
-            );
-        }
-    };
-    print(header.map(str::to_string));
-    if !args.parsable {
-        println!("{}", "-".repeat(width + 62));
-    }
+    let mut rows: Vec<[String; 7]> = Vec::new();
     for (id, depth) in tree.walk() {
         let node = tree.node(id);
         let Some(s) = fs.standing(&node.name) else { continue };
@@ -92,7 +80,7 @@ pub fn run(args: Args) -> Result<(), String> {
             "-".to_string()
         };
         let indent = if args.parsable { String::new() } else { " ".repeat(depth) };
-        print([
+        rows.push([
             format!("{indent}{}", node.name),
             String::new(),
             format!("{:.1}", s.subtree_allocated_gpu_hours),
@@ -104,7 +92,7 @@ pub fn run(args: Args) -> Result<(), String> {
         if args.users {
             for (key, gs) in users.0.iter().filter(|(k, _)| *k.account == *node.name) {
                 let place = users.place(&key.account, &key.user);
-                print([
+                rows.push([
                     format!("{indent} {}", node.name),
                     key.user.to_string(),
                     String::new(),
@@ -115,6 +103,19 @@ pub fn run(args: Args) -> Result<(), String> {
                 ]);
             }
         }
+    }
+    if args.parsable {
+        println!("{}", header.join("|"));
+        for cols in rows {
+            println!("{}", cols.join("|"));
+        }
+    } else {
+        let (l, r) = (Column::left, Column::right);
+        let mut table = Table::new([l(width), l(10), r(10), r(10), r(10), r(5), r(9)]);
+        table.row(header);
+        table.text("-".repeat(width + 62));
+        rows.into_iter().for_each(|cols| table.row(cols));
+        print!("{table}");
     }
     Ok(())
 }

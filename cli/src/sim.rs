@@ -3,7 +3,9 @@
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
+use crate::table::{Column, Table};
 use std::io::IsTerminal;
+use std::iter::once;
 use std::path::PathBuf;
 use std::time::Instant;
 use tally_allocator::{format_duration, parse_duration};
@@ -243,19 +245,10 @@ fn print_table(file: &std::path::Path, trace: &Trace, (config, calc_period_s): (
         format_duration(s.replan_s),
         format_duration(s.requeue_delay_s)
     );
-    let w = 14;
-    let mut header = format!("{:<38}", "");
-    for (p, _, _) in rs {
-        header.push_str(&format!("{:>w$}", p.name()));
-    }
-    println!("{header}");
-    let row = |label: &str, f: &dyn Fn(&PolicyResult) -> String| {
-        let mut line = format!("{label:<38}");
-        for (_, r, _) in rs {
-            line.push_str(&format!("{:>w$}", f(r)));
-        }
-        println!("{line}");
-    };
+    // A label column, then one column per policy.
+    let mut table = Table::new(once(Column::left(38)).chain(rs.iter().map(|_| Column::right(14)))).gap("");
+    table.row(once("").chain(rs.iter().map(|(p, _, _)| p.name())));
+    let mut row = |label: &str, f: &dyn Fn(&PolicyResult) -> String| table.row(once(label.to_string()).chain(rs.iter().map(|(_, r, _)| f(r))));
     row("occupancy", &|r| pct(r.score.occupancy));
     row("goodput (useful GPU-hours)", &|r| pct(r.score.goodput));
     row("delivered / owed", &|r| pct(r.score.fairness.overall));
@@ -286,16 +279,13 @@ fn print_table(file: &std::path::Path, trace: &Trace, (config, calc_period_s): (
     row("jobs unfinished (drain limit)", &|r| r.unfinished().to_string());
     row("too big for the cluster", &|r| r.unrunnable.to_string());
     row("events", &|r| r.events.to_string());
-    let mut line = format!("{:<38}", "replay time (s)");
-    for (_, _, secs) in rs {
-        line.push_str(&format!("{:>w$.2}", secs));
-    }
-    println!("{line}");
+    table.row(once("replay time (s)".to_string()).chain(rs.iter().map(|(_, _, secs)| format!("{secs:.2}"))));
+    print!("{table}");
     println!("\n(all policies in parallel: {wall:.1} s wall)");
 }
 
 fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Result<(), String> {
-    use tally_sim::plot::{bar_chart, line_chart, line_chart_log_seconds, Series};
+    use crate::plot::{bar_chart, line_chart, line_chart_log_seconds, Series};
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let write = |name: &str, svg: String| {
         let p = dir.join(name);

@@ -3,6 +3,7 @@
 //! each replayed through every policy, with Tally's targets checked.
 
 use crate::sim::{policy_names, scored_json};
+use crate::table::{Column, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
@@ -254,10 +255,11 @@ fn missed(case: &Case, r: &PolicyResult, peers: &[(Policy, PolicyResult)], confi
 }
 
 fn print_table(cases: &[Case], by_case: &[Vec<(Policy, PolicyResult)>], ceilings: &[Option<f64>], config: &tally_config::Config) {
-    println!(
-        "{:<24} {:>5} {:>5} {:<13} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5} {:>7} {:>7} {:>5} {:>4} {:>7}",
-        "case", "GPUs", "dem.", "policy", "deliv.", ">=95%", "worst", "occup.", "goodput", "lost", "requ.", "dbg p50", "dbg p90", "unfin", "viol", "ceiling"
-    );
+    let (l, r) = (Column::left, Column::right);
+    let mut table = Table::new([l(24), r(5), r(5), l(13), r(7), r(6), r(6), r(6), r(7), r(6), r(5), r(7), r(7), r(5), r(4), r(7)]);
+    table.row([
+        "case", "GPUs", "dem.", "policy", "deliv.", ">=95%", "worst", "occup.", "goodput", "lost", "requ.", "dbg p50", "dbg p90", "unfin", "viol", "ceiling",
+    ]);
     let mut misses = Vec::new();
     for ((c, rs), ceil) in cases.iter().zip(by_case).zip(ceilings) {
         for (k, (p, r)) in rs.iter().enumerate() {
@@ -268,31 +270,31 @@ fn print_table(cases: &[Case], by_case: &[Vec<(Policy, PolicyResult)>], ceilings
             } else {
                 Default::default()
             };
-            println!(
-                "{:<24} {:>5} {:>5} {:<13} {:>7} {:>6} {:>6} {:>6} {:>7} {:>6} {:>5} {:>7} {:>7} {:>5} {:>4} {:>7}",
+            table.row([
                 head,
                 gpus,
                 dem,
-                p.name(),
+                p.name().to_string(),
                 pct(s.fairness.overall),
                 format!("{}/{}", s.fairness.teams_at_threshold, s.fairness.teams),
                 s.fairness.worst.as_ref().map_or("-".into(), |(_, x)| pct(*x)),
                 pct(s.occupancy),
                 pct(s.goodput),
                 if s.useful_gpu_hours > 0.0 { format!("{:.1}%", 100.0 * s.lost_gpu_hours / s.useful_gpu_hours) } else { "-".into() },
-                s.max_requeues.allocated,
+                s.max_requeues.allocated.to_string(),
                 dur(debug.and_then(|w| w.pct(50.0))),
                 dur(debug.and_then(|w| w.pct(90.0))),
-                r.unfinished(),
-                r.contract_violations,
-                ceil
-            );
+                r.unfinished().to_string(),
+                r.contract_violations.to_string(),
+                ceil,
+            ]);
             let m = missed(c, r, rs, config);
             if !m.is_empty() {
                 misses.push(format!("{} / {}: {}", c.name, p.name(), m.join("; ")));
             }
         }
     }
+    print!("{table}");
     println!("\ndeliv. = delivered / owed over the arrival window; lost = GPU-hours thrown away by requeues, % of delivered;");
     println!("requ. = most requeues of an allocated job that cannot checkpoint; ceiling = granularity ceiling of delivered / owed");
     println!("(docs/sim.md). Targets (demand >= 1): deliv. >= 98%, every team >= 95%, occupancy within 1 point of fifo's and");

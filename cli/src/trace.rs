@@ -4,6 +4,7 @@
 //!
 //! The trace goes to stdout (or `-o FILE`); a summary goes to stderr.
 
+use crate::table::{Column, Table};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -227,18 +228,20 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
     let total = out.gpu_hours().max(f64::MIN_POSITIVE);
     eprintln!("teams: {} (allocation at {gpus} GPUs; demand = share of the trace's GPU-hours)", teams.len());
     let width = teams.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
-    eprintln!("  {:<width$}  {:>10}  {:>8}  {:>7}  {:>5}", "TEAM", "ALLOCATION", "DEMAND", "RATIO", "USERS");
+    let (l, r) = (Column::left, Column::right);
+    let mut table = Table::new([l(width), r(10), r(8), r(7), r(5)]).gap("  ").indent("  ");
+    table.row(["TEAM", "ALLOCATION", "DEMAND", "RATIO", "USERS"]);
     for t in &teams {
         let d = demand.get(t.name.as_str()).copied().unwrap_or(0.0) / total;
         let ratio = if t.allocation_fraction > 0.0 { format!("{:.2}x", d / t.allocation_fraction) } else { "-".into() };
-        eprintln!(
-            "  {:<width$}  {:>9.1}%  {:>7.1}%  {:>7}  {:>5}",
-            t.name,
-            100.0 * t.allocation_fraction,
-            100.0 * d,
+        table.row([
+            t.name.clone(),
+            format!("{:.1}%", 100.0 * t.allocation_fraction),
+            format!("{:.1}%", 100.0 * d),
             ratio,
-            t.users.len()
-        );
+            t.users.len().to_string(),
+        ]);
     }
+    eprint!("{table}");
     Ok(())
 }

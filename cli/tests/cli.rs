@@ -12,6 +12,13 @@ fn tally(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// Runs `tally args`, which must fail with `want` in its stderr.
+fn fails_with(args: &[&str], want: &str) {
+    let (ok, _, err) = tally(args);
+    assert!(!ok, "tally {args:?} should fail");
+    assert!(err.contains(want), "{err}");
+}
+
 fn temp_config(name: &str, text: &str) -> String {
     let dir = std::env::temp_dir().join(format!("tally-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -51,9 +58,7 @@ fn broken_config_prints_file_key_errors_and_fails() {
 #[test]
 fn budgets_that_do_not_fit_the_cluster_size_fail() {
     let path = temp_config("fit.toml", "[accounts.a]\ngpu_hours = 2000\n");
-    let (ok, _, err) = tally(&["config", "check", &path, "--gpus", "8"]);
-    assert!(!ok);
-    assert!(err.contains("accounts: children of `root` are given 2000.0 GPU-hours per window, more than its 1344.0"), "{err}");
+    fails_with(&["config", "check", &path, "--gpus", "8"], "accounts: children of `root` are given 2000.0 GPU-hours per window, more than its 1344.0");
     let (ok, _, _) = tally(&["config", "check", &path, "--gpus", "16"]);
     assert!(ok);
 }
@@ -61,9 +66,7 @@ fn budgets_that_do_not_fit_the_cluster_size_fail() {
 #[test]
 fn missing_cluster_size_is_explained() {
     let path = temp_config("nosize.toml", "[accounts.a]\nshare = 50\n");
-    let (ok, _, err) = tally(&["config", "check", &path]);
-    assert!(!ok);
-    assert!(err.contains("no cluster size: give --gpus N or set [cluster] gpus in the file"), "{err}");
+    fails_with(&["config", "check", &path], "no cluster size: give --gpus N or set [cluster] gpus in the file");
 }
 
 #[test]
@@ -133,13 +136,9 @@ fn sim_writes_plots() {
 fn sim_refuses_bad_input_with_line_numbers() {
     let trace = temp_config("bad.csv", "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,0,10,0,a,u,training,0,false,0\n");
     let config = temp_config("bad.toml", MICRO_CONFIG);
-    let (ok, _, err) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4"]);
-    assert!(!ok);
-    assert!(err.contains("line 2: column `gpus`"), "{err}");
+    fails_with(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4"], "line 2: column `gpus`");
     let good = temp_config("good.csv", MICRO_TRACE);
-    let (ok, _, err) = tally(&["sim", "--trace", &good, "--config", &config, "--gpus", "4", "--compare", "fifo,lottery"]);
-    assert!(!ok);
-    assert!(err.contains("unknown policy `lottery` (known: fifo, multifactor, tally, tally+planner, planner)"), "{err}");
+    fails_with(&["sim", "--trace", &good, "--config", &config, "--gpus", "4", "--compare", "fifo,lottery"], "unknown policy `lottery` (known: fifo, multifactor, tally, tally+planner, planner)");
 }
 
 #[test]
@@ -195,9 +194,7 @@ fn plan_beats_fifo_and_its_json_plan_checks_out() {
     assert!(ok);
     assert!(out.contains("fifo+peak") && out.contains("realtime coverage risk: chat: covered at every step"), "{out}");
     let bad = temp_config("bad-scenario.toml", "[cluster]\ngpus = 8\n[horizon]\nsteps = 4\n[[jobs]]\nid = 1\ngpus = 3\nduration = \"1h\"\npriority = 1\n");
-    let (ok, _, err) = tally(&["plan", "--scenario", &bad]);
-    assert!(!ok);
-    assert!(err.contains(":5: jobs[0].gpus: 3 is not a power of two of at most 8 GPUs"), "{err}");
+    fails_with(&["plan", "--scenario", &bad], ":5: jobs[0].gpus: 3 is not a power of two of at most 8 GPUs");
 }
 
 #[test]
@@ -220,9 +217,7 @@ fn full_mode_reports_a_bound_no_plan_exceeds() {
     assert!(ok, "{err}");
     assert!(out.contains("full          fast     fifo+peak     full/fifo"), "{out}");
     assert!(out.contains("bound ") && out.contains("fast within "), "{out}");
-    let (ok, _, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--time-limit", "soon"]);
-    assert!(!ok);
-    assert!(err.contains("--time-limit"), "{err}");
+    fails_with(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--time-limit", "soon"], "--time-limit");
 }
 
 #[test]
@@ -241,14 +236,7 @@ fn plan_blames_the_scenario_for_a_running_job_off_its_blocks() {
         );
     }
     let path = temp_config("steps.toml", "[cluster]\ngpus = 8\n[horizon]\nsteps = 1e12\n");
-    let (ok, _, err) = tally(&["plan", "--scenario", &path]);
-    assert!(!ok);
-    assert!(
-        err.contains(
-            ":4: horizon.steps: `1000000000000.0` is a floating-point number: steps is a whole number from 1 to 10000"
-        ),
-        "{err}"
-    );
+    fails_with(&["plan", "--scenario", &path], ":4: horizon.steps: `1000000000000.0` is a floating-point number: steps is a whole number from 1 to 10000");
 }
 
 #[test]
@@ -259,34 +247,15 @@ fn trace_augment_refuses_more_debug_jobs_than_it_can_hold() {
         "week.csv",
         "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,0,60,1,-,-,training,0,false,0\n2,604800,60,1,-,-,training,0,false,0\n",
     );
-    let (ok, out, err) = tally(&[
-        "trace",
-        "augment",
-        "--config",
-        "examples/tally.toml",
-        "--gpus",
-        "256",
-        "--debug-per-day",
-        "1e9",
-        &trace,
-    ]);
+    let augment = |per_day: &str| tally(&["trace", "augment", "--config", "examples/tally.toml", "--gpus", "256", "--debug-per-day", per_day, &trace]);
+    let (ok, out, err) = augment("1e9");
     assert!(!ok && out.is_empty(), "{out}");
     assert_eq!(
         err.trim(),
         "--debug-per-day: debug_per_day 1000000000 would add about 5000000000 debug jobs over the trace's 5.0 working days \
          (Mon-Fri 09:00-18:00 between its first and last submission); at most 10000000 are allowed (debug_per_day up to 2000000 for this trace)"
     );
-    let (ok, _, err) = tally(&[
-        "trace",
-        "augment",
-        "--config",
-        "examples/tally.toml",
-        "--gpus",
-        "256",
-        "--debug-per-day",
-        "40",
-        &trace,
-    ]);
+    let (ok, _, err) = augment("40");
     assert!(ok, "{err}");
     assert!(err.contains("debug jobs added"), "{err}");
 }

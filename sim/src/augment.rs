@@ -495,18 +495,7 @@ mod tests {
         let sizes = [1u32, 1, 2, 4, 8, 16, 64];
         let durations = [600u64, 1800, 3 * 3600, 11 * 3600, 13 * 3600, 40 * 3600];
         let jobs = (0..n)
-            .map(|i| TraceJob {
-                job_id: i + 1,
-                submit_s: 3600 + i * 600,
-                duration_s: durations[(i as usize) % durations.len()],
-                gpus: sizes[(i as usize / 3) % sizes.len()],
-                account: "-".into(),
-                user: "-".into(),
-                class: Class::Training,
-                contract_s: 0,
-                resumable: false,
-                priority: 0,
-            })
+            .map(|i| TraceJob::bare(i + 1, 3600 + i * 600, durations[(i as usize) % durations.len()], sizes[(i as usize / 3) % sizes.len()]))
             .collect();
         Trace { jobs }
     }

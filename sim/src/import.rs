@@ -12,7 +12,7 @@
 //!
 //! Both take the file's text and do no IO. Mappings: docs/traces.md.
 
-use crate::trace::{Class, Trace, TraceJob};
+use crate::trace::{read_csv, CsvError, Trace, TraceJob};
 use std::collections::HashMap;
 use std::fmt;
 use thiserror::Error;
@@ -28,8 +28,8 @@ pub enum ImportError {
     MissingColumn(&'static str),
     #[error("line {line}: column `{column}`: {problem}")]
     Column { line: usize, column: &'static str, problem: String },
-    #[error("line {line}: {found} comma-separated fields, the header has {expected} (one value per header column)")]
-    FieldCount { line: usize, expected: usize, found: usize },
+    #[error(transparent)]
+    Csv(#[from] CsvError),
     #[error("line {line}: {found} whitespace-separated fields; an SWF job line has 18 (`;` starts a comment line)")]
     SwfFieldCount { line: usize, found: usize },
     #[error("line {line}: field {field} ({name}): {problem}")]
@@ -97,21 +97,6 @@ impl ImportReport {
     }
 }
 
-fn imported_job(job_id: u64, submit_s: u64, duration_s: u64, gpus: u32, account: String, user: String) -> TraceJob {
-    TraceJob {
-        job_id,
-        submit_s,
-        duration_s,
-        gpus,
-        account,
-        user,
-        class: Class::Training,
-        contract_s: 0,
-        resumable: false,
-        priority: 0,
-    }
-}
-
 const EF_COLUMNS: [&str; 4] = ["job_id", "submission_time", "duration", "num_gpu"];
 const EF_ALLOWED: [&str; 4] = ["a non-empty id", "whole seconds >= 0", "whole seconds >= 1", "an integer >= 1"];
 
@@ -123,22 +108,17 @@ const EF_ALLOWED: [&str; 4] = ["a non-empty id", "whole seconds >= 0", "whole se
 /// `training`, contract 0, not resumable, priority 0. A duration or GPU
 /// count of 0 is an error with its line (the published files have none).
 pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
-    let mut lines = crate::trace::csv_lines(text);
-    let (_, header) = lines.next().ok_or(ImportError::Empty)?;
-    let names = crate::trace::csv_header(header);
+    let file = read_csv(text)?.ok_or(ImportError::Empty)?;
     let mut index = [0usize; 4];
     for (col, name) in EF_COLUMNS.iter().enumerate() {
-        index[col] = names.iter().position(|n| n == name).ok_or(ImportError::MissingColumn(name))?;
+        index[col] = file.names.iter().position(|n| n == name).ok_or(ImportError::MissingColumn(name))?;
     }
-    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
     let mut rows: Vec<(u64, u64, u32)> = Vec::new();
-    for (line, row) in lines {
-        let fields: Vec<&str> = row.split(',').map(str::trim).collect();
-        if fields.len() != names.len() {
-            return Err(ImportError::FieldCount { line, expected: names.len(), found: fields.len() });
-        }
+    for row in file {
+        let (line, fields) = row?;
         let bad = |col: usize| {
-            let raw = fields[index[col]];
+            let raw = &fields[index[col]];
             let problem = if raw.is_empty() {
                 format!("empty; expected {}", EF_ALLOWED[col])
             } else {
@@ -146,11 +126,11 @@ pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
             };
             ImportError::Column { line, column: EF_COLUMNS[col], problem }
         };
-        let id = fields[index[0]];
+        let id = &fields[index[0]];
         if id.is_empty() {
             return Err(bad(0));
         }
-        if let Some(first) = seen.insert(id, line) {
+        if let Some(first) = seen.insert(id.to_string(), line) {
             return Err(ImportError::Column {
                 line,
                 column: EF_COLUMNS[0],
@@ -167,7 +147,7 @@ pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
     let jobs = rows
         .into_iter()
         .zip(1u64..)
-        .map(|((submit_s, duration_s, gpus), id)| imported_job(id, submit_s, duration_s, gpus, "-".into(), "-".into()))
+        .map(|((submit_s, duration_s, gpus), id)| TraceJob::bare(id, submit_s, duration_s, gpus))
         .collect();
     Ok(Trace { jobs })
 }
@@ -273,14 +253,11 @@ pub fn swf(text: &str, opts: &SwfOptions) -> Result<ImportReport, ImportError> {
             err(SWF_ALLOC_PROCS, "a processor count that fits in 32 bits once divided by procs_per_gpu")
         })?;
         let name = |prefix: &str, id: i64| if id < 0 { "-".to_string() } else { format!("{prefix}{id}") };
-        jobs.push(imported_job(
-            job_id,
-            submit.round() as u64,
-            run.ceil() as u64,
-            gpus,
-            name("g", group),
-            name("u", user),
-        ));
+        jobs.push(TraceJob {
+            account: name("g", group),
+            user: name("u", user),
+            ..TraceJob::bare(job_id, submit.round() as u64, run.ceil() as u64, gpus)
+        });
     }
     let mut trace = Trace { jobs };
     trace.sort();
@@ -292,7 +269,7 @@ mod tests {
     use super::*;
 
     fn ef_job(job_id: u64, submit_s: u64, duration_s: u64, gpus: u32) -> TraceJob {
-        imported_job(job_id, submit_s, duration_s, gpus, "-".into(), "-".into())
+        TraceJob::bare(job_id, submit_s, duration_s, gpus)
     }
 
     #[test]
@@ -353,8 +330,10 @@ mod tests {
     #[test]
     fn swf_maps_fields_and_reports_skips() {
         let report = swf(SWF, &SwfOptions::default()).unwrap();
-        let job = |id, submit, dur, gpus, acct: &str, user: &str| {
-            imported_job(id, submit, dur, gpus, acct.into(), user.into())
+        let job = |id, submit, dur, gpus, acct: &str, user: &str| TraceJob {
+            account: acct.into(),
+            user: user.into(),
+            ..TraceJob::bare(id, submit, dur, gpus)
         };
         assert_eq!(report.trace.jobs, vec![job(1, 0, 3600, 16, "g7", "u3"), job(3, 20, 60, 3, "-", "u4")]);
         assert_eq!(
@@ -400,33 +379,19 @@ mod tests {
                 "line 2: 5 whitespace-separated fields; an SWF job line has 18 (`;` starts a comment line)",
             ),
             (format!("{row}\n{row}\n"), "line 2: job number 1 is already used on line 1 (job numbers must be unique)"),
-            (
-                row.replacen("1 0 0 10", "x 0 0 10", 1),
-                "line 1: field 1 (job number): expected an integer (-1 = unknown), found `x`",
-            ),
-            (
-                row.replacen("1 0 0 10", "-1 0 0 10", 1),
-                "line 1: field 1 (job number): expected a job number >= 0, found `-1`",
-            ),
-            (
-                row.replacen("1 0 0 10", "1 t 0 10", 1),
-                "line 1: field 2 (submit time): expected seconds (-1 = unknown), found `t`",
-            ),
-            (
-                row.replacen("1 0 0 10", "1 0 0 NaN", 1),
-                "line 1: field 4 (run time): expected seconds (-1 = unknown), found `NaN`",
-            ),
-            (
-                row.replacen("10 1 -1", "10 1.5 -1", 1),
-                "line 1: field 5 (allocated processors): expected an integer (-1 = unknown), found `1.5`",
-            ),
-            (
-                row.replacen(" 3 7 ", " bob 7 ", 1),
-                "line 1: field 12 (user id): expected an integer (-1 = unknown), found `bob`",
-            ),
         ];
-        for (text, want) in cases {
-            assert_eq!(swf(text, &SwfOptions::default()).unwrap_err().to_string(), *want, "{text:?}");
+        // (what of `row` is replaced, by what, the message)
+        let bad_fields: &[(&str, &str, &str)] = &[
+            ("1 0 0 10", "x 0 0 10", "field 1 (job number): expected an integer (-1 = unknown), found `x`"),
+            ("1 0 0 10", "-1 0 0 10", "field 1 (job number): expected a job number >= 0, found `-1`"),
+            ("1 0 0 10", "1 t 0 10", "field 2 (submit time): expected seconds (-1 = unknown), found `t`"),
+            ("1 0 0 10", "1 0 0 NaN", "field 4 (run time): expected seconds (-1 = unknown), found `NaN`"),
+            ("10 1 -1", "10 1.5 -1", "field 5 (allocated processors): expected an integer (-1 = unknown), found `1.5`"),
+            (" 3 7 ", " bob 7 ", "field 12 (user id): expected an integer (-1 = unknown), found `bob`"),
+        ];
+        let bad_fields = bad_fields.iter().map(|(from, to, want)| (row.replacen(from, to, 1), format!("line 1: {want}")));
+        for (text, want) in cases.iter().map(|(t, w)| (t.clone(), w.to_string())).chain(bad_fields) {
+            assert_eq!(swf(&text, &SwfOptions::default()).unwrap_err().to_string(), want, "{text:?}");
         }
         assert_eq!(
             swf(row, &SwfOptions { procs_per_gpu: 0 }).unwrap_err().to_string(),

@@ -31,6 +31,7 @@ use crate::trace::{Class, Trace};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
+use tally_allocator::priority::InsideKey;
 use tally_allocator::tree::NodeId;
 use tally_allocator::{
     charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder, QueueWalk,
@@ -158,10 +159,10 @@ struct SimJob {
     planned: bool,
 }
 
-/// The queue: (priority descending, submit, job id, index).
+/// The queue in Slurm's order: (priority descending, submit, job id, index).
 type QueueKey = (Reverse<i64>, u64, u64, usize);
-/// A team's waiting jobs: (`allocator::inside_key`, index).
-type TeamQueue = BTreeSet<((i32, bool, u64, u64), usize)>;
+/// A team's waiting jobs: ([`inside_key`], index).
+type TeamQueue = BTreeSet<(InsideKey, usize)>;
 
 /// The outcome of one scheduling decision, for tests: (time, job id, what).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -431,12 +432,18 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn inside_key(&self, i: usize) -> ((i32, bool, u64, u64), usize) {
+    fn inside_key(&self, i: usize) -> (InsideKey, usize) {
         (inside_key(&self.jobs[i].job, &self.config.priority), i)
     }
 
     fn queue_key(&self, i: usize) -> QueueKey {
-        (Reverse(self.keys[i]), self.jobs[i].job.submit_s, self.jobs[i].job.id, i)
+        self.queue_key_at(i, self.keys[i])
+    }
+
+    /// Where job `i` queues at priority `key`: Slurm's order, the priority
+    /// then submit time then job id.
+    fn queue_key_at(&self, i: usize, key: i64) -> QueueKey {
+        (Reverse(key), self.jobs[i].job.submit_s, self.jobs[i].job.id, i)
     }
 
     /// Into the queue (submitted, or eligible again after a requeue).
@@ -563,9 +570,8 @@ impl<'a> Sim<'a> {
         let waiting = self.waiting();
         let jobs: Vec<&Job> = waiting.iter().map(|&i| &self.jobs[i].job).collect();
         let order = order_queue(&jobs, &self.fs, &self.ent, &self.config.priority);
-        let mut by_value: Vec<(u32, u64, u64, usize)> =
-            waiting.iter().zip(&order.priorities).map(|(&i, p)| (p.value, self.jobs[i].job.submit_s, self.jobs[i].job.id, i)).collect();
-        by_value.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let mut by_value: Vec<QueueKey> = waiting.iter().zip(&order.priorities).map(|(&i, p)| self.queue_key_at(i, i64::from(p.value))).collect();
+        by_value.sort_unstable();
         let planner = self.config.planner.map(|p| p.rules).unwrap_or_default();
         let queue: Vec<WaitingJob> = by_value
             .iter()

@@ -286,20 +286,7 @@ mod tests {
 
     #[test]
     fn windows_and_sizes() {
-        let jobs = (0..100u64)
-            .map(|i| TraceJob {
-                job_id: i + 1,
-                submit_s: i * DAY / 2,
-                duration_s: 12 * H,
-                gpus: 8,
-                account: "-".into(),
-                user: "-".into(),
-                class: Class::Training,
-                contract_s: 0,
-                resumable: false,
-                priority: 0,
-            })
-            .collect();
+        let jobs = (0..100u64).map(|i| TraceJob::bare(i + 1, i * DAY / 2, 12 * H, 8)).collect();
         let t = Trace { jobs };
         let w = window(&t, 7, 14);
         assert_eq!(w.jobs.len(), 28);

@@ -9,6 +9,10 @@
 //! runtime (0 = unallocated), `priority` the user's priority inside the team
 //! (higher first). Unknown columns are ignored; a bad row is an error with
 //! its line number, never dropped. Documented in docs/traces.md.
+//!
+//! Reading and writing go through the `csv` crate (RFC 4180 quoting);
+//! [`read_csv`] is the one CSV reader of the crate (`import` reads
+//! ElasticFlow files with it too).
 
 use std::fmt;
 use thiserror::Error;
@@ -71,6 +75,25 @@ pub struct TraceJob {
     pub priority: i32,
 }
 
+impl TraceJob {
+    /// A job as a public trace gives it: account and user `-`, `training`,
+    /// contract 0, not resumable, priority 0 (what `augment` fills in).
+    pub fn bare(job_id: u64, submit_s: u64, duration_s: u64, gpus: u32) -> TraceJob {
+        TraceJob {
+            job_id,
+            submit_s,
+            duration_s,
+            gpus,
+            account: "-".into(),
+            user: "-".into(),
+            class: Class::Training,
+            contract_s: 0,
+            resumable: false,
+            priority: 0,
+        }
+    }
+}
+
 /// A trace: jobs in submit order (ties by job id).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Trace {
@@ -130,8 +153,18 @@ pub enum TraceError {
     Row { line: usize, column: &'static str, problem: String },
     #[error("line {line}: header: column `{column}` appears twice (each column at most once)")]
     DuplicateColumn { line: usize, column: &'static str },
+    #[error(transparent)]
+    Csv(#[from] CsvError),
+}
+
+/// Why the rows of a comma-separated file cannot be read, whatever its
+/// columns mean ([`read_csv`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CsvError {
     #[error("line {line}: {found} comma-separated fields, the header has {expected} (one value per header column)")]
     FieldCount { line: usize, expected: usize, found: usize },
+    #[error("line {line}: not readable as CSV: {what}")]
+    Unreadable { line: usize, what: String },
 }
 
 pub const COLUMNS: [&str; 10] =
@@ -176,14 +209,96 @@ fn valid_name(s: &str) -> bool {
     !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || matches!(c, ',' | '"' | '\''))
 }
 
-/// Non-blank lines with their 1-based numbers (blank lines still count).
-pub(crate) fn csv_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty())
+/// A comma-separated file as [`read_csv`] reads it: the header's column
+/// names, then the rows (an iterator of `(line, fields)`).
+pub(crate) struct CsvFile<'a> {
+    /// 1-based line of the header.
+    pub header_line: usize,
+    /// The header's column names, trimmed.
+    pub names: Vec<String>,
+    records: csv::StringRecordsIntoIter<&'a [u8]>,
+    lines: Lines<'a>,
 }
 
-/// Column names of a CSV header (a UTF-8 byte-order mark dropped).
-pub(crate) fn csv_header(header: &str) -> Vec<&str> {
-    header.strip_prefix('\u{feff}').unwrap_or(header).split(',').map(str::trim).collect()
+/// Line numbers of byte offsets, counted forwards once.
+struct Lines<'a> {
+    text: &'a [u8],
+    at: usize,
+    line: usize,
+}
+
+impl Lines<'_> {
+    /// The 1-based line of the record `csv` reports at `byte`. `csv` reports
+    /// the offset where it started reading, before the empty lines it skips
+    /// (its own line count leaves those out), so the newlines there are
+    /// stepped over first. Offsets must come in increasing order.
+    fn of(&mut self, byte: usize) -> usize {
+        let mut start = byte.max(self.at).min(self.text.len());
+        while self.text.get(start) == Some(&b'\n') {
+            start += 1;
+        }
+        self.line += self.text[self.at..start].iter().filter(|&&b| b == b'\n').count();
+        self.at = start;
+        self.line
+    }
+}
+
+/// Read a comma-separated file with the `csv` crate: RFC 4180 quoting, lines
+/// ended by `\n` or `\r\n`, fields trimmed, blank lines skipped (they still
+/// count for line numbers), a UTF-8 byte-order mark dropped. The first
+/// non-blank line is the header; `None` when there is none. Every row the
+/// iterator gives has as many fields as the header, with its 1-based line.
+pub(crate) fn read_csv(text: &str) -> Result<Option<CsvFile<'_>>, CsvError> {
+    let reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        // `\r` before `\n` is trimmed with the field; a lone `\r` ends nothing.
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_reader(text.as_bytes());
+    let mut file = CsvFile {
+        header_line: 0,
+        names: Vec::new(),
+        records: reader.into_records(),
+        lines: Lines { text: text.as_bytes(), at: 0, line: 1 },
+    };
+    let Some((line, header)) = file.next_record()? else { return Ok(None) };
+    file.header_line = line;
+    file.names = header.iter().map(|n| n.trim_start_matches('\u{feff}').trim().to_string()).collect();
+    Ok(Some(file))
+}
+
+impl CsvFile<'_> {
+    /// The next non-blank record and its line.
+    fn next_record(&mut self) -> Result<Option<(usize, csv::StringRecord)>, CsvError> {
+        for record in self.records.by_ref() {
+            let record = record.map_err(|e| CsvError::Unreadable {
+                line: e.position().map_or(self.lines.line, |p| self.lines.of(p.byte() as usize)),
+                what: e.to_string(),
+            })?;
+            if record.len() == 1 && record[0].is_empty() {
+                continue;
+            }
+            let line = self.lines.of(record.position().map_or(0, |p| p.byte() as usize));
+            return Ok(Some((line, record)));
+        }
+        Ok(None)
+    }
+}
+
+impl Iterator for CsvFile<'_> {
+    type Item = Result<(usize, csv::StringRecord), CsvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.next_record() {
+            Ok(Some((line, r))) if r.len() != self.names.len() => {
+                Err(CsvError::FieldCount { line, expected: self.names.len(), found: r.len() })
+            }
+            Ok(Some(row)) => Ok(row),
+            Ok(None) => return None,
+            Err(e) => Err(e),
+        })
+    }
 }
 
 /// Parse the canonical CSV format.
@@ -194,26 +309,21 @@ pub(crate) fn csv_header(header: &str) -> Vec<&str> {
 /// line (1-based, counting blank lines) and column; a job id seen twice is
 /// an error. The jobs come back sorted by `(submit_s, job_id)`.
 pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
-    let mut lines = csv_lines(text);
-    let (header_line, header) = lines.next().ok_or(TraceError::Empty)?;
-    let names = csv_header(header);
+    let file = read_csv(text)?.ok_or(TraceError::Empty)?;
     let mut index = [0usize; 10];
     for (col, name) in COLUMNS.iter().enumerate() {
-        let mut found = names.iter().enumerate().filter(|(_, n)| *n == name).map(|(i, _)| i);
+        let mut found = file.names.iter().enumerate().filter(|(_, n)| n == name).map(|(i, _)| i);
         index[col] = found.next().ok_or(TraceError::MissingColumn(name))?;
         if found.next().is_some() {
-            return Err(TraceError::DuplicateColumn { line: header_line, column: name });
+            return Err(TraceError::DuplicateColumn { line: file.header_line, column: name });
         }
     }
 
     let mut jobs = Vec::new();
     let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
-    for (line, row) in lines {
-        let fields: Vec<&str> = row.split(',').map(str::trim).collect();
-        if fields.len() != names.len() {
-            return Err(TraceError::FieldCount { line, expected: names.len(), found: fields.len() });
-        }
-        let get = |col: usize| fields[index[col]];
+    for row in file {
+        let (line, fields) = row?;
+        let get = |col: usize| &fields[index[col]];
         let num = |col: usize, min: u64| -> Result<u64, TraceError> {
             let raw = get(col);
             raw.parse::<u64>().ok().filter(|&v| v >= min).ok_or_else(|| bad(line, col, raw))
@@ -247,49 +357,39 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
                 problem: format!("job id {job_id} is already used on line {first} (job ids must be unique)"),
             });
         }
-        jobs.push(TraceJob {
-            job_id,
-            submit_s,
-            duration_s,
-            gpus,
-            account,
-            user,
-            class,
-            contract_s,
-            resumable,
-            priority,
-        });
+        jobs.push(TraceJob { account, user, class, contract_s, resumable, priority, ..TraceJob::bare(job_id, submit_s, duration_s, gpus) });
     }
     let mut trace = Trace { jobs };
     trace.sort();
     Ok(trace)
 }
 
-/// Write the canonical CSV: the header in [`COLUMNS`] order, then one row
-/// per job in the trace's order, `\n` after every line. [`parse_csv`] reads
-/// it back to the same trace (when the trace is sorted and its names valid).
+/// Write the canonical CSV (with the `csv` crate): the header in
+/// [`COLUMNS`] order, then one row per job in the trace's order, `\n` after
+/// every line. [`parse_csv`] reads it back to the same trace (when the trace
+/// is sorted and its names valid: valid names never need quotes).
 pub fn to_csv(trace: &Trace) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(64 * (trace.jobs.len() + 1));
-    out.push_str(&COLUMNS.join(","));
-    out.push('\n');
-    for j in &trace.jobs {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{}",
-            j.job_id,
-            j.submit_s,
-            j.duration_s,
-            j.gpus,
-            j.account,
-            j.user,
-            j.class,
-            j.contract_s,
-            j.resumable,
-            j.priority
-        );
-    }
-    out
+    let mut w = csv::Writer::from_writer(Vec::with_capacity(64 * (trace.jobs.len() + 1)));
+    let written = w.write_record(COLUMNS).and_then(|()| {
+        trace.jobs.iter().try_for_each(|j| {
+            w.write_record([
+                j.job_id.to_string(),
+                j.submit_s.to_string(),
+                j.duration_s.to_string(),
+                j.gpus.to_string(),
+                j.account.clone(),
+                j.user.clone(),
+                j.class.name().to_string(),
+                j.contract_s.to_string(),
+                j.resumable.to_string(),
+                j.priority.to_string(),
+            ])
+        })
+    });
+    // Into memory, from UTF-8 fields: neither can fail.
+    written.expect("writing CSV into memory");
+    let bytes = w.into_inner().expect("flushing CSV into memory");
+    String::from_utf8(bytes).expect("CSV of UTF-8 fields is UTF-8")
 }
 
 #[cfg(test)]
@@ -430,6 +530,30 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(parse_csv(text).unwrap_err().to_string(), *want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn line_numbers_count_blank_lines_crlf_and_quoted_newlines() {
+        let row = "1,0,60,1,a,u,debug,0,false,0";
+        // CRLF, blank lines (empty and spaces), a byte-order mark: the bad
+        // row is still named by its line in the file.
+        let text = format!("\u{feff}\r\n{HEADER}\r\n\r\n  \r\n{row}\r\n\r\n2,0,60,1,a,u,debug,0,maybe,0\r\n");
+        assert_eq!(
+            parse_csv(&text).unwrap_err().to_string(),
+            "line 7: column `resumable`: expected true or false, found `maybe`"
+        );
+        // A quoted field may hold a newline (RFC 4180): it is one field, and
+        // the lines after it keep their numbers.
+        let text = format!("{HEADER}\n{row}\n\n\"2\",0,60,1,\"a\nb\",u,debug,0,false,0\n3,0,60,1,a,u,debug,0,false,x\n");
+        assert_eq!(
+            parse_csv(&text).unwrap_err().to_string(),
+            "line 4: column `account`: expected a name without spaces, commas or quotes (`-` for none), found `a\nb`"
+        );
+        let text = text.replace("\"a\nb\"", "a");
+        assert_eq!(
+            parse_csv(&text).unwrap_err().to_string(),
+            "line 5: column `priority`: expected an integer (higher runs first inside the team), found `x`"
+        );
     }
 
     #[test]

@@ -1,10 +1,16 @@
-//! A tiny dependency-free SVG chart writer.
+//! The SVG charts of `tally sim --plots` (docs/img): line charts, a log
+//! time axis for wait CDFs, grouped bar charts.
 //!
-//! The charts are written as plain SVG strings (no font files, no renderer):
-//! `plotters`' text rendering needs system fonts that a fresh CI machine does
-//! not have. Every function here is pure and deterministic: the same input
-//! gives a byte-identical string. Coordinates are printed with one decimal to
-//! keep the files small, and each series stays a single `<polyline>`.
+//! Written as plain SVG strings: `<text>` elements that the viewer renders,
+//! so no font file is read or embedded. (`plotters` could do the same: its
+//! SVG backend without the `ttf`/`ab_glyph` features draws captions, axis
+//! descriptions and tick labels, estimating text widths without a font;
+//! only `ab_glyph` needs a font registered from bytes. These charts stay
+//! hand-written because their bytes are pinned: docs/img and the replays'
+//! plots are compared byte for byte, and plotters lays out differently.)
+//! Every function here is pure and deterministic: the same input gives a
+//! byte-identical string. Coordinates are printed with one decimal to keep
+//! the files small, and each series stays a single `<polyline>`.
 
 use std::fmt::Write as _;
 
@@ -40,14 +46,6 @@ pub struct Series<'a> {
     pub points: Vec<(f64, f64)>,
 }
 
-/// "Nice" axis ticks (multiples of 1, 2 or 5 x 10^k) covering `[lo, hi]`:
-/// the first tick is <= `lo`, the last >= `hi`, and there are 5 to 8 ticks
-/// whenever such a step exists (4 or 9 otherwise). A degenerate or
-/// non-finite range is widened first, so the result always has >= 2 ticks.
-pub fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    Scale::new(lo, hi).ticks
-}
-
 /// A numeric axis: its ticks, the range they span and how to print them.
 #[derive(Debug, Clone)]
 struct Scale {
@@ -58,6 +56,10 @@ struct Scale {
 }
 
 impl Scale {
+    /// "Nice" axis ticks (multiples of 1, 2 or 5 x 10^k) covering `[lo, hi]`:
+    /// the first tick is <= `lo`, the last >= `hi`, and there are 5 to 8
+    /// ticks whenever such a step exists (4 or 9 otherwise). A degenerate or
+    /// non-finite range is widened first, so there are always >= 2 ticks.
     fn new(lo: f64, hi: f64) -> Scale {
         let (mut lo, mut hi) = if lo.is_finite() && hi.is_finite() {
             (lo.min(hi), lo.max(hi))
@@ -255,15 +257,7 @@ fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], step: boo
         doc.text(x, bottom + 19.0, FONT, "middle", &xs.label(t));
     }
     doc.frame(left, top, right, bottom);
-    if !x_label.is_empty() {
-        doc.text(
-            (left + right) / 2.0,
-            HEIGHT - 12.0,
-            LABEL_FONT,
-            "middle",
-            x_label,
-        );
-    }
+    doc.x_label(left, right, x_label);
 
     for (i, pts) in clean.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
@@ -624,16 +618,15 @@ impl Doc {
             "middle",
             "no data",
         );
-        if !x_label.is_empty() {
-            self.text(
-                (left + right) / 2.0,
-                HEIGHT - 12.0,
-                LABEL_FONT,
-                "middle",
-                x_label,
-            );
-        }
+        self.x_label(left, right, x_label);
         self.y_label(top, bottom, y_label);
+    }
+
+    /// The x axis's label, centred under the plot (none when empty).
+    fn x_label(&mut self, left: f64, right: f64, label: &str) {
+        if !label.is_empty() {
+            self.text((left + right) / 2.0, HEIGHT - 12.0, LABEL_FONT, "middle", label);
+        }
     }
 }
 
@@ -731,6 +724,14 @@ mod tests {
             .collect()
     }
 
+    /// Every one of `want` is the text of a `<text>` element of `doc`.
+    fn assert_texts(doc: &roxmltree::Document, want: &[&str]) {
+        let texts = texts(doc);
+        for w in want {
+            assert!(texts.iter().any(|t| t == w), "{w:?} not in {texts:?}");
+        }
+    }
+
     fn count(doc: &roxmltree::Document, tag: &str) -> usize {
         doc.descendants().filter(|n| n.has_tag_name(tag)).count()
     }
@@ -745,6 +746,10 @@ mod tests {
             .enumerate()
             .map(|(i, x)| (x, (i + 1) as f64 / n as f64))
             .collect()
+    }
+
+    fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
+        Scale::new(lo, hi).ticks
     }
 
     #[test]
@@ -853,17 +858,10 @@ mod tests {
             true,
         );
         let doc = parse(&svg);
-        let texts = texts(&doc);
-        for want in [
-            "Wait <time> & CDF",
-            "FIFO <baseline>",
-            "Tally & friends",
-            "team \"a\" 'b'",
-            "wait (h)",
-            "fraction of jobs",
-        ] {
-            assert!(texts.iter().any(|t| t == want), "{want:?} not in {texts:?}");
-        }
+        assert_texts(
+            &doc,
+            &["Wait <time> & CDF", "FIFO <baseline>", "Tally & friends", "team \"a\" 'b'", "wait (h)", "fraction of jobs"],
+        );
         assert!(svg.contains("Wait &lt;time&gt; &amp; CDF"));
         assert!(svg.contains("team &quot;a&quot; &apos;b&apos;"));
         assert_eq!(count(&doc, "polyline"), 3);
@@ -952,29 +950,9 @@ mod tests {
 
     #[test]
     fn y_axis_starts_at_zero_for_non_negative_data() {
-        let svg = line_chart(
-            "t",
-            "x",
-            "y",
-            &[Series {
-                name: "s",
-                points: vec![(0.0, 50.0), (1.0, 60.0)],
-            }],
-            false,
-        );
-        let doc = parse(&svg);
-        assert!(texts(&doc).iter().any(|t| t == "0"));
-        let svg = line_chart(
-            "t",
-            "x",
-            "y",
-            &[Series {
-                name: "s",
-                points: vec![(0.0, -50.0), (1.0, 60.0)],
-            }],
-            false,
-        );
-        assert!(texts(&parse(&svg)).iter().any(|t| t == "-60" || t == "-50"));
+        let chart = |points| line_chart("t", "x", "y", &[Series { name: "s", points }], false);
+        assert_texts(&parse(&chart(vec![(0.0, 50.0), (1.0, 60.0)])), &["0"]);
+        assert!(texts(&parse(&chart(vec![(0.0, -50.0), (1.0, 60.0)]))).iter().any(|t| t == "-60" || t == "-50"));
     }
 
     #[test]
@@ -1042,24 +1020,13 @@ mod tests {
             Some((0.95, "95% target")),
         );
         let doc = parse(&svg);
-        let texts = texts(&doc);
-        for want in [
-            "Share met",
-            "FIFO",
-            "multifactor",
-            "Tally",
-            "95% target",
-            "fraction",
-            "team-14 <ml & vision>",
-        ] {
-            assert!(texts.iter().any(|t| t == want), "{want:?} not in {texts:?}");
-        }
+        assert_texts(&doc, &["Share met", "FIFO", "multifactor", "Tally", "95% target", "fraction", "team-14 <ml & vision>"]);
         assert!(svg.contains("team-03 &lt;ml &amp; vision&gt;"));
         assert!(svg.contains("rotate(-45"));
         assert!(svg.contains("stroke-dasharray"));
         // Background, frame, 3 legend boxes and 45 bars.
         assert_eq!(count(&doc, "rect"), 2 + 3 + 45);
-        assert!(texts.iter().any(|t| t == "0.0"), "y axis from 0: {texts:?}");
+        assert_texts(&doc, &["0.0"]); // the y axis starts at 0
 
         let few = ["a".to_string(), "b".to_string()];
         let svg = bar_chart("t", "y", &few, &[("s", vec![1.0, 2.0])], None);
@@ -1125,89 +1092,25 @@ mod tests {
             return;
         };
         let dir = std::path::PathBuf::from(dir);
-        let series = [
-            Series {
-                name: "FIFO",
-                points: cdf(1500, 40.0)
-                    .into_iter()
-                    .map(|(x, y)| (x / 60.0, y))
-                    .collect(),
-            },
-            Series {
-                name: "multifactor",
-                points: cdf(700, 10.0)
-                    .into_iter()
-                    .map(|(x, y)| (x / 30.0, y))
-                    .collect(),
-            },
-            Series {
-                name: "Tally",
-                points: cdf(300, 3.0)
-                    .into_iter()
-                    .map(|(x, y)| (x / 20.0, y))
-                    .collect(),
-            },
-        ];
-        std::fs::write(
-            dir.join("line.svg"),
-            line_chart(
-                "Wait time CDF",
-                "wait (h)",
-                "fraction of jobs",
-                &series,
-                true,
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("bar.svg"),
-            bar_chart(
-                "Guaranteed share met",
-                "fraction of hours",
-                &teams(),
-                &bar_series(),
-                Some((0.95, "95% target")),
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.join("empty.svg"),
-            line_chart("Nothing", "x", "y", &[], false),
-        )
-        .unwrap();
+        let write = |name: &str, svg: String| std::fs::write(dir.join(name), svg).unwrap();
+        // (name, samples, scale, x divided by)
+        let cdfs = [("FIFO", 1500, 40.0, 60.0), ("multifactor", 700, 10.0, 30.0), ("Tally", 300, 3.0, 20.0)];
+        let series: Vec<Series> = cdfs
+            .iter()
+            .map(|&(name, n, scale, per)| Series { name, points: cdf(n, scale).into_iter().map(|(x, y)| (x / per, y)).collect() })
+            .collect();
+        write("line.svg", line_chart("Wait time CDF", "wait (h)", "fraction of jobs", &series, true));
+        write("bar.svg", bar_chart("Guaranteed share met", "fraction of hours", &teams(), &bar_series(), Some((0.95, "95% target"))));
+        write("empty.svg", line_chart("Nothing", "x", "y", &[], false));
         let many: Vec<Series> = (0..11)
             .map(|i| Series {
                 name: ["alpha-team", "b", "vision & speech", "robotics"][i % 4],
-                points: (0..200)
-                    .map(|k| {
-                        (
-                            k as f64 * 0.5 - 20.0,
-                            ((k + i * 7) as f64 * 0.05).sin() * 3.0,
-                        )
-                    })
-                    .collect(),
+                points: (0..200).map(|k| (k as f64 * 0.5 - 20.0, ((k + i * 7) as f64 * 0.05).sin() * 3.0)).collect(),
             })
             .collect();
-        std::fs::write(
-            dir.join("many.svg"),
-            line_chart("Many series, plain lines", "t (min)", "delta", &many, false),
-        )
-        .unwrap();
-        let cats: Vec<String> = ["ml", "vision", "speech", "robotics"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        std::fs::write(
-            dir.join("few.svg"),
-            bar_chart(
-                "Few categories",
-                "gain",
-                &cats,
-                &[("Tally vs FIFO", vec![0.3, -0.2, 0.05, 1.2])],
-                Some((1.0, "goal")),
-            ),
-        )
-        .unwrap();
+        write("many.svg", line_chart("Many series, plain lines", "t (min)", "delta", &many, false));
+        let cats: Vec<String> = ["ml", "vision", "speech", "robotics"].iter().map(|s| s.to_string()).collect();
+        write("few.svg", bar_chart("Few categories", "gain", &cats, &[("Tally vs FIFO", vec![0.3, -0.2, 0.05, 1.2])], Some((1.0, "goal"))));
     }
 
     #[test]
