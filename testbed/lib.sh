@@ -179,6 +179,17 @@ descendants() {
 }
 
 # ---- cluster queries -------------------------------------------------------------------------
+# Bring up a 2-node bed with all three Tally plugins from $1 (a plugin
+# dir), the accounts file $2 and slurmctld's extra environment $3
+# (TALLY_ENV), and take it down when the calling script exits.
+bed_with_tally() {
+    export TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$1
+    export TALLY_ACCOUNTS=$2 TALLY_ENV=$3
+    export TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE'
+    bash testbed/up.sh
+    trap 'bash testbed/down.sh' EXIT
+}
+
 ctld_up() { timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP'; }
 
 # Number of jobs in the queue (pending, running, completing...).

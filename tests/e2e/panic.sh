@@ -29,13 +29,7 @@ CONFIG=$RUN/panic-tally.toml
 cp tests/e2e/tally.toml "$CONFIG"
 target/release/tally config accounts "$CONFIG" >"$RUN/panic-accounts"
 
-export TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$PLUGINS
-export TALLY_ACCOUNTS=$RUN/panic-accounts TALLY_ENV="TALLY_CONFIG=$CONFIG TALLY_INJECT_PANIC=all"
-export TALLY_SLURM_EXTRA="JobSubmitPlugins=tally
-PreemptType=preempt/tally
-PreemptMode=REQUEUE"
-bash testbed/up.sh
-trap 'bash testbed/down.sh' EXIT
+bed_with_tally "$PLUGINS" "$RUN/panic-accounts" "TALLY_CONFIG=$CONFIG TALLY_INJECT_PANIC=all"
 
 ping_ok() { timeout 10 scontrol ping | grep -q 'is UP'; }
 step() { printf '%-58s ' "$1"; }

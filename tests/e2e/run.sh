@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 RUN=${TALLY_RUN_DIR:-/var/tmp/tally-testbed}
+# shellcheck source=testbed/lib.sh
+source testbed/lib.sh
 # A copy: the planner test turns [planner] on in it and reconfigures.
 CONFIG=$RUN/e2e-tally.toml
 
@@ -18,13 +20,7 @@ cp tests/e2e/tally.toml "$CONFIG"
 target/release/tally config check "$CONFIG" >/dev/null
 target/release/tally config accounts "$CONFIG" >"$RUN/e2e-accounts"
 
-export TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$ROOT/target/plugins
-export TALLY_ACCOUNTS=$RUN/e2e-accounts TALLY_ENV="TALLY_CONFIG=$CONFIG"
-export TALLY_SLURM_EXTRA="JobSubmitPlugins=tally
-PreemptType=preempt/tally
-PreemptMode=REQUEUE"
-bash testbed/up.sh
-trap 'bash testbed/down.sh' EXIT
+bed_with_tally "$ROOT/target/plugins" "$RUN/e2e-accounts" "TALLY_CONFIG=$CONFIG"
 
 status=0
 TALLY_E2E_CONFIG=$CONFIG cargo test --locked -p tally-tests --features e2e --test e2e -- --test-threads=1 --nocapture || status=$?
