@@ -280,6 +280,13 @@ impl ContractRules {
         self.resolve_parsed(&parsed)
     }
 
+    /// The longest contract these rules accept for a job that wants
+    /// `wanted_s` of protection: what a user who knows the maximum writes
+    /// (the synthetic traces' users do).
+    pub fn longest_accepted(&self, wanted_s: u64) -> u64 {
+        wanted_s.min(self.max_s)
+    }
+
     /// An allocated job that is not resumable and may run longer than any
     /// contract (its time limit above `max_s`, or none): what job_submit
     /// does with it. `long_jobs = "reject"` refuses it (the site keeps every

@@ -410,7 +410,7 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
         } else {
             let (lo, hi) = CONTRACT_FRACTION;
             let raw = ((lo + (hi - lo) * u_frac) * job.duration_s as f64) as u64;
-            (raw / 60 * 60).max(60).min(max_s)
+            config.contracts.longest_accepted((raw / 60 * 60).max(60))
         };
         let resumable = job.duration_s > max_s || RESUMABLE.iter().any(|&(c, p)| c == class && u_res < p);
         jobs.push(TraceJob {
@@ -465,7 +465,7 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
                         account,
                         user,
                         class: Class::Debug,
-                        contract_s: duration_s.min(max_s),
+                        contract_s: config.contracts.longest_accepted(duration_s),
                         resumable: false,
                         priority: priority(u_prio0, u_prio),
                     });
