@@ -13,6 +13,8 @@
 //! This is the only crate that derives serde. Default path:
 //! `/etc/slurm/tally.toml`, overridden by `$TALLY_CONFIG`.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
