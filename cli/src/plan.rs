@@ -197,32 +197,73 @@ fn plan_json(s: &Scenario, p: &Plan, score: &Score) -> Value {
     })
 }
 
+/// The plan's grid as SVG, drawn with plotters (crate::plot): GPUs (rows,
+/// GPU 0 at the bottom) x steps (columns), a cell per GPU-step coloured by
+/// its batch job, grey for realtime, white when idle.
 fn svg(s: &Scenario, p: &Plan) -> String {
+    use crate::plot::{render, Categories, DESC_SIZE, FONT, INK, LABEL_SIZE};
+    use plotters::prelude::*;
+    const PALETTE: [RGBColor; 10] = [
+        RGBColor(0x4e, 0x79, 0xa7),
+        RGBColor(0xf2, 0x8e, 0x2b),
+        RGBColor(0xe1, 0x57, 0x59),
+        RGBColor(0x76, 0xb7, 0xb2),
+        RGBColor(0x59, 0xa1, 0x4f),
+        RGBColor(0xed, 0xc9, 0x48),
+        RGBColor(0xb0, 0x7a, 0xa1),
+        RGBColor(0xff, 0x9d, 0xa7),
+        RGBColor(0x9c, 0x75, 0x5f),
+        RGBColor(0xba, 0xb0, 0xac),
+    ];
+    const REALTIME: RGBColor = RGBColor(0x88, 0x88, 0x88);
     let g = cells(s, p);
-    let (cw, ch) = (900.0 / s.steps as f64, (480.0 / f64::from(s.gpus)).min(12.0));
-    let palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 960 {h}\" font-family=\"sans-serif\" font-size=\"12\"><rect width=\"960\" height=\"{h}\" fill=\"white\"/><text x=\"30\" y=\"18\">plan: GPUs (rows) x steps (columns); grey = realtime, white = idle</text>",
-        h = 40.0 + ch * f64::from(s.gpus)
-    );
-    for (i, row) in g.iter().enumerate() {
-        for (t, &c) in row.iter().enumerate() {
-            let fill = match c {
-                '.' => continue,
-                '@' | '#' | '%' | '&' | '*' => "#888888".to_string(),
-                c => palette[(c as usize) % palette.len()].to_string(),
-            };
-            out.push_str(&format!(
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{fill}\" stroke=\"white\" stroke-width=\"0.3\"/>",
-                30.0 + cw * t as f64,
-                30.0 + ch * i as f64,
-                cw,
-                ch
-            ));
-        }
-    }
-    out.push_str("</svg>\n");
-    out
+    let (steps, gpus) = (s.steps, s.gpus as usize);
+    // Rows of up to 16 px, the grid 480 px high at most; 900 px for the steps.
+    let row = (480 / gpus.max(1)).clamp(1, 16);
+    let size = (960, (row * gpus) as u32 + 100);
+    // A label on every step up to 24 steps, on every GPU up to 16 rows.
+    let (x_every, y_every) = (steps.div_ceil(24).max(1), gpus.div_ceil(16).max(1));
+    render(size, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                "plan: GPUs (rows) x steps (columns); grey = realtime, white = idle",
+                (FONT, DESC_SIZE).into_font().color(&INK),
+            )
+            .margin(10)
+            .margin_right(40)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(Categories { n: steps, every: x_every }, Categories { n: gpus, every: y_every })?;
+        let index = |v: &f64| format!("{}", v.floor());
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .axis_style(INK)
+            .label_style((FONT, LABEL_SIZE).into_font().color(&INK))
+            .axis_desc_style((FONT, DESC_SIZE).into_font().color(&INK))
+            .x_label_formatter(&index)
+            .y_label_formatter(&index)
+            .x_desc("step")
+            .y_desc("GPU")
+            .draw()?;
+        // A white pixel between cells when they are big enough to spare it.
+        let (w, h) = chart.plotting_area().dim_in_pixel();
+        let gap_x = u32::from(w as usize >= 4 * steps);
+        let gap_y = u32::from(h as usize >= 4 * gpus);
+        let cells = g.iter().enumerate().flat_map(|(i, row)| {
+            row.iter().enumerate().filter(|&(_, &c)| c != '.').map(move |(t, &c)| {
+                let colour = match c {
+                    '@' | '#' | '%' | '&' | '*' => REALTIME,
+                    c => PALETTE[(c as usize) % PALETTE.len()],
+                };
+                let mut cell = Rectangle::new([(t as f64, i as f64), (t as f64 + 1.0, i as f64 + 1.0)], colour.filled());
+                cell.set_margin(gap_y, 0, 0, gap_x);
+                cell
+            })
+        });
+        chart.draw_series(cells)?;
+        Ok(())
+    })
 }
 
 pub fn run_cmd(a: PlanArgs) -> Result<(), String> {

@@ -1,40 +1,65 @@
 //! The SVG charts of `tally sim --plots` (docs/img): line charts, a log
 //! time axis for wait CDFs, grouped bar charts.
 //!
-//! Written as plain SVG strings: `<text>` elements that the viewer renders,
-//! so no font file is read or embedded. (`plotters` could do the same: its
-//! SVG backend without the `ttf`/`ab_glyph` features draws captions, axis
-//! descriptions and tick labels, estimating text widths without a font;
-//! only `ab_glyph` needs a font registered from bytes. These charts stay
-//! hand-written because their bytes are pinned: docs/img and the replays'
-//! plots are compared byte for byte, and plotters lays out differently.)
-//! Every function here is pure and deterministic: the same input gives a
-//! byte-identical string. Coordinates are printed with one decimal to keep
-//! the files small, and each series stays a single `<polyline>`.
+//! Drawn by `plotters` through its SVG backend into a `String`. The crate is
+//! built without its `ttf`/`ab_glyph` features, so no font file is read and
+//! no system font is looked up: text goes out as `<text>` elements that the
+//! viewer renders, laid out with plotters' built-in estimate of text widths.
+//! The legend sits right of the plot, where it hides no data. The same
+//! input gives a byte-identical string. `tally plan --svg` draws its grid
+//! with the same helpers ([`render`], [`Categories`]).
 
-use std::fmt::Write as _;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
+use tally_allocator::format_duration;
 
-/// Width of every chart, in px (the `viewBox` too).
-pub const WIDTH: f64 = 900.0;
-/// Height of every chart, in px (the `viewBox` too).
-pub const HEIGHT: f64 = 500.0;
+/// Width of every chart, in px.
+pub const WIDTH: u32 = 900;
+/// Height of every chart, in px.
+pub const HEIGHT: u32 = 500;
 
 /// Fixed colour palette (Tableau 10, reordered so that neighbours differ);
 /// series `i` gets `PALETTE[i % 8]`.
-pub const PALETTE: [&str; 8] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1", "#76b7b2", "#9c755f", "#edc948",
+pub const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x4e, 0x79, 0xa7),
+    RGBColor(0xf2, 0x8e, 0x2b),
+    RGBColor(0xe1, 0x57, 0x59),
+    RGBColor(0x59, 0xa1, 0x4f),
+    RGBColor(0xb0, 0x7a, 0xa1),
+    RGBColor(0x76, 0xb7, 0xb2),
+    RGBColor(0x9c, 0x75, 0x5f),
+    RGBColor(0xed, 0xc9, 0x48),
 ];
 
-const FONT: f64 = 12.0;
-const TITLE_FONT: f64 = 18.0;
-const LABEL_FONT: f64 = 13.0;
-const GRID: &str = "#e3e3e3";
-const INK: &str = "#333333";
-const REFERENCE: &str = "#c0392b";
+pub(crate) const FONT: &str = "sans-serif";
+/// Font sizes as plotters takes them: it writes `size / 1.24` px, here
+/// 18, 12 and 14.
+pub(crate) const TITLE_SIZE: f64 = 22.32;
+pub(crate) const LABEL_SIZE: f64 = 14.88;
+pub(crate) const DESC_SIZE: f64 = 17.36;
+pub(crate) const GRID: RGBColor = RGBColor(0xe3, 0xe3, 0xe3);
+pub(crate) const INK: RGBColor = RGBColor(0x33, 0x33, 0x33);
+const REFERENCE: RGBColor = RGBColor(0xc0, 0x39, 0x2b);
 /// Longest legend name, in characters, before it is cut with an ellipsis.
-const MAX_LEGEND_CHARS: usize = 40;
+const MAX_LEGEND_CHARS: usize = 30;
 /// Longest category label, in characters, before it is cut with an ellipsis.
 const MAX_CATEGORY_CHARS: usize = 28;
+/// Margin around the plot and above the title, in px.
+const MARGIN: u32 = 12;
+/// Room left of the plot for the y tick labels and description, in px.
+const Y_AREA: u32 = 70;
+/// The legend's inner margin and the width of its marks, in px.
+const LEGEND_MARGIN: u32 = 8;
+const LEGEND_MARK: u32 = 26;
+
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub(crate) type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+type Chart<'a, 'b, X> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, RangedCoordf64>>;
 
 /// One line of a line chart.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,259 +71,70 @@ pub struct Series<'a> {
     pub points: Vec<(f64, f64)>,
 }
 
-/// A numeric axis: its ticks, the range they span and how to print them.
-#[derive(Debug, Clone)]
-struct Scale {
-    ticks: Vec<f64>,
-    decimals: usize,
-    /// Labels of the ticks when they are not the numbers (log time axes).
-    labels: Option<Vec<String>>,
-}
-
-impl Scale {
-    /// "Nice" axis ticks (multiples of 1, 2 or 5 x 10^k) covering `[lo, hi]`:
-    /// the first tick is <= `lo`, the last >= `hi`, and there are 5 to 8
-    /// ticks whenever such a step exists (4 or 9 otherwise). A degenerate or
-    /// non-finite range is widened first, so there are always >= 2 ticks.
-    fn new(lo: f64, hi: f64) -> Scale {
-        let (mut lo, mut hi) = if lo.is_finite() && hi.is_finite() {
-            (lo.min(hi), lo.max(hi))
-        } else {
-            (0.0, 1.0)
-        };
-        if hi - lo <= 1e-12 * lo.abs().max(hi.abs()) {
-            if lo == 0.0 {
-                hi = 1.0;
-            } else {
-                let pad = lo.abs() * 0.1;
-                lo -= pad;
-                hi += pad;
-            }
-        }
-        let range = hi - lo;
-        let e0 = range.log10().floor() as i32;
-        // (score, waste, exponent, mantissa, first index, last index)
-        let mut best: Option<(f64, f64, i32, i64, f64, f64)> = None;
-        for e in (e0 - 2..=e0 + 1).rev() {
-            for m in [5i64, 2, 1] {
-                let step = m as f64 * 10f64.powi(e);
-                let i0 = (lo / step + 1e-9).floor();
-                let i1 = (hi / step - 1e-9).ceil();
-                let count = i1 - i0 + 1.0;
-                let score = if count < 5.0 {
-                    5.0 - count
-                } else if count > 8.0 {
-                    count - 8.0
-                } else {
-                    0.0
-                };
-                let waste = ((i1 - i0) * step - range) / ((i1 - i0) * step);
-                let better = match best {
-                    None => true,
-                    Some((s, w, ..)) => score < s || (score == s && waste < w - 1e-9),
-                };
-                if better {
-                    best = Some((score, waste, e, m, i0, i1));
-                }
-            }
-        }
-        match best {
-            Some((_, _, e, m, i0, i1))
-                if i1 - i0 < 1000.0 && i0.abs() < 1e15 && i1.abs() < 1e15 =>
-            {
-                let (i0, i1) = (i0 as i64, i1 as i64);
-                let ticks = (i0..=i1)
-                    .map(|i| {
-                        // Multiply/divide by an exact power of ten so that,
-                        // e.g., 3 x 0.1 comes out as 0.3.
-                        let v = (i * m) as f64;
-                        if e >= 0 {
-                            v * 10f64.powi(e)
-                        } else {
-                            v / 10f64.powi(-e)
-                        }
-                    })
-                    .collect();
-                Scale {
-                    ticks,
-                    decimals: if e < 0 { (-e) as usize } else { 0 },
-                    labels: None,
-                }
-            }
-            // Absurd ranges (e.g. 1e300 wide at 1e-300 precision): just the ends.
-            _ => Scale {
-                ticks: vec![lo, hi],
-                decimals: 3,
-                labels: None,
-            },
-        }
-    }
-
-    /// A log₁₀ axis over seconds `[lo, hi]` (values below 1 s drawn at 1 s),
-    /// ticked at 1 s, 10 s, 1 min, 10 min, 1 h, 10 h, 1 d, 10 d, 100 d.
-    fn log_seconds(lo: f64, hi: f64) -> Scale {
-        const TICKS: [(f64, &str); 9] = [
-            (1.0, "1s"),
-            (10.0, "10s"),
-            (60.0, "1m"),
-            (600.0, "10m"),
-            (3600.0, "1h"),
-            (36_000.0, "10h"),
-            (86_400.0, "1d"),
-            (864_000.0, "10d"),
-            (8_640_000.0, "100d"),
-        ];
-        let (lo, hi) = (lo.max(1.0), hi.max(1.0));
-        let first = TICKS.iter().rposition(|&(t, _)| t <= lo).unwrap_or(0);
-        let last = TICKS.iter().position(|&(t, _)| t >= hi).unwrap_or(TICKS.len() - 1).max(first + 1);
-        let ticks = TICKS[first..=last].iter().map(|&(t, _)| t.log10()).collect();
-        let labels = TICKS[first..=last].iter().map(|&(_, l)| l.to_string()).collect();
-        Scale { ticks, decimals: 0, labels: Some(labels) }
-    }
-
-    fn lo(&self) -> f64 {
-        self.ticks[0]
-    }
-
-    fn hi(&self) -> f64 {
-        self.ticks[self.ticks.len() - 1]
-    }
-
-    /// Where `v` falls between `a` (at `lo`) and `b` (at `hi`).
-    fn map(&self, v: f64, a: f64, b: f64) -> f64 {
-        a + (v - self.lo()) / (self.hi() - self.lo()) * (b - a)
-    }
-
-    fn label(&self, v: f64) -> String {
-        if let Some(i) = self.labels.as_ref().and_then(|_| self.ticks.iter().position(|&t| t == v)) {
-            return self.labels.as_ref().map(|l| l[i].clone()).unwrap_or_default();
-        }
-        let s = format!("{:.*}", self.decimals, v);
-        if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
-            s[1..].to_string()
-        } else {
-            s
-        }
-    }
-
-    fn widest_label(&self) -> f64 {
-        self.ticks
-            .iter()
-            .map(|&t| text_width(&self.label(t), FONT))
-            .fold(0.0, f64::max)
-    }
-}
-
-/// Line chart (several series, legend, axes with ~5-8 "nice" ticks on each
-/// axis, grid lines, title, axis labels). `step: bool` draws step lines (for
-/// CDFs: each y value holds until the next point's x). Empty or all-empty
-/// input still gives a valid SVG with a "no data" note.
-pub fn line_chart(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-    step: bool,
-) -> String {
+/// Line chart (several series with a legend right of the plot, axes with
+/// plotters' ticks, grid lines, title, axis labels). `step: bool` draws
+/// step lines (for CDFs: each y value holds until the next point's x).
+/// Empty or all-empty input still gives a valid SVG with a "no data" note.
+pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], step: bool) -> String {
     chart(title, x_label, y_label, series, step, false)
 }
 
-/// [`line_chart`] with x in seconds on a log axis (ticks 1 s, 10 s, 1 min,
-/// … 100 d): waits that span seconds and days both show. Values below 1 s
-/// are drawn at 1 s.
+/// [`line_chart`] with x in seconds on a log axis ticked at 1s, 10s, 1m,
+/// 10m, 1h, 10h, 1d, 10d, 100d: waits that span seconds and days both
+/// show. Values below 1 s are drawn at 1 s.
 pub fn line_chart_log_seconds(title: &str, x_label: &str, y_label: &str, series: &[Series], step: bool) -> String {
     chart(title, x_label, y_label, series, step, true)
 }
 
 fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], step: bool, log_seconds: bool) -> String {
-    let clean: Vec<Vec<(f64, f64)>> = series
+    let lines: Vec<Vec<(f64, f64)>> = series
         .iter()
         .map(|s| {
-            s.points
+            let pts: Vec<(f64, f64)> = s
+                .points
                 .iter()
                 .copied()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .map(|(x, y)| if log_seconds { (x.max(1.0).log10(), y) } else { (x, y) })
-                .collect()
+                .map(|(x, y)| if log_seconds { (x.max(1.0), y) } else { (x, y) })
+                .collect();
+            if step {
+                step_corners(&pts)
+            } else {
+                pts
+            }
         })
         .collect();
-    let mut doc = Doc::new(title);
-    let (xmin, xmax, ymin, ymax) = clean.iter().flatten().fold(
-        (
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-        ),
-        |(a, b, c, d), &(x, y)| (a.min(x), b.max(x), c.min(y), d.max(y)),
-    );
-    if !xmin.is_finite() {
-        doc.no_data(x_label, y_label);
-        return doc.finish();
-    }
-    let xs = if log_seconds { Scale::log_seconds(10f64.powf(xmin), 10f64.powf(xmax)) } else { Scale::new(xmin, xmax) };
-    let ys = Scale::new(if ymin >= 0.0 { 0.0 } else { ymin }, ymax);
-
-    let left = left_margin(&ys);
-    let right = WIDTH - 30.0;
-    let legend: Vec<(&str, Mark)> = series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.name, Mark::Line(PALETTE[i % PALETTE.len()])))
-        .collect();
-    let top = doc.legend(&legend, left, right);
-    let bottom = HEIGHT - 55.0;
-
-    doc.y_axis(&ys, left, right, top, bottom, y_label);
-    for &t in &xs.ticks {
-        let x = xs.map(t, left, right);
-        doc.line(x, top, x, bottom, GRID, 1.0);
-        doc.line(x, bottom, x, bottom + 5.0, INK, 1.0);
-        doc.text(x, bottom + 19.0, FONT, "middle", &xs.label(t));
-    }
-    doc.frame(left, top, right, bottom);
-    doc.x_label(left, right, x_label);
-
-    for (i, pts) in clean.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        let px = |x: f64| xs.map(x, left, right);
-        let py = |y: f64| ys.map(y, bottom, top);
-        let mut coords = Coords::default();
-        for (k, &(x, y)) in pts.iter().enumerate() {
-            if step && k > 0 {
-                coords.push(px(x), py(pts[k - 1].1));
-            }
-            coords.push(px(x), py(y));
+    let (xs, ys): (Vec<f64>, Vec<f64>) = lines.iter().flatten().copied().unzip();
+    let (Some(x), Some(y)) = (bounds(xs), bounds(ys)) else {
+        return no_data(title, x_label, y_label);
+    };
+    let y = y_range(y);
+    let entries: Vec<(String, Mark)> =
+        series.iter().enumerate().map(|(i, s)| (text(s.name, MAX_LEGEND_CHARS), Mark::Line(PALETTE[i % PALETTE.len()]))).collect();
+    render((WIDTH, HEIGHT), |root| {
+        let (plot, side) = layout(root, title, &entries)?;
+        let mut builder = builder(&plot, 45);
+        if log_seconds {
+            let ticks = log_ticks(x);
+            let range = (ticks[0]..ticks[ticks.len() - 1]).log_scale().with_key_points(ticks);
+            let mut chart = builder.build_cartesian_2d(range, y)?;
+            let label = |v: &f64| format_duration(v.round() as u64);
+            mesh(&mut chart, x_label, y_label, Some(&label))?;
+            draw_lines(&mut chart, &lines)?;
+        } else {
+            let mut chart = builder.build_cartesian_2d(widen(x), y)?;
+            mesh(&mut chart, x_label, y_label, None)?;
+            draw_lines(&mut chart, &lines)?;
         }
-        let name = escape(series[i].name);
-        match coords.len {
-            0 => {}
-            1 => {
-                let _ = writeln!(
-                    doc.out,
-                    "<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{colour}\"><title>{name}</title></circle>",
-                    num(px(pts[0].0)),
-                    num(py(pts[0].1)),
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    doc.out,
-                    "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" stroke-linejoin=\"round\" \
-                     points=\"{}\"><title>{name}</title></polyline>",
-                    coords.text
-                );
-            }
-        }
-    }
-    doc.finish()
+        legend(&side, &entries)
+    })
 }
 
 /// Grouped bar chart: one group per category, one bar per series in each
-/// group (legend), optional horizontal reference line (e.g. y = 0.95
-/// "95% target") with its label. A series shorter than `categories` has no
-/// bar for the missing ones; NaN/infinite values get no bar either. Category
-/// labels are rotated when there are many categories or they are long.
+/// group (legend), optional horizontal dashed reference line (e.g. y = 95
+/// "95%") with its label in the legend. A series shorter than `categories`
+/// has no bar for the missing ones; NaN/infinite values get no bar either.
+/// Category labels are turned upright when there are many or they are long.
 pub fn bar_chart(
     title: &str,
     y_label: &str,
@@ -307,401 +143,307 @@ pub fn bar_chart(
     reference: Option<(f64, &str)>,
 ) -> String {
     let n = categories.len();
-    let values = || {
-        series
-            .iter()
-            .flat_map(|(_, v)| v.iter().take(n).copied())
-            .filter(|v| v.is_finite())
-    };
-    let mut doc = Doc::new(title);
-    if values().next().is_none() {
-        doc.no_data("", y_label);
-        return doc.finish();
-    }
+    let values: Vec<f64> = series.iter().flat_map(|(_, v)| v.iter().take(n).copied()).filter(|v| v.is_finite()).collect();
     let reference = reference.filter(|(r, _)| r.is_finite());
-    let (mut lo, mut hi) = values().fold((0.0f64, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
-    if let Some((r, _)) = reference {
-        lo = lo.min(r);
-        hi = hi.max(r);
-    }
-    let ys = Scale::new(lo, hi);
-
-    let mut left = left_margin(&ys);
-    let right = WIDTH - 20.0;
-    let labels: Vec<String> = categories
-        .iter()
-        .map(|c| truncate(c, MAX_CATEGORY_CHARS))
-        .collect();
-    let widest = labels
-        .iter()
-        .map(|l| text_width(l, FONT))
-        .fold(0.0, f64::max);
-    let rotate = n > 8 || widest > (right - left) / n as f64 * 0.95;
-    // Labels at -45 degrees reach width x sin(45) down and as far left of
-    // their end, which is near the middle of the group: the first one must
-    // not leave the picture.
-    let slant = widest * std::f64::consts::FRAC_1_SQRT_2;
-    if rotate {
-        for _ in 0..3 {
-            left = left.max(slant - (right - left) / n as f64 / 2.0 + 14.0);
-        }
-    }
-    let bottom = if rotate {
-        HEIGHT - (slant + 40.0).clamp(40.0, 180.0)
-    } else {
-        HEIGHT - 40.0
+    let Some(y) = bounds(values.into_iter().chain(reference.map(|(r, _)| r))).filter(|_| n > 0 && series.iter().any(|(_, v)| v.iter().take(n).any(|v| v.is_finite()))) else {
+        return no_data(title, "", y_label);
     };
-    let group = (right - left) / n as f64;
-
-    let mut legend: Vec<(&str, Mark)> = series
-        .iter()
-        .enumerate()
-        .map(|(j, (name, _))| (*name, Mark::Box(PALETTE[j % PALETTE.len()])))
-        .collect();
+    let y = y_range(y);
+    let labels: Vec<String> = categories.iter().map(|c| text(c, MAX_CATEGORY_CHARS)).collect();
+    let mut entries: Vec<(String, Mark)> =
+        series.iter().enumerate().map(|(j, (name, _))| (text(name, MAX_LEGEND_CHARS), Mark::Box(PALETTE[j % PALETTE.len()]))).collect();
     if let Some((_, label)) = reference.filter(|(_, label)| !label.is_empty()) {
-        legend.push((label, Mark::Reference));
+        entries.push((text(label, MAX_LEGEND_CHARS), Mark::Reference));
     }
-    let top = doc.legend(&legend, left, right);
-
-    doc.y_axis(&ys, left, right, top, bottom, y_label);
-    let zero = ys.map(0.0, bottom, top);
-    for (i, label) in labels.iter().enumerate() {
-        let cx = left + group * (i as f64 + 0.5);
-        doc.line(cx, bottom, cx, bottom + 5.0, INK, 1.0);
+    render((WIDTH, HEIGHT), |root| {
+        let (plot, side) = layout(root, title, &entries)?;
+        let font = TextStyle::from((FONT, LABEL_SIZE).into_font());
+        let widest = labels.iter().map(|l| root.estimate_text_size(l, &font).map(|(w, _)| w)).try_fold(0, |a, w| w.map(|w| a.max(w)))?;
+        let plot_width = plot.dim_in_pixel().0.saturating_sub(Y_AREA + 2 * MARGIN);
+        let rotate = n > 8 || f64::from(widest) > 0.95 * f64::from(plot_width) / n as f64;
+        let x_area = if rotate { (widest + 20).clamp(45, 200) } else { 45 };
+        let mut builder = builder(&plot, x_area);
+        let mut chart = builder.build_cartesian_2d(Categories { n, every: usize::from(!rotate) }, y.clone())?;
+        let category = |v: &f64| labels.get(v.floor() as usize).cloned().unwrap_or_default();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .bold_line_style(GRID)
+            .light_line_style(TRANSPARENT)
+            .axis_style(INK)
+            .label_style((FONT, LABEL_SIZE).into_font().color(&INK))
+            .axis_desc_style((FONT, DESC_SIZE).into_font().color(&INK))
+            .x_label_formatter(&category)
+            .y_label_formatter(&number)
+            .y_desc(text(y_label, usize::MAX))
+            .draw()?;
         if rotate {
-            let y = bottom + 14.0;
-            let _ = writeln!(
-                doc.out,
-                "<text x=\"{x}\" y=\"{y}\" font-size=\"{FONT}\" text-anchor=\"end\" \
-                 transform=\"rotate(-45 {x} {y})\">{}</text>",
-                escape(label),
-                x = num(cx + 4.0),
-                y = num(y),
-            );
-        } else {
-            doc.text(cx, bottom + 19.0, FONT, "middle", label);
-        }
-    }
-
-    let m = series.len().max(1) as f64;
-    let bar = group * 0.8 / m;
-    let gap = (bar * 0.1).min(1.0);
-    for (j, (name, vals)) in series.iter().enumerate() {
-        let colour = PALETTE[j % PALETTE.len()];
-        for (i, &v) in vals.iter().take(n).enumerate() {
-            if !v.is_finite() {
-                continue;
+            // plotters turns a text about its anchor: anchored at its end,
+            // an upright label hangs below its group.
+            let style = font.color(&INK).transform(FontTransform::Rotate270).pos(Pos::new(HPos::Right, VPos::Center));
+            for (i, label) in labels.iter().enumerate() {
+                let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y.start));
+                root.draw(&Text::new(label.clone(), (px, py + 8), style.clone()))?;
             }
-            let x = left + group * (i as f64 + 0.1) + bar * j as f64;
-            let y = ys.map(v, bottom, top);
-            let _ = writeln!(
-                doc.out,
-                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{colour}\"><title>{} / {}: {}</title></rect>",
-                num(x),
-                num(y.min(zero)),
-                num(bar - gap),
-                num((y - zero).abs()),
-                escape(name),
-                escape(&categories[i]),
-                escape(&format!("{v}")),
-            );
         }
-    }
-    if lo < 0.0 {
-        doc.line(left, zero, right, zero, INK, 1.0);
-    }
-    if let Some((r, _)) = reference {
-        let y = ys.map(r, bottom, top);
-        let _ = writeln!(
-            doc.out,
-            "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{REFERENCE}\" stroke-width=\"1.5\" \
-             stroke-dasharray=\"6 4\"/>",
-            num(left),
-            num(right),
-            y = num(y),
-        );
-    }
-    doc.frame(left, top, right, bottom);
-    doc.finish()
+        let m = series.len().max(1) as f64;
+        let bar = 0.8 / m;
+        for (j, (_, vals)) in series.iter().enumerate() {
+            let colour = PALETTE[j % PALETTE.len()];
+            let bars = vals.iter().take(n).enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| {
+                // Groups fill 80% of their category, bars 90% of their slot.
+                let x = i as f64 + 0.1 + bar * (j as f64 + 0.05);
+                Rectangle::new([(x, 0.0), (x + bar * 0.9, v)], colour.filled())
+            });
+            chart.draw_series(bars)?;
+        }
+        if y.start < 0.0 {
+            chart.draw_series(LineSeries::new([(0.0, 0.0), (n as f64, 0.0)], INK))?;
+        }
+        if let Some((r, _)) = reference {
+            chart.draw_series(DashedLineSeries::new([(0.0, r), (n as f64, r)], 6, 4, REFERENCE.stroke_width(2)))?;
+        }
+        legend(&side, &entries)
+    })
 }
 
-/// How a legend entry is drawn.
+/// An axis of `n` categories (bars, GPUs, steps): category `i` spans
+/// `[i, i + 1]`, with a tick (and its label) at the centre of every
+/// `every`-th one (none when 0).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Categories {
+    pub n: usize,
+    pub every: usize,
+}
+
+impl Ranged for Categories {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, (a, b): (i32, i32)) -> i32 {
+        a + (v / self.n as f64 * f64::from(b - a)).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if self.every > 0 && !hint.weight().allow_light_points() {
+            (0..self.n).step_by(self.every).map(|i| i as f64 + 0.5).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn range(&self) -> Range<f64> {
+        0.0..self.n as f64
+    }
+}
+
+/// `draw` run on a white SVG of `size` px written into a string.
+pub(crate) fn render(size: (u32, u32), draw: impl FnOnce(&Area) -> Res) -> String {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        let drawn = root.fill(&WHITE).map_err(Into::into).and_then(|()| draw(&root)).and_then(|()| Ok(root.present()?));
+        // Only the backend's writes could fail, and it writes into a String.
+        if let Err(e) = drawn {
+            unreachable!("drawing an SVG into a string: {e}");
+        }
+    }
+    out
+}
+
+/// How a legend entry is marked.
 #[derive(Debug, Clone, Copy)]
 enum Mark {
     /// A line chart's series: a short line of its colour.
-    Line(&'static str),
+    Line(RGBColor),
     /// A bar chart's series: a square of its colour.
-    Box(&'static str),
+    Box(RGBColor),
     /// The bar chart's reference line: a short dashed line.
     Reference,
 }
 
-/// The SVG being written.
-#[derive(Debug)]
-struct Doc {
-    out: String,
+/// The title over everything, then the plot's area and, right of it, the
+/// legend's (as wide as the longest name needs).
+fn layout<'b>(root: &Area<'b>, title: &str, entries: &[(String, Mark)]) -> Res<(Area<'b>, Area<'b>)> {
+    let style = (FONT, TITLE_SIZE).into_font().style(FontStyle::Bold).color(&INK);
+    let body = root.margin(MARGIN, 0, 0, 0).titled(&text(title, usize::MAX), style)?;
+    let font = TextStyle::from((FONT, LABEL_SIZE).into_font());
+    let mut widest = None;
+    for (name, _) in entries {
+        let (w, _) = root.estimate_text_size(name, &font)?;
+        widest = Some(widest.unwrap_or(0).max(w));
+    }
+    let legend = widest.map_or(0, |w| w + LEGEND_MARK + 2 * LEGEND_MARGIN + MARGIN);
+    Ok(body.split_horizontally(WIDTH.saturating_sub(legend)))
 }
 
-impl Doc {
-    fn new(title: &str) -> Doc {
-        let mut out = String::with_capacity(4096);
-        let _ = writeln!(
-            out,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
-             viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\" fill=\"{INK}\">"
-        );
-        let _ = writeln!(
-            out,
-            "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"#ffffff\"/>"
-        );
-        let mut doc = Doc { out };
-        if !title.is_empty() {
-            let _ = writeln!(
-                doc.out,
-                "<text x=\"{}\" y=\"28\" font-size=\"{TITLE_FONT}\" font-weight=\"bold\" text-anchor=\"middle\">{}</text>",
-                num(WIDTH / 2.0),
-                escape(title)
-            );
-        }
-        doc
-    }
+/// Room around the plot for the axes.
+fn builder<'a, 'b>(area: &'a Area<'b>, x_area: u32) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(area);
+    b.margin(MARGIN).x_label_area_size(x_area).y_label_area_size(Y_AREA);
+    b
+}
 
-    fn finish(mut self) -> String {
-        self.out.push_str("</svg>\n");
-        self.out
+/// The legend, in `side` (right of the plot: it never hides data), drawn by
+/// plotters from series that have a label and a mark but no data.
+fn legend(side: &Area, entries: &[(String, Mark)]) -> Res {
+    if entries.is_empty() {
+        return Ok(());
     }
-
-    fn text(&mut self, x: f64, y: f64, size: f64, anchor: &str, s: &str) {
-        let _ = writeln!(
-            self.out,
-            "<text x=\"{}\" y=\"{}\" font-size=\"{size}\" text-anchor=\"{anchor}\">{}</text>",
-            num(x),
-            num(y),
-            escape(s)
-        );
+    let mut chart = ChartBuilder::on(side).margin_top(MARGIN).margin_right(MARGIN).build_cartesian_2d(0.0..1.0, 0.0..1.0)?;
+    for (name, mark) in entries {
+        let anno = chart.draw_series(std::iter::empty::<PathElement<(f64, f64)>>())?;
+        anno.label(name.clone());
+        match *mark {
+            Mark::Line(c) => anno.legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], c.stroke_width(3))),
+            Mark::Box(c) => anno.legend(move |(x, y)| Rectangle::new([(x + 3, y - 6), (x + 15, y + 6)], c.filled())),
+            Mark::Reference => anno.legend(|(x, y)| {
+                DashedPathElement::new([(x, y), (x + 18, y)], 5, 3, REFERENCE.stroke_width(2))
+            }),
+        };
     }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .margin(LEGEND_MARGIN)
+        .legend_area_size(LEGEND_MARK)
+        .label_font((FONT, LABEL_SIZE).into_font().color(&INK))
+        .background_style(WHITE)
+        .border_style(GRID.stroke_width(1))
+        .draw()?;
+    Ok(())
+}
 
-    fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, colour: &str, width: f64) {
-        let _ = writeln!(
-            self.out,
-            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{colour}\" stroke-width=\"{width}\"/>",
-            num(x1),
-            num(y1),
-            num(x2),
-            num(y2)
-        );
-    }
+/// Grid lines, axes, tick labels (`x_fmt` formats the x ones, [`number`]
+/// otherwise) and axis descriptions.
+fn mesh<X>(chart: &mut Chart<X>, x_label: &str, y_label: &str, x_fmt: Option<&dyn Fn(&f64) -> String>) -> Res
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(INK)
+        .label_style((FONT, LABEL_SIZE).into_font().color(&INK))
+        .axis_desc_style((FONT, DESC_SIZE).into_font().color(&INK))
+        .x_desc(text(x_label, usize::MAX))
+        .y_desc(text(y_label, usize::MAX))
+        .x_label_formatter(x_fmt.unwrap_or(&number))
+        .y_label_formatter(&number);
+    mesh.draw()?;
+    Ok(())
+}
 
-    fn frame(&mut self, left: f64, top: f64, right: f64, bottom: f64) {
-        let _ = writeln!(
-            self.out,
-            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"{INK}\" stroke-width=\"1\"/>",
-            num(left),
-            num(top),
-            num(right - left),
-            num(bottom - top)
-        );
-    }
-
-    /// Vertical label rotated along the left edge.
-    fn y_label(&mut self, top: f64, bottom: f64, label: &str) {
-        if label.is_empty() {
-            return;
-        }
-        let (x, y) = (18.0, (top + bottom) / 2.0);
-        let _ = writeln!(
-            self.out,
-            "<text x=\"{x}\" y=\"{y}\" font-size=\"{LABEL_FONT}\" text-anchor=\"middle\" \
-             transform=\"rotate(-90 {x} {y})\">{}</text>",
-            escape(label),
-            x = num(x),
-            y = num(y),
-        );
-    }
-
-    /// Horizontal grid lines, tick marks and labels of the y axis, and its label.
-    fn y_axis(&mut self, ys: &Scale, left: f64, right: f64, top: f64, bottom: f64, label: &str) {
-        for &t in &ys.ticks {
-            let y = ys.map(t, bottom, top);
-            self.line(left, y, right, y, GRID, 1.0);
-            self.line(left - 5.0, y, left, y, INK, 1.0);
-            self.text(left - 8.0, y + FONT * 0.35, FONT, "end", &ys.label(t));
-        }
-        self.y_label(top, bottom, label);
-    }
-
-    /// Legend rows centred between `left` and `right` below the title;
-    /// returns the top of the plot area below it.
-    fn legend(&mut self, entries: &[(&str, Mark)], left: f64, right: f64) -> f64 {
-        const ROW: f64 = 18.0;
-        const MARK: f64 = 18.0;
-        const GAP: f64 = 16.0;
-        let items: Vec<(String, f64)> = entries
-            .iter()
-            .map(|(n, _)| {
-                let s = truncate(n, MAX_LEGEND_CHARS);
-                let w = MARK + 5.0 + text_width(&s, FONT);
-                (s, w)
-            })
-            .collect();
-        let mut rows: Vec<Vec<usize>> = Vec::new();
-        let mut width = 0.0;
-        for (i, (_, w)) in items.iter().enumerate() {
-            match rows.last_mut() {
-                Some(row) if width + GAP + w <= right - left => {
-                    row.push(i);
-                    width += GAP + w;
-                }
-                _ => {
-                    rows.push(vec![i]);
-                    width = *w;
-                }
-            }
-        }
-        let first = 50.0;
-        for (r, row) in rows.iter().enumerate() {
-            let total: f64 =
-                row.iter().map(|&i| items[i].1).sum::<f64>() + GAP * (row.len() - 1) as f64;
-            let mut x = (left + right - total) / 2.0;
-            let y = first + ROW * r as f64;
-            for &i in row {
-                match entries[i].1 {
-                    Mark::Line(colour) => {
-                        let _ = writeln!(
-                            self.out,
-                            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{colour}\" stroke-width=\"3\"/>",
-                            num(x),
-                            num(y - 4.0),
-                            num(x + MARK),
-                            num(y - 4.0)
-                        );
-                    }
-                    Mark::Box(colour) => {
-                        let _ = writeln!(
-                            self.out,
-                            "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{colour}\"/>",
-                            num(x + 3.0),
-                            num(y - 10.0)
-                        );
-                    }
-                    Mark::Reference => {
-                        let _ = writeln!(
-                            self.out,
-                            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{REFERENCE}\" stroke-width=\"1.5\" \
-                             stroke-dasharray=\"5 3\"/>",
-                            num(x),
-                            num(y - 4.0),
-                            num(x + MARK),
-                            num(y - 4.0)
-                        );
-                    }
-                }
-                self.text(x + MARK + 5.0, y, FONT, "start", &items[i].0);
-                x += items[i].1 + GAP;
-            }
-        }
-        if rows.is_empty() {
-            45.0
+/// Each series as one polyline (a dot when it has one point).
+fn draw_lines<X: Ranged<ValueType = f64>>(chart: &mut Chart<X>, lines: &[Vec<(f64, f64)>]) -> Res {
+    for (i, pts) in lines.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        if pts.len() == 1 {
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
         } else {
-            first + ROW * (rows.len() - 1) as f64 + 16.0
+            chart.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))?;
         }
     }
+    Ok(())
+}
 
-    /// Frame, axis labels and a "no data" note, for input with no finite value.
-    fn no_data(&mut self, x_label: &str, y_label: &str) {
-        let (left, right, top, bottom) = (70.0, WIDTH - 30.0, 45.0, HEIGHT - 55.0);
-        self.frame(left, top, right, bottom);
-        self.text(
-            (left + right) / 2.0,
-            (top + bottom) / 2.0,
-            16.0,
-            "middle",
-            "no data",
-        );
-        self.x_label(left, right, x_label);
-        self.y_label(top, bottom, y_label);
-    }
+/// A frame with the title, the axis descriptions and a "no data" note.
+fn no_data(title: &str, x_label: &str, y_label: &str) -> String {
+    render((WIDTH, HEIGHT), |root| {
+        let (plot, _) = layout(root, title, &[])?;
+        let mut chart = builder(&plot, 45).build_cartesian_2d(0.0..1.0, 0.0..1.0)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(0)
+            .y_labels(0)
+            .axis_style(INK)
+            .axis_desc_style((FONT, DESC_SIZE).into_font().color(&INK))
+            .x_desc(text(x_label, usize::MAX))
+            .y_desc(text(y_label, usize::MAX))
+            .draw()?;
+        let style = (FONT, TITLE_SIZE).into_font().color(&INK).pos(Pos::new(HPos::Center, VPos::Center));
+        chart.plotting_area().draw(&Text::new("no data", (0.5, 0.5), style))?;
+        Ok(())
+    })
+}
 
-    /// The x axis's label, centred under the plot (none when empty).
-    fn x_label(&mut self, left: f64, right: f64, label: &str) {
-        if !label.is_empty() {
-            self.text((left + right) / 2.0, HEIGHT - 12.0, LABEL_FONT, "middle", label);
+/// Step-line corners: each y holds until the next point's x.
+fn step_corners(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(pts.len() * 2);
+    for (k, &(x, y)) in pts.iter().enumerate() {
+        if k > 0 {
+            out.push((x, pts[k - 1].1));
         }
+        out.push((x, y));
+    }
+    out
+}
+
+/// The smallest and largest of `values` (`None` when empty).
+fn bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    values.into_iter().fold(None, |b, v| Some(b.map_or((v, v), |(lo, hi): (f64, f64)| (lo.min(v), hi.max(v)))))
+}
+
+/// `[lo, hi]` as a range, widened when empty so that it can be drawn.
+fn widen((lo, hi): (f64, f64)) -> Range<f64> {
+    if hi - lo > 1e-12 * lo.abs().max(hi.abs()) {
+        lo..hi
+    } else if lo == 0.0 {
+        0.0..1.0
+    } else {
+        let pad = lo.abs() * 0.1;
+        lo - pad..hi + pad
     }
 }
 
-/// Polyline points, rounded, with repeated points dropped.
-#[derive(Debug, Default)]
-struct Coords {
-    text: String,
-    last: String,
-    len: usize,
+/// The y axis: from 0 for non-negative data, with a little room above the
+/// highest value (and below a negative lowest) so no line hides in the frame.
+fn y_range((lo, hi): (f64, f64)) -> Range<f64> {
+    let r = widen((lo.min(0.0), hi));
+    let pad = (r.end - r.start) * 0.03;
+    (if r.start < 0.0 { r.start - pad } else { r.start })..r.end + pad
 }
 
-impl Coords {
-    fn push(&mut self, x: f64, y: f64) {
-        let p = format!("{},{}", num(x), num(y));
-        if p != self.last {
-            if self.len > 0 {
-                self.text.push(' ');
-            }
-            self.text.push_str(&p);
-            self.len += 1;
-            self.last = p;
-        }
-    }
+/// The log time axis's ticks (seconds), from the last at or below `lo` to the
+/// first at or above `hi`; at least two.
+fn log_ticks((lo, hi): (f64, f64)) -> Vec<f64> {
+    const TICKS: [f64; 9] = [1.0, 10.0, 60.0, 600.0, 3600.0, 36_000.0, 86_400.0, 864_000.0, 8_640_000.0];
+    let first = TICKS.iter().rposition(|&t| t <= lo).unwrap_or(0);
+    let last = TICKS.iter().position(|&t| t >= hi).unwrap_or(TICKS.len() - 1).max(first + 1);
+    TICKS[first..=last].to_vec()
 }
 
-/// Left margin: room for the rotated y label and the widest tick label.
-fn left_margin(ys: &Scale) -> f64 {
-    (ys.widest_label() + 44.0).max(60.0)
-}
-
-/// A coordinate with one decimal, without a useless ".0" or "-0".
-fn num(v: f64) -> String {
-    let s = format!("{v:.1}");
-    let s = s.strip_suffix(".0").map(str::to_string).unwrap_or(s);
+/// A tick label: at most 6 decimals, no trailing zeros, no "-0".
+fn number(v: &f64) -> String {
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {
         "0".to_string()
     } else {
-        s
+        s.to_string()
     }
 }
 
-/// Rough width of `s` in px at `size` (sans-serif averages ~0.5 em a glyph;
-/// a little more, to be safe).
-fn text_width(s: &str, size: f64) -> f64 {
-    s.chars().count() as f64 * size * 0.56
-}
-
-/// `s` cut to `max` characters, the last one an ellipsis when cut.
-fn truncate(s: &str, max: usize) -> String {
+/// `s` as a label: control characters (which XML forbids) dropped, line
+/// breaks and tabs made spaces, cut to `max` characters with an ellipsis.
+/// (plotters escapes `<`, `&` and quotes itself.)
+fn text(s: &str, max: usize) -> String {
+    let s: String = s
+        .chars()
+        .filter_map(|c| match c {
+            '\t' | '\n' | '\r' => Some(' '),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => None,
+            c => Some(c),
+        })
+        .collect();
     if s.chars().count() <= max {
-        s.to_string()
+        s
     } else {
         let mut t: String = s.chars().take(max - 1).collect();
         t.push('\u{2026}');
         t
     }
-}
-
-/// `s` escaped for XML text and attribute values; control characters, which
-/// XML 1.0 forbids, are dropped.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(' '),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -713,376 +455,272 @@ mod tests {
         let root = doc.root_element();
         assert_eq!(root.tag_name().name(), "svg");
         assert_eq!(root.attribute("viewBox"), Some("0 0 900 500"));
-        assert_eq!(root.attribute("font-family"), Some("sans-serif"));
         doc
     }
 
+    fn nodes<'a, 'i>(doc: &'a roxmltree::Document<'i>, tag: &'a str) -> impl Iterator<Item = roxmltree::Node<'a, 'i>> + 'a {
+        doc.descendants().filter(move |n| n.has_tag_name(tag))
+    }
+
+    /// The `<text>` elements' texts, trimmed (plotters ends each with a newline).
     fn texts(doc: &roxmltree::Document) -> Vec<String> {
-        doc.descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .map(|n| n.text().unwrap_or("").to_string())
+        nodes(doc, "text").map(|n| n.text().unwrap_or("").trim().to_string()).collect()
+    }
+
+    /// The `<text>` element showing `s`.
+    fn text_node<'a, 'i>(doc: &'a roxmltree::Document<'i>, s: &str) -> roxmltree::Node<'a, 'i> {
+        nodes(doc, "text").find(|n| n.text().unwrap_or("").trim() == s).unwrap_or_else(|| panic!("{s:?} not in {:?}", texts(doc)))
+    }
+
+    fn num(n: roxmltree::Node, attr: &str) -> f64 {
+        n.attribute(attr).unwrap_or_else(|| panic!("no {attr}")).parse().unwrap()
+    }
+
+    fn hex(c: RGBColor) -> String {
+        format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+    }
+
+    /// The points of the polylines stroked in `colour`, one `Vec` per polyline.
+    fn polylines(doc: &roxmltree::Document, colour: RGBColor) -> Vec<Vec<(f64, f64)>> {
+        nodes(doc, "polyline")
+            .filter(|n| n.attribute("stroke") == Some(hex(colour).as_str()))
+            .map(|n| {
+                n.attribute("points")
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|p| {
+                        let (x, y) = p.split_once(',').unwrap();
+                        (x.parse().unwrap(), y.parse().unwrap())
+                    })
+                    .collect()
+            })
             .collect()
     }
 
-    /// Every one of `want` is the text of a `<text>` element of `doc`.
-    fn assert_texts(doc: &roxmltree::Document, want: &[&str]) {
-        let texts = texts(doc);
-        for w in want {
-            assert!(texts.iter().any(|t| t == w), "{w:?} not in {texts:?}");
-        }
-    }
-
-    fn count(doc: &roxmltree::Document, tag: &str) -> usize {
-        doc.descendants().filter(|n| n.has_tag_name(tag)).count()
+    /// The `<rect>`s filled with `colour`.
+    fn rects<'a, 'i>(doc: &'a roxmltree::Document<'i>, colour: RGBColor) -> Vec<roxmltree::Node<'a, 'i>> {
+        nodes(doc, "rect").filter(|n| n.attribute("fill") == Some(hex(colour).as_str())).collect()
     }
 
     /// An empirical CDF of `n` made-up samples.
     fn cdf(n: usize, scale: f64) -> Vec<(f64, f64)> {
-        let mut xs: Vec<f64> = (0..n)
-            .map(|i| ((i as f64 * 0.37).sin().abs() + (i as f64 * 1.7).cos().powi(2)) * scale)
-            .collect();
+        let mut xs: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.37).sin().abs() + (i as f64 * 1.7).cos().powi(2)) * scale).collect();
         xs.sort_by(f64::total_cmp);
-        xs.into_iter()
-            .enumerate()
-            .map(|(i, x)| (x, (i + 1) as f64 / n as f64))
-            .collect()
-    }
-
-    fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
-        Scale::new(lo, hi).ticks
+        xs.into_iter().enumerate().map(|(i, x)| (x, (i + 1) as f64 / n as f64)).collect()
     }
 
     #[test]
-    fn nice_ticks_table() {
-        let table: &[(f64, f64, &[f64])] = &[
-            (0.0, 1.0, &[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-            (0.0, 0.95, &[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-            (0.0, 10.0, &[0.0, 2.0, 4.0, 6.0, 8.0, 10.0]),
-            (0.0, 100.0, &[0.0, 20.0, 40.0, 60.0, 80.0, 100.0]),
-            (0.0, 7.0, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]),
-            (-3.0, 3.0, &[-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0]),
-            (0.0, 3.5, &[0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]),
-            (
-                1000.0,
-                1500.0,
-                &[1000.0, 1100.0, 1200.0, 1300.0, 1400.0, 1500.0],
-            ),
-            (0.0, 14.9, &[0.0, 5.0, 10.0, 15.0]),
-            (0.013, 0.061, &[0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07]),
-            (
-                0.0,
-                86_400.0,
-                &[0.0, 20_000.0, 40_000.0, 60_000.0, 80_000.0, 100_000.0],
-            ),
-            // Degenerate and non-finite ranges are widened.
-            (0.0, 0.0, &[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-            (5.0, 5.0, &[4.4, 4.6, 4.8, 5.0, 5.2, 5.4, 5.6]),
-            (f64::NAN, 1.0, &[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-            // Reversed bounds.
-            (10.0, 0.0, &[0.0, 2.0, 4.0, 6.0, 8.0, 10.0]),
-        ];
-        for &(lo, hi, want) in table {
-            let got = nice_ticks(lo, hi);
-            assert_eq!(got.len(), want.len(), "{lo}..{hi}: {got:?}");
-            for (g, w) in got.iter().zip(want) {
-                assert!((g - w).abs() < 1e-9, "{lo}..{hi}: {got:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn nice_ticks_cover_the_range_evenly() {
-        let mut lo = -1234.5;
-        for k in 1..400 {
-            let hi = lo + (k as f64 * 0.731).powf(1.7) * 0.013;
-            let t = nice_ticks(lo, hi);
-            assert!((4..=9).contains(&t.len()), "{lo}..{hi}: {t:?}");
-            let step = t[1] - t[0];
-            // Float noise below a millionth of a step does not cost an extra tick.
-            let slack = step * 1e-6;
-            assert!(
-                t[0] <= lo + slack && *t.last().unwrap() >= hi - slack,
-                "{lo}..{hi}: {t:?}"
-            );
-            let mantissa = step / 10f64.powf(step.log10().floor());
-            assert!(
-                [1.0, 2.0, 5.0, 10.0]
-                    .iter()
-                    .any(|m| (mantissa - m).abs() < 1e-6),
-                "{lo}..{hi}: step {step}"
-            );
-            for w in t.windows(2) {
-                assert!(((w[1] - w[0]) - step).abs() < step * 1e-6);
-            }
-            lo += 7.3;
-        }
-    }
-
-    #[test]
-    fn tick_labels_have_limited_decimals() {
-        let s = Scale::new(0.0, 1.0);
-        assert_eq!(
-            s.ticks.iter().map(|&t| s.label(t)).collect::<Vec<_>>(),
-            ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]
-        );
-        let s = Scale::new(0.0, 1e5);
-        assert_eq!(s.label(s.ticks[1]), "20000");
-        let s = Scale::new(-0.3, 0.3);
-        assert!(s.ticks.iter().all(|&t| !s.label(t).starts_with("-0.0")));
-        assert_eq!(num(-0.01), "0");
-        assert_eq!(num(12.0), "12");
-        assert_eq!(num(12.25), "12.2");
-    }
-
-    #[test]
-    fn line_chart_is_well_formed_with_title_legend_and_escaped_text() {
+    fn line_chart_has_title_labels_one_line_per_series_and_a_legend() {
         let series = [
-            Series {
-                name: "FIFO <baseline>",
-                points: cdf(50, 3.0),
-            },
-            Series {
-                name: "Tally & friends",
-                points: cdf(80, 5.0),
-            },
-            Series {
-                name: "team \"a\" 'b'",
-                points: vec![(0.0, 0.5), (10.0, 0.7)],
-            },
+            Series { name: "FIFO <baseline>", points: cdf(50, 3.0) },
+            Series { name: "Tally & friends", points: cdf(80, 5.0) },
+            Series { name: "team \"a\" 'b'", points: vec![(0.0, 0.5), (10.0, 0.7)] },
         ];
-        let svg = line_chart(
-            "Wait <time> & CDF",
-            "wait (h)",
-            "fraction of jobs",
-            &series,
-            true,
-        );
+        let svg = line_chart("Wait <time> & CDF", "wait (h)", "fraction of jobs", &series, false);
         let doc = parse(&svg);
-        assert_texts(
-            &doc,
-            &["Wait <time> & CDF", "FIFO <baseline>", "Tally & friends", "team \"a\" 'b'", "wait (h)", "fraction of jobs"],
-        );
-        assert!(svg.contains("Wait &lt;time&gt; &amp; CDF"));
-        assert!(svg.contains("team &quot;a&quot; &apos;b&apos;"));
-        assert_eq!(count(&doc, "polyline"), 3);
-        // The legend: one mark per series, in palette order.
-        for c in &PALETTE[..3] {
-            assert!(svg.matches(c).count() >= 2, "{c}");
+        for t in ["Wait <time> & CDF", "wait (h)", "fraction of jobs", "FIFO <baseline>", "Tally & friends", "team \"a\" 'b'"] {
+            text_node(&doc, t);
         }
-        assert!(!svg.contains("no data"));
+        assert!(svg.contains("Wait &lt;time&gt; &amp; CDF"));
+        // Per series, in palette order: its line with every point, and its legend mark.
+        for (i, s) in series.iter().enumerate() {
+            let lines = polylines(&doc, PALETTE[i]);
+            assert_eq!(lines.len(), 2, "series {i}: {lines:?}");
+            assert_eq!(lines[0].len(), s.points.len(), "series {i}");
+        }
+        let axes = polylines(&doc, INK).len();
+        assert_eq!(nodes(&doc, "polyline").count() - axes, 6, "no other line");
+        // The legend is right of the plot, clear of every line.
+        let right = polylines(&doc, PALETTE[1])[0].iter().map(|p| p.0).fold(0.0, f64::max);
+        for t in ["FIFO <baseline>", "Tally & friends"] {
+            assert!(num(text_node(&doc, t), "x") > right + 20.0, "{t} at {} over a line ending at {right}", num(text_node(&doc, t), "x"));
+        }
+        assert!(!texts(&doc).iter().any(|t| t == "no data"));
+    }
+
+    #[test]
+    fn points_map_onto_the_axes() {
+        // y from 0 for non-negative data; x from the first to the last point.
+        let svg = line_chart("t", "x", "y", &[Series { name: "s", points: vec![(0.0, 50.0), (10.0, 100.0)] }], false);
+        let doc = parse(&svg);
+        let line = &polylines(&doc, PALETTE[0])[0];
+        let tick = |label: &str| num(text_node(&doc, label), "y");
+        // The point at y = 50 sits halfway between the "0" and "100" tick labels.
+        let (y0, y100) = (tick("0"), tick("100"));
+        assert!((line[0].1 - (y0 + y100) / 2.0).abs() <= 2.0, "{line:?} {y0} {y100}");
+        assert!((line[1].1 - y100).abs() <= 2.0, "{line:?} {y100}");
+        assert!(line[1].0 - line[0].0 > 500.0, "{line:?}");
+        // Negative data: the axis goes below zero.
+        let svg = line_chart("t", "x", "y", &[Series { name: "s", points: vec![(0.0, -50.0), (1.0, 60.0)] }], false);
+        assert!(texts(&parse(&svg)).iter().any(|t| t.starts_with('-')));
     }
 
     #[test]
     fn step_lines_add_the_corners() {
         let pts = vec![(0.0, 0.0), (1.0, 0.5), (2.0, 1.0)];
-        let doc_of = |step| {
-            line_chart(
-                "t",
-                "x",
-                "y",
-                &[Series {
-                    name: "s",
-                    points: pts.clone(),
-                }],
-                step,
-            )
+        let line = |step| {
+            let svg = line_chart("t", "x", "y", &[Series { name: "s", points: pts.clone() }], step);
+            polylines(&parse(&svg), PALETTE[0]).remove(0)
         };
-        let n_points = |svg: &str| {
-            let doc = roxmltree::Document::parse(svg).unwrap();
-            let pl = doc
-                .descendants()
-                .find(|n| n.has_tag_name("polyline"))
-                .unwrap();
-            pl.attribute("points").unwrap().split(' ').count()
-        };
-        assert_eq!(n_points(&doc_of(false)), 3);
-        assert_eq!(n_points(&doc_of(true)), 5);
-    }
-
-    #[test]
-    fn large_series_stays_one_polyline() {
-        let series = [Series {
-            name: "big",
-            points: cdf(1500, 40.0),
-        }];
-        for step in [false, true] {
-            let svg = line_chart("big", "x", "y", &series, step);
-            let doc = parse(&svg);
-            assert_eq!(count(&doc, "polyline"), 1);
-            assert!(svg.len() < 80_000, "{} bytes", svg.len());
+        assert_eq!(line(false).len(), 3);
+        let stepped = line(true);
+        assert_eq!(stepped.len(), 5);
+        // Only horizontal and vertical moves.
+        for w in stepped.windows(2) {
+            assert!(w[0].0 == w[1].0 || w[0].1 == w[1].1, "{stepped:?}");
         }
     }
 
     #[test]
-    fn nan_and_infinite_points_are_skipped() {
-        let points = vec![
-            (0.0, 1.0),
-            (f64::NAN, 2.0),
-            (1.0, f64::INFINITY),
-            (2.0, 3.0),
-            (f64::NEG_INFINITY, 0.0),
-            (3.0, 2.0),
-        ];
-        let svg = line_chart("skip", "x", "y", &[Series { name: "s", points }], false);
+    fn log_seconds_axis_has_human_ticks_in_order() {
+        let series = [Series { name: "tally", points: vec![(0.0, 10.0), (30.0, 50.0), (7200.0, 90.0), (3.0 * 86_400.0, 100.0)] }];
+        let svg = line_chart_log_seconds("Wait", "wait (log scale)", "% of jobs", &series, true);
         let doc = parse(&svg);
-        let pl = doc
-            .descendants()
-            .find(|n| n.has_tag_name("polyline"))
-            .unwrap();
-        assert_eq!(pl.attribute("points").unwrap().split(' ').count(), 3);
+        let xs: Vec<f64> = ["1s", "10s", "1m", "10m", "1h", "10h", "1d", "10d"].iter().map(|l| num(text_node(&doc, l), "x")).collect();
+        assert!(xs.windows(2).all(|w| w[0] < w[1]), "{xs:?}");
+        assert!(!texts(&doc).iter().any(|t| t == "100d"), "the axis stops at the first tick past the data");
+        // Log spacing: 1s..10s as wide as 1h..10h; 1m sits log10(6) of a decade after 10s.
+        assert!(((xs[1] - xs[0]) - (xs[5] - xs[4])).abs() <= 2.0, "{xs:?}");
+        let decade = xs[1] - xs[0];
+        assert!((xs[2] - xs[1] - decade * 6f64.log10()).abs() <= 2.0, "{xs:?}");
+        // The points land on their ticks: 0 s at 1 s, 2 h between 1h and 10h.
+        let line = &polylines(&doc, PALETTE[0])[0];
+        assert!((line[0].0 - xs[0]).abs() <= 2.0, "{line:?} {xs:?}");
+        let two_hours = xs[4] + decade * 2f64.log10();
+        assert!(line.iter().any(|p| (p.0 - two_hours).abs() <= 2.0), "{line:?} {two_hours}");
+    }
+
+    #[test]
+    fn nan_and_infinite_points_are_skipped() {
+        let points = vec![(0.0, 1.0), (f64::NAN, 2.0), (1.0, f64::INFINITY), (2.0, 3.0), (f64::NEG_INFINITY, 0.0), (3.0, 2.0)];
+        let svg = line_chart("skip", "x", "y", &[Series { name: "s", points }], false);
+        assert_eq!(polylines(&parse(&svg), PALETTE[0])[0].len(), 3);
         let lower = svg.to_lowercase();
         assert!(!lower.contains("nan") && !lower.contains("inf"), "{svg}");
 
-        let bars = bar_chart(
-            "skip",
-            "y",
-            &["a".to_string(), "b".to_string(), "c".to_string()],
-            &[("s", vec![1.0, f64::NAN, f64::INFINITY])],
-            Some((f64::NAN, "ignored")),
-        );
+        let cats = ["a".to_string(), "b".to_string(), "c".to_string()];
+        let bars = bar_chart("skip", "y", &cats, &[("s", vec![1.0, f64::NAN, f64::INFINITY])], Some((f64::NAN, "ignored")));
         let doc = parse(&bars);
-        // The white background plus the frame plus one bar.
-        assert_eq!(count(&doc, "rect"), 3 + 1 /* legend box */);
+        assert_eq!(rects(&doc, PALETTE[0]).len(), 1 + 1, "one bar and the legend's box");
         assert!(!bars.contains("ignored"));
         let lower = bars.to_lowercase();
         assert!(!lower.contains("nan") && !lower.contains("inf"), "{bars}");
     }
 
     #[test]
-    fn y_axis_starts_at_zero_for_non_negative_data() {
-        let chart = |points| line_chart("t", "x", "y", &[Series { name: "s", points }], false);
-        assert_texts(&parse(&chart(vec![(0.0, 50.0), (1.0, 60.0)])), &["0"]);
-        assert!(texts(&parse(&chart(vec![(0.0, -50.0), (1.0, 60.0)]))).iter().any(|t| t == "-60" || t == "-50"));
-    }
-
-    #[test]
     fn empty_input_gives_a_valid_svg_with_a_note() {
-        let all_nan = [
-            Series {
-                name: "x",
-                points: vec![(f64::NAN, 1.0)],
-            },
-            Series {
-                name: "y",
-                points: vec![],
-            },
-        ];
+        let all_nan = [Series { name: "x", points: vec![(f64::NAN, 1.0)] }, Series { name: "y", points: vec![] }];
         let cats = ["a".to_string()];
         for svg in [
             line_chart("Empty & <nothing>", "x", "y", &[], true),
             line_chart("Empty", "x", "y", &all_nan, false),
+            line_chart_log_seconds("Empty", "w", "%", &[], true),
             bar_chart("Empty", "y", &[], &[], Some((0.95, "95% target"))),
             bar_chart("Empty", "y", &cats, &[("s", vec![])], None),
             bar_chart("Empty", "y", &[], &[("s", vec![1.0, 2.0])], None),
         ] {
             let doc = parse(&svg);
             assert!(texts(&doc).iter().any(|t| t == "no data"), "{svg}");
-            assert_eq!(count(&doc, "polyline"), 0);
+            assert!(texts(&doc).iter().any(|t| t.starts_with("Empty")), "{svg}");
+            assert!(PALETTE.iter().all(|&c| polylines(&doc, c).is_empty() && rects(&doc, c).is_empty()), "{svg}");
         }
     }
 
     fn teams() -> Vec<String> {
-        (0..15)
-            .map(|i| format!("team-{i:02} <ml & vision>"))
-            .collect()
+        (0..15).map(|i| format!("team-{i:02} <ml & vision>")).collect()
     }
 
     fn bar_series() -> Vec<(&'static str, Vec<f64>)> {
         vec![
-            (
-                "FIFO",
-                (0..15)
-                    .map(|i| 0.5 + (i as f64 * 0.7).sin().abs() * 0.5)
-                    .collect(),
-            ),
-            (
-                "multifactor",
-                (0..15)
-                    .map(|i| 0.6 + (i as f64 * 1.3).cos().abs() * 0.4)
-                    .collect(),
-            ),
-            (
-                "Tally",
-                (0..15)
-                    .map(|i| 0.9 + (i as f64 * 0.2).sin().abs() * 0.1)
-                    .collect(),
-            ),
+            ("FIFO", (0..15).map(|i| 50.0 + (i as f64 * 0.7).sin().abs() * 50.0).collect()),
+            ("multifactor", (0..15).map(|i| 60.0 + (i as f64 * 1.3).cos().abs() * 40.0).collect()),
+            ("Tally", (0..15).map(|i| 90.0 + (i as f64 * 0.2).sin().abs() * 10.0).collect()),
         ]
     }
 
     #[test]
-    fn bar_chart_is_well_formed_with_legend_reference_and_rotated_labels() {
-        let svg = bar_chart(
-            "Share met",
-            "fraction",
-            &teams(),
-            &bar_series(),
-            Some((0.95, "95% target")),
-        );
+    fn bar_chart_has_a_bar_per_value_a_legend_reference_and_upright_labels() {
+        let svg = bar_chart("Share met", "% of owed", &teams(), &bar_series(), Some((95.0, "95% target")));
         let doc = parse(&svg);
-        assert_texts(&doc, &["Share met", "FIFO", "multifactor", "Tally", "95% target", "fraction", "team-14 <ml & vision>"]);
+        for t in ["Share met", "% of owed", "FIFO", "multifactor", "Tally", "95% target"] {
+            text_node(&doc, t);
+        }
+        // 15 bars per series and its legend box.
+        for (j, &colour) in PALETTE[..3].iter().enumerate() {
+            assert_eq!(rects(&doc, colour).len(), 15 + 1, "series {j}");
+        }
+        // Many categories: every label is drawn, turned upright.
+        for team in teams() {
+            let label = text_node(&doc, &team);
+            assert!(label.attribute("transform").is_some_and(|t| t.starts_with("rotate(270")), "{team}");
+        }
         assert!(svg.contains("team-03 &lt;ml &amp; vision&gt;"));
-        assert!(svg.contains("rotate(-45"));
-        assert!(svg.contains("stroke-dasharray"));
-        // Background, frame, 3 legend boxes and 45 bars.
-        assert_eq!(count(&doc, "rect"), 2 + 3 + 45);
-        assert_texts(&doc, &["0.0"]); // the y axis starts at 0
+        // The reference line: dashes across the plot at y = 95, in its colour.
+        let dashes = polylines(&doc, REFERENCE);
+        let y95 = dashes[0][0].1;
+        let across: Vec<&(f64, f64)> = dashes.iter().flatten().filter(|p| p.1 == y95).collect();
+        assert!(across.len() > 40, "{dashes:?}");
+        // They span the x axis (the widest horizontal line in ink).
+        let axis = polylines(&doc, INK).into_iter().filter(|l| l.len() == 2 && l[0].1 == l[1].1).max_by(|a, b| (a[1].0 - a[0].0).total_cmp(&(b[1].0 - b[0].0))).unwrap();
+        let (left, right) = across.iter().fold((f64::INFINITY, 0.0f64), |(l, r), p| (l.min(p.0), r.max(p.0)));
+        assert!((left - axis[0].0).abs() <= 2.0 && (right - axis[1].0).abs() <= 8.0, "{left}..{right}, axis {axis:?}");
+        // y = 95 of an axis from 0: 95% of the way from the "0" label to the "100" label.
+        let (y0, y100) = (num(text_node(&doc, "0"), "y"), num(text_node(&doc, "100"), "y"));
+        assert!((y95 - (y0 + 0.95 * (y100 - y0))).abs() <= 2.0, "{y95} {y0} {y100}");
+        // Bars stand on the axis and the tallest (FIFO's 100) rises above the line.
+        let bars = rects(&doc, PALETTE[0]);
+        let bottom = num(bars[0], "y") + num(bars[0], "height");
+        assert!(bars[..15].iter().all(|b| (num(*b, "y") + num(*b, "height") - bottom).abs() <= 1.0));
+        assert!(bars[..15].iter().any(|b| num(*b, "y") < y95));
+        text_node(&doc, "0");
 
+        // Few short categories: labels lie flat, centred under their group.
         let few = ["a".to_string(), "b".to_string()];
         let svg = bar_chart("t", "y", &few, &[("s", vec![1.0, 2.0])], None);
-        assert!(!svg.contains("rotate(-45"));
-        parse(&svg);
+        let doc = parse(&svg);
+        let (a, b) = (text_node(&doc, "a"), text_node(&doc, "b"));
+        assert!(a.attribute("transform").is_none());
+        let bars = rects(&doc, PALETTE[0]);
+        let centre = |r: roxmltree::Node| num(r, "x") + num(r, "width") / 2.0;
+        assert!((num(a, "x") - centre(bars[0])).abs() <= 3.0 && (num(b, "x") - centre(bars[1])).abs() <= 3.0);
     }
 
     #[test]
     fn bar_chart_handles_negative_values_and_short_series() {
         let cats = ["a".to_string(), "b".to_string(), "c".to_string()];
-        let svg = bar_chart(
-            "t",
-            "y",
-            &cats,
-            &[("s", vec![-1.0, 2.0]), ("u", vec![0.5, 0.5, 0.5, 9.0])],
-            None,
-        );
+        let svg = bar_chart("t", "y", &cats, &[("s", vec![-1.0, 2.0]), ("u", vec![0.5, 0.5, 0.5, 9.0])], None);
         let doc = parse(&svg);
-        // Background, frame, 2 legend boxes, 2 + 3 bars (the 4th value has no category).
-        assert_eq!(count(&doc, "rect"), 2 + 2 + 5);
-        for r in doc.descendants().filter(|n| n.has_tag_name("rect")) {
-            let h: f64 = r.attribute("height").unwrap().parse().unwrap();
-            assert!(h >= 0.0);
-        }
+        // 2 + 3 bars (the 4th value has no category), each with its legend box.
+        assert_eq!(rects(&doc, PALETTE[0]).len(), 2 + 1);
+        assert_eq!(rects(&doc, PALETTE[1]).len(), 3 + 1);
         assert!(texts(&doc).iter().any(|t| t.starts_with('-')));
+        // The negative bar hangs below the positive one's foot.
+        let s = rects(&doc, PALETTE[0]);
+        assert!(num(s[0], "y") >= num(s[1], "y") + num(s[1], "height") - 1.0);
+        // 9.0 has no bar: the axis does not reach it.
+        assert!(!texts(&doc).iter().any(|t| t == "9" || t == "8"));
     }
 
     #[test]
     fn output_is_deterministic() {
-        let series = [
-            Series {
-                name: "a",
-                points: cdf(300, 2.0),
-            },
-            Series {
-                name: "b",
-                points: cdf(200, 9.0),
-            },
-        ];
-        assert_eq!(
-            line_chart("t", "x", "y", &series, true),
-            line_chart("t", "x", "y", &series, true)
-        );
+        let series = [Series { name: "a", points: cdf(300, 2.0) }, Series { name: "b", points: cdf(200, 9.0) }];
+        assert_eq!(line_chart("t", "x", "y", &series, true), line_chart("t", "x", "y", &series, true));
+        let waits = [Series { name: "a", points: cdf(300, 5000.0) }];
+        assert_eq!(line_chart_log_seconds("t", "x", "y", &waits, true), line_chart_log_seconds("t", "x", "y", &waits, true));
         let (c, s) = (teams(), bar_series());
-        assert_eq!(
-            bar_chart("t", "y", &c, &s, Some((0.95, "95% target"))),
-            bar_chart("t", "y", &c, &s, Some((0.95, "95% target")))
-        );
+        assert_eq!(bar_chart("t", "y", &c, &s, Some((95.0, "95%"))), bar_chart("t", "y", &c, &s, Some((95.0, "95%"))));
     }
 
     #[test]
-    fn escape_covers_xml_specials_and_drops_control_characters() {
-        assert_eq!(escape("a&b<c>d\"e'f"), "a&amp;b&lt;c&gt;d&quot;e&apos;f");
-        assert_eq!(escape("x\u{1}y\tz"), "xy z");
-        assert_eq!(truncate("abcdef", 4), "abc\u{2026}");
-        assert_eq!(truncate("abc", 4), "abc");
+    fn labels_drop_control_characters_and_long_names_are_cut() {
+        assert_eq!(text("x\u{1}y\tz", 10), "xy z");
+        assert_eq!(text("abcdef", 4), "abc\u{2026}");
+        assert_eq!(text("abc", 4), "abc");
+        let long = "a-very-long-policy-name-that-goes-on-and-on";
+        let svg = line_chart("bad\u{7}title", "x", "y", &[Series { name: long, points: vec![(0.0, 1.0), (1.0, 2.0)] }], false);
+        let doc = parse(&svg);
+        text_node(&doc, "badtitle");
+        text_node(&doc, &text(long, MAX_LEGEND_CHARS));
     }
 
     /// Writes sample charts to `$TALLY_PLOT_DIR` to look at (skipped when unset).
@@ -1100,7 +738,7 @@ mod tests {
             .map(|&(name, n, scale, per)| Series { name, points: cdf(n, scale).into_iter().map(|(x, y)| (x / per, y)).collect() })
             .collect();
         write("line.svg", line_chart("Wait time CDF", "wait (h)", "fraction of jobs", &series, true));
-        write("bar.svg", bar_chart("Guaranteed share met", "fraction of hours", &teams(), &bar_series(), Some((0.95, "95% target"))));
+        write("bar.svg", bar_chart("Guaranteed share met", "% of owed", &teams(), &bar_series(), Some((95.0, "95% target"))));
         write("empty.svg", line_chart("Nothing", "x", "y", &[], false));
         let many: Vec<Series> = (0..11)
             .map(|i| Series {
@@ -1111,18 +749,7 @@ mod tests {
         write("many.svg", line_chart("Many series, plain lines", "t (min)", "delta", &many, false));
         let cats: Vec<String> = ["ml", "vision", "speech", "robotics"].iter().map(|s| s.to_string()).collect();
         write("few.svg", bar_chart("Few categories", "gain", &cats, &[("Tally vs FIFO", vec![0.3, -0.2, 0.05, 1.2])], Some((1.0, "goal"))));
-    }
-
-    #[test]
-    fn log_seconds_axis_spans_seconds_to_days() {
-        let series = [Series { name: "tally", points: vec![(0.0, 10.0), (30.0, 50.0), (7200.0, 90.0), (3.0 * 86_400.0, 100.0)] }];
-        let svg = line_chart_log_seconds("Wait", "wait (log scale)", "% of jobs", &series, true);
-        for label in [">1s<", ">1m<", ">1h<", ">1d<", ">10d<"] {
-            assert!(svg.contains(label), "{label} missing");
-        }
-        // 30 s and 2 h are far apart on the page, not both squeezed at 0.
-        assert!(svg.contains("<polyline"));
-        let empty = line_chart_log_seconds("Wait", "w", "%", &[], true);
-        assert!(empty.contains("no data"));
+        let waits: Vec<Series> = cdfs.iter().map(|&(name, n, scale, _)| Series { name, points: cdf(n, scale * 3000.0) }).collect();
+        write("waits.svg", line_chart_log_seconds("Wait before start", "wait (log scale)", "% of jobs", &waits, true));
     }
 }

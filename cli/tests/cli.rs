@@ -126,10 +126,48 @@ fn sim_writes_plots() {
     let dir = std::env::temp_dir().join(format!("tally-cli-plots-{}", std::process::id()));
     let (ok, _, err) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4", "--quiet", "--plots", dir.to_str().unwrap()]);
     assert!(ok, "{err}");
-    for f in ["occupancy.svg", "delivery.svg", "waits-training.svg", "waits-debug.svg"] {
+    let titles = [
+        ("occupancy.svg", "Occupancy per day"),
+        ("delivery.svg", "Delivered / owed GPU-hours per team"),
+        ("waits-training.svg", "Wait before start: training"),
+        ("waits-debug.svg", "Wait before start: debug"),
+    ];
+    for (f, title) in titles {
         let svg = std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-        assert!(svg.starts_with("<svg") && svg.contains("tally"), "{f}");
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(str::trim).collect();
+        // The title and a legend entry per policy compared.
+        for want in [title, "fifo", "multifactor", "tally"] {
+            assert!(texts.contains(&want), "{f}: {want:?} not in {texts:?}");
+        }
+        if f.starts_with("waits") {
+            assert!(texts.contains(&"1s") && texts.contains(&"1m"), "{f}: log time ticks: {texts:?}");
+        }
     }
+}
+
+#[test]
+fn plan_svg_draws_a_cell_per_busy_gpu_step() {
+    let svg = std::env::temp_dir().join(format!("tally-cli-plan-{}.svg", std::process::id()));
+    let (ok, out, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--svg", svg.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    // The text grid's busy cells: letters and realtime marks on the `gpu N` rows.
+    let busy: usize = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("gpu "))
+        .map(|l| l.split_whitespace().nth(2).unwrap_or("").chars().filter(|&c| c != '.').count())
+        .sum();
+    assert!(busy > 50, "{out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let cells = doc.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("fill") != Some("#FFFFFF")).count();
+    assert_eq!(cells, busy);
+    let grey = doc.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("#888888")).count();
+    let marks = out.lines().filter(|l| l.trim_start().starts_with("gpu ")).flat_map(|l| l.chars()).filter(|&c| c == '@').count();
+    assert_eq!(grey, marks);
+    let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(str::trim).collect();
+    assert!(texts.iter().any(|t| t.starts_with("plan: GPUs (rows) x steps (columns)")), "{texts:?}");
+    assert!(texts.contains(&"GPU") && texts.contains(&"step") && texts.contains(&"23"), "{texts:?}");
 }
 
 #[test]
