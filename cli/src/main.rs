@@ -2,6 +2,9 @@
 //!
 //! Every subcommand works on the same allocator functions the plugins use.
 
+// Unsafe code only where allowed by name (the SIGPIPE reset in `main`).
+#![deny(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,7 +95,10 @@ fn main() -> ExitCode {
     // Die quietly on a closed pipe (`tally share | head`), as Unix tools do,
     // instead of panicking on the next print.
     // SAFETY: resetting a signal disposition to its default before any thread starts.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL)
+    };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Config { command: ConfigCommand::Check { file, gpus } } => check::run(file, gpus),
