@@ -124,6 +124,7 @@ impl Names {
     }
 
     /// The shared copy of `name`.
+    #[inline]
     pub fn intern(&mut self, name: &str) -> Arc<str> {
         if let Some(a) = self.0.get(name) {
             return a.clone();
@@ -138,6 +139,7 @@ impl Names {
 /// GPUs in a TRES/GRES string: `gres:gpu:2`, `gres/gpu:fake:2`,
 /// `gres/gpu=4` (allocated TRES), several entries summed; `None` if no GPU
 /// entry is present.
+#[inline]
 pub fn gpu_count(spec: &str) -> Option<u32> {
     let mut total: Option<u32> = None;
     for entry in spec.split(',') {
@@ -176,6 +178,7 @@ pub struct GpuAsk {
 impl GpuAsk {
     /// From Slurm's four TRES request strings (`tres_per_job`,
     /// `tres_per_node`, `tres_per_task`, `tres_per_socket`).
+    #[inline]
     pub fn new(tres: [Option<String>; 4], nodes: u32, tasks: Option<u32>) -> GpuAsk {
         let [per_job, per_node, per_task, per_socket] = tres;
         GpuAsk { per_job, per_node, per_task, per_socket, nodes, tasks }
