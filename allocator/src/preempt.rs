@@ -23,8 +23,9 @@
 //! Victim order among the eligible, first victim first ([`victim_rank`]):
 //! 1. unallocated, then past-contract resumable, then past-contract
 //!    non-resumable (least work lost first);
-//! 2. GPU-minutes of work the requeue throws away, fewest first (0 for a
-//!    resumable job);
+//! 2. for a job that loses its work, GPU-minutes the requeue throws away,
+//!    fewest first; for a resumable one (which loses nothing), fewest
+//!    requeues so far, then least run;
 //! 3. highest job id first (deterministic).
 //!
 //! Eligibility of many victims for one preemptor is cumulative
