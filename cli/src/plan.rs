@@ -201,20 +201,8 @@ fn plan_json(s: &Scenario, p: &Plan, score: &Score) -> Value {
 /// GPU 0 at the bottom) x steps (columns), a cell per GPU-step coloured by
 /// its batch job, grey for realtime, white when idle.
 fn svg(s: &Scenario, p: &Plan) -> String {
-    use crate::plot::{render, Categories, DESC_SIZE, FONT, INK, LABEL_SIZE};
+    use crate::plot::{render, Categories, DESC_SIZE, FONT, INK, LABEL_SIZE, TABLEAU10};
     use plotters::prelude::*;
-    const PALETTE: [RGBColor; 10] = [
-        RGBColor(0x4e, 0x79, 0xa7),
-        RGBColor(0xf2, 0x8e, 0x2b),
-        RGBColor(0xe1, 0x57, 0x59),
-        RGBColor(0x76, 0xb7, 0xb2),
-        RGBColor(0x59, 0xa1, 0x4f),
-        RGBColor(0xed, 0xc9, 0x48),
-        RGBColor(0xb0, 0x7a, 0xa1),
-        RGBColor(0xff, 0x9d, 0xa7),
-        RGBColor(0x9c, 0x75, 0x5f),
-        RGBColor(0xba, 0xb0, 0xac),
-    ];
     const REALTIME: RGBColor = RGBColor(0x88, 0x88, 0x88);
     let g = cells(s, p);
     let (steps, gpus) = (s.steps, s.gpus as usize);
@@ -254,7 +242,7 @@ fn svg(s: &Scenario, p: &Plan) -> String {
             row.iter().enumerate().filter(|&(_, &c)| c != '.').map(move |(t, &c)| {
                 let colour = match c {
                     '@' | '#' | '%' | '&' | '*' => REALTIME,
-                    c => PALETTE[(c as usize) % PALETTE.len()],
+                    c => TABLEAU10[(c as usize) % TABLEAU10.len()],
                 };
                 let mut cell = Rectangle::new([(t as f64, i as f64), (t as f64 + 1.0, i as f64 + 1.0)], colour.filled());
                 cell.set_margin(gap_y, 0, 0, gap_x);

@@ -23,18 +23,24 @@ pub const WIDTH: u32 = 900;
 /// Height of every chart, in px.
 pub const HEIGHT: u32 = 500;
 
-/// Fixed colour palette (Tableau 10, reordered so that neighbours differ);
-/// series `i` gets `PALETTE[i % 8]`.
-pub const PALETTE: [RGBColor; 8] = [
+/// Tableau 10, the colours of every chart and of the plan's jobs.
+pub(crate) const TABLEAU10: [RGBColor; 10] = [
     RGBColor(0x4e, 0x79, 0xa7),
     RGBColor(0xf2, 0x8e, 0x2b),
     RGBColor(0xe1, 0x57, 0x59),
-    RGBColor(0x59, 0xa1, 0x4f),
-    RGBColor(0xb0, 0x7a, 0xa1),
     RGBColor(0x76, 0xb7, 0xb2),
-    RGBColor(0x9c, 0x75, 0x5f),
+    RGBColor(0x59, 0xa1, 0x4f),
     RGBColor(0xed, 0xc9, 0x48),
+    RGBColor(0xb0, 0x7a, 0xa1),
+    RGBColor(0xff, 0x9d, 0xa7),
+    RGBColor(0x9c, 0x75, 0x5f),
+    RGBColor(0xba, 0xb0, 0xac),
 ];
+
+/// The series' colours: eight of [`TABLEAU10`], reordered so that
+/// neighbours differ; series `i` gets `PALETTE[i % 8]`.
+pub const PALETTE: [RGBColor; 8] =
+    [TABLEAU10[0], TABLEAU10[1], TABLEAU10[2], TABLEAU10[4], TABLEAU10[6], TABLEAU10[3], TABLEAU10[8], TABLEAU10[5]];
 
 pub(crate) const FONT: &str = "sans-serif";
 /// Font sizes as plotters takes them: it writes `size / 1.24` px, here
