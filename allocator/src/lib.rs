@@ -19,6 +19,7 @@
 //! - [`runs`]: what a host saw of each job's runs ([`RunBook`]): charging
 //!   by run seconds, frozen at the run's start, protection over requeues.
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
+//! - [`tres`]: GPUs in Slurm's TRES strings ([`tres::gpu_count`]).
 //! - [`names`]: [`names::ByName`], shared names looked up once by address.
 //!
 //! The rolling-horizon planner is its own crate, `tally-planner`.
@@ -42,6 +43,7 @@ pub mod priority;
 pub mod runs;
 pub mod state;
 pub mod tree;
+pub mod tres;
 
 pub use contract::{parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
 pub use duration::{format_duration, parse_duration, DurationError};

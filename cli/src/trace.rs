@@ -14,8 +14,8 @@ use tally_sim::trace::{self, Class, Trace};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TraceCommand {
-    /// Convert a public trace (ElasticFlow CSV, Standard Workload Format) to
-    /// Tally's canonical CSV.
+    /// Convert a public trace (ElasticFlow CSV, Standard Workload Format) or
+    /// your own cluster's sacct history to Tally's canonical CSV.
     Import(ImportArgs),
     /// Give a canonical trace teams, users, classes, contracts, priorities
     /// and debug jobs from a tally.toml, seeded and reproducible.
@@ -29,6 +29,10 @@ pub enum Format {
     Elasticflow,
     /// Standard Workload Format of the Parallel Workloads Archive.
     Swf,
+    /// Your cluster's history: `SLURM_TIME_FORMAT=%s sacct -a -X -D -P -S
+    /// START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment`
+    /// (contracts from the comments under --config's rules).
+    Sacct,
 }
 
 #[derive(clap::Args, Debug)]
@@ -40,6 +44,10 @@ pub struct ImportArgs {
     /// ceil(P / N) GPUs).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub procs_per_gpu: u32,
+    /// sacct only: the config whose contract rules read the comments
+    /// (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// The trace to read (`-` for stdin).
     #[arg(value_name = "INPUT")]
     pub input: PathBuf,
@@ -139,13 +147,14 @@ fn describe(trace: &Trace) -> String {
     )
 }
 
-/// `tally trace import --format elasticflow|swf [--procs-per-gpu N] INPUT [-o OUTPUT]`.
+/// `tally trace import --format elasticflow|swf|sacct [--procs-per-gpu N] [--config FILE] INPUT [-o OUTPUT]`.
 pub fn import(args: ImportArgs) -> Result<(), String> {
     let file = name(&args.input);
     let text = read_input(&args.input)?;
     let report = match args.format {
         Format::Elasticflow => import::elasticflow(&text).map(|trace| import::ImportReport { trace, skipped: vec![] }),
         Format::Swf => import::swf(&text, &SwfOptions { procs_per_gpu: args.procs_per_gpu }),
+        Format::Sacct => return import_history(&args, &file, &text),
     }
     .map_err(|e| format!("{file}: {e}"))?;
     write_output(args.output.as_deref(), &trace::to_csv(&report.trace))?;
@@ -154,6 +163,30 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
         s => s,
     };
     eprintln!("{file}: imported {}; {skipped}", describe(&report.trace));
+    Ok(())
+}
+
+/// `--format sacct`: a cluster's own history (`tally_sim::sacct::history`).
+fn import_history(args: &ImportArgs, file: &str, text: &str) -> Result<(), String> {
+    let path = args.config.clone().unwrap_or_else(tally_config::default_path);
+    let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    let h = tally_sim::sacct::history(text, &config.contracts).map_err(|e| format!("{file}: {e}"))?;
+    write_output(args.output.as_deref(), &trace::to_csv(&h.trace))?;
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, why) in &h.skipped {
+        *skipped.entry(why.to_string()).or_default() += 1;
+    }
+    let skipped: Vec<String> = skipped.iter().map(|(why, n)| format!("{n} {why}")).collect();
+    eprintln!(
+        "{file}: imported {}; t = 0 is Unix time {}; requeues: {}; contracts refused by {}'s rules (imported unallocated): {}; jobs skipped: {}{}",
+        describe(&h.trace),
+        h.origin_s,
+        h.requeues,
+        path.display(),
+        h.refused_contracts,
+        h.skipped.len(),
+        if skipped.is_empty() { String::new() } else { format!(" ({})", skipped.join(", ")) }
+    );
     Ok(())
 }
 

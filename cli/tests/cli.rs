@@ -194,6 +194,32 @@ fn trace_import_and_augment_round_trip() {
 }
 
 #[test]
+fn a_clusters_sacct_history_becomes_a_trace_the_simulator_replays() {
+    let history = temp_config(
+        "history.txt",
+        "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n\
+         7|1796000000|1796000060|1796003660|COMPLETED|nlp|ana|cpu=4,gres/gpu=8|contract=2h\n\
+         8|1796000100|1796000200|1796000300|PREEMPTED|vision|bo|gres/gpu=4|contract=1h,resumable\n\
+         8|1796000100|1796001000|1796004000|COMPLETED|vision|bo|gres/gpu=4|contract=1h,resumable\n\
+         9|1796000200|Unknown|Unknown|CANCELLED|nlp|ana||contract=1h\n",
+    );
+    let (ok, csv, err) = tally(&["trace", "import", "--format", "sacct", "--config", "examples/tally.toml", &history]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        csv,
+        "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n\
+         7,0,3600,8,nlp,ana,training,7200,false,0\n\
+         8,100,3100,4,vision,bo,training,3600,true,0\n"
+    );
+    assert!(err.contains("t = 0 is Unix time 1796000000; requeues: 1;") && err.contains("jobs skipped: 1 (1 never started)"), "{err}");
+    // The simulator takes it as it is.
+    let trace = temp_config("history.csv", &csv);
+    let (ok, out, err) = tally(&["sim", "--trace", &trace, "--config", "examples/tally.toml", "--gpus", "16", "--compare", "tally"]);
+    assert!(ok && out.contains("jobs completed"), "{out}{err}");
+    fails_with(&["trace", "import", "--format", "sacct", "--config", "examples/tally.toml", &temp_config("h.txt", "JobIDRaw|Start\n")], "no header with Submit");
+}
+
+#[test]
 fn plan_beats_fifo_and_its_json_plan_checks_out() {
     for name in ["training-heavy", "mixed", "realtime-contention", "uniform-priority", "scale-64"] {
         let file = format!("examples/scenarios/{name}.toml");

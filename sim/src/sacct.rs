@@ -12,7 +12,10 @@
 //! `trace_t = trace_origin + (t − t0) × speedup`.
 
 use crate::metrics::{Run, RunEnd};
+use crate::trace::{Class, Trace, TraceJob};
 use std::collections::BTreeMap;
+use tally_allocator::tres::gpu_count;
+use tally_allocator::{parse_comment, ContractRules};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -62,12 +65,7 @@ pub fn runs(text: &str, ids: &BTreeMap<u32, usize>, clock: Clock, end: u64) -> R
             Err(_) => continue,
         };
         let Some(&job) = ids.get(&id) else { continue };
-        let time = |s: &str| -> Result<Option<u64>, SacctError> {
-            match s {
-                "" | "Unknown" | "None" => Ok(None),
-                _ => s.parse::<u64>().map(Some).map_err(|_| bad(format!("time `{s}` is not Unix seconds (run sacct with SLURM_TIME_FORMAT=%s)"))),
-            }
-        };
+        let time = |s: &str| unix_time(s).map_err(bad);
         let Some(start) = time(get(c_start)?)?.filter(|&s| s > 0) else { continue };
         let state = get(c_state)?.split_whitespace().next().unwrap_or("");
         let (end_t, kind) = match state {
@@ -80,6 +78,179 @@ pub fn runs(text: &str, ids: &BTreeMap<u32, usize>, clock: Clock, end: u64) -> R
         let (a, b) = (clock.to_trace(start), clock.to_trace(end_t.max(start)));
         out.push(Run { job, start_s: a, end_s: b, end: kind });
     }
+    Ok(out)
+}
+
+/// A time of sacct's output: Unix seconds, or `None` for `Unknown`,
+/// `None` or empty.
+fn unix_time(s: &str) -> Result<Option<u64>, String> {
+    match s {
+        "" | "Unknown" | "None" => Ok(None),
+        _ => s.parse::<u64>().map(Some).map_err(|_| format!("time `{s}` is not Unix seconds (run sacct with SLURM_TIME_FORMAT=%s)")),
+    }
+}
+
+/// The columns [`history`] reads; `Comment` last, so that a `|` in a
+/// comment cannot shift the others.
+pub const HISTORY_COLUMNS: &str = "JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment";
+
+/// Why a job of the history is not in the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HistorySkip {
+    /// No run with a start time (cancelled while pending, still pending).
+    NeverStarted,
+    /// Its allocated TRES hold no GPU.
+    NoGpus,
+    /// Its last run has no end yet: its length is unknown.
+    StillRunning,
+}
+
+impl std::fmt::Display for HistorySkip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HistorySkip::NeverStarted => "never started",
+            HistorySkip::NoGpus => "no GPU in AllocTRES",
+            HistorySkip::StillRunning => "still running",
+        })
+    }
+}
+
+/// A cluster's history as a canonical trace ([`history`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct History {
+    /// Submit times relative to the first submission.
+    pub trace: Trace,
+    /// Unix seconds of the first submission (the trace's t = 0).
+    pub origin_s: u64,
+    /// Jobs left out: the line of their first row, and why.
+    pub skipped: Vec<(usize, HistorySkip)>,
+    /// Jobs whose comment the contract rules refuse (imported as contract 0,
+    /// unallocated, as job_submit/tally would not have let them in with it).
+    pub refused_contracts: usize,
+    /// Requeues in the history (runs after a job's first).
+    pub requeues: usize,
+}
+
+#[derive(Debug)]
+struct Seen {
+    line: usize,
+    submit: Option<u64>,
+    runs: Vec<(u64, Option<u64>)>,
+    account: String,
+    user: String,
+    gpus: Option<u32>,
+    comment: String,
+}
+
+/// A Slurm cluster's accounting as a canonical trace, for a replay under
+/// Tally (docs/traces.md, "Your own cluster"). Input: the output of
+///
+/// ```text
+/// SLURM_TIME_FORMAT=%s sacct -a -X -D -P -S <start> -E <end> \
+///     -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment
+/// ```
+///
+/// one line per run of a job (`-D`: a requeued job's earlier runs too).
+/// A job becomes one trace job: its first submission, its GPUs from
+/// `AllocTRES` ([`gpu_count`]), its contract from its comment under
+/// `rules` (the site's rules, as job_submit/tally applies them; refused →
+/// contract 0), its class from a `class=` token (else `training`), and its
+/// work: the sum of its runs if resumable, else its last run (earlier runs
+/// of a job that cannot checkpoint were thrown away). Jobs that never
+/// started, hold no GPU or are still running are left out and counted.
+pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let Some((_, header)) = lines.next() else { return Ok(History::default()) };
+    let cols: Vec<&str> = header.split('|').map(str::trim).collect();
+    let col = |name: &str| cols.iter().position(|c| c.eq_ignore_ascii_case(name)).ok_or_else(|| SacctError::Header(name.to_string()));
+    let [c_id, c_submit, c_start, c_end, c_account, c_user, c_tres, c_comment] =
+        ["JobIDRaw", "Submit", "Start", "End", "Account", "User", "AllocTRES", "Comment"].map(col);
+    let (c_id, c_submit, c_start, c_end, c_account, c_user, c_tres, c_comment) =
+        (c_id?, c_submit?, c_start?, c_end?, c_account?, c_user?, c_tres?, c_comment?);
+    if c_comment + 1 != cols.len() {
+        return Err(SacctError::Header(format!("Comment as the last column (a `|` in a comment would shift the ones after it): -o {HISTORY_COLUMNS}")));
+    }
+    let mut jobs: BTreeMap<u64, Seen> = BTreeMap::new();
+    for (n, line) in lines {
+        let bad = |what: String| SacctError::Line { line: n + 1, what };
+        let mut f: Vec<&str> = line.splitn(cols.len(), '|').collect();
+        if f.len() < cols.len() {
+            return Err(bad(format!("{} fields, expected {} ({})", f.len(), cols.len(), header.trim())));
+        }
+        for x in &mut f[..c_comment] {
+            *x = x.trim();
+        }
+        // Steps (`123.batch`) when -X was left out: not jobs.
+        let Ok(id) = f[c_id].parse::<u64>() else { continue };
+        let submit = unix_time(f[c_submit]).map_err(bad)?;
+        let start = unix_time(f[c_start]).map_err(bad)?.filter(|&t| t > 0);
+        let end = unix_time(f[c_end]).map_err(bad)?;
+        let seen = jobs.entry(id).or_insert_with(|| Seen {
+            line: n + 1,
+            submit,
+            runs: Vec::new(),
+            account: f[c_account].to_string(),
+            user: f[c_user].to_string(),
+            gpus: None,
+            comment: String::new(),
+        });
+        seen.submit = match (seen.submit, submit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(start) = start {
+            seen.runs.push((start, end));
+            seen.gpus = gpu_count(f[c_tres]).or(seen.gpus);
+        }
+        seen.comment = f[c_comment].to_string();
+    }
+    let mut out = History::default();
+    for (id, seen) in jobs {
+        let Some(&(last_start, last_end)) = seen.runs.iter().max_by_key(|r| r.0) else {
+            out.skipped.push((seen.line, HistorySkip::NeverStarted));
+            continue;
+        };
+        let Some(last_end) = last_end else {
+            out.skipped.push((seen.line, HistorySkip::StillRunning));
+            continue;
+        };
+        let Some(gpus) = seen.gpus.filter(|&g| g > 0) else {
+            out.skipped.push((seen.line, HistorySkip::NoGpus));
+            continue;
+        };
+        let contract = match rules.resolve(Some(&seen.comment)) {
+            Ok(c) => c,
+            Err(_) => {
+                out.refused_contracts += 1;
+                tally_allocator::Contract::UNALLOCATED
+            }
+        };
+        let class = parse_comment(&seen.comment)
+            .ok()
+            .and_then(|p| p.rest.split(|c: char| c == ',' || c.is_whitespace()).find_map(|t| t.strip_prefix("class=").and_then(Class::parse)))
+            .unwrap_or(Class::Training);
+        let run_s = |(a, b): (u64, Option<u64>)| b.unwrap_or(a).saturating_sub(a);
+        let duration_s = if contract.resumable { seen.runs.iter().map(|&r| run_s(r)).sum() } else { run_s((last_start, Some(last_end))) };
+        out.requeues += seen.runs.len() - 1;
+        out.trace.jobs.push(TraceJob {
+            job_id: id,
+            submit_s: seen.submit.unwrap_or(seen.runs[0].0).min(seen.runs[0].0),
+            duration_s: duration_s.max(1),
+            gpus,
+            account: if seen.account.is_empty() { "-".into() } else { seen.account },
+            user: if seen.user.is_empty() { "-".into() } else { seen.user },
+            class,
+            contract_s: contract.min_runtime_s,
+            resumable: contract.resumable,
+            priority: 0,
+        });
+    }
+    out.origin_s = out.trace.jobs.iter().map(|j| j.submit_s).min().unwrap_or(0);
+    for j in &mut out.trace.jobs {
+        j.submit_s -= out.origin_s;
+    }
+    out.trace.sort();
+    out.skipped.sort();
     Ok(out)
 }
 
@@ -112,5 +283,62 @@ mod tests {
         let err = runs("JobIDRaw|Start|End|State\n10|2026-12-02T10:00:00|x|COMPLETED\n", &ids, clock, 0).unwrap_err();
         assert!(err.to_string().contains("SLURM_TIME_FORMAT=%s"), "{err}");
         assert_eq!(runs("JobIDRaw|Start\n", &ids, clock, 0).unwrap_err(), SacctError::Header("End".into()));
+    }
+}
+
+#[cfg(test)]
+mod history_tests {
+    use super::*;
+
+    fn rules() -> ContractRules {
+        tally_config::Config::parse("[accounts.nlp]\nshare = 100\n", "t.toml").unwrap().contracts
+    }
+
+    #[test]
+    fn runs_become_one_trace_job_each() {
+        let text = "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n\
+                    10|1000|1100|1200|REQUEUED|nlp|ana|cpu=4,gres/gpu=8,gres/gpu:h100=8|contract=1h,resumable\n\
+                    10|1000|1300|1900|COMPLETED|nlp|ana|cpu=4,gres/gpu=8|contract=1h,resumable\n\
+                    11|1010|1050|1080|PREEMPTED|nlp|bo|gres/gpu=2|contract=30m class=debug\n\
+                    11|1010|1500|1600|COMPLETED|nlp|bo|gres/gpu=2|contract=30m class=debug\n\
+                    12|1020|Unknown|Unknown|CANCELLED|nlp|bo||contract=1h\n\
+                    13|1030|1040|1090|COMPLETED|nlp|bo|cpu=8|\n\
+                    14|1040|1050|Unknown|RUNNING|nlp|bo|gres/gpu=1|contract=1h\n\
+                    15|1050|1060|1070|COMPLETED|nlp|cy|gres/gpu=4|contract=9h\n\
+                    16|1060|1061|1062|COMPLETED|nlp|cy|gres/gpu=1|a|b class=debug\n\
+                    10.batch|1000|1100|1200|CANCELLED|nlp|ana||\n";
+        let h = history(text, &rules()).unwrap();
+        assert_eq!(h.origin_s, 1000);
+        let by_id: BTreeMap<u64, &TraceJob> = h.trace.jobs.iter().map(|j| (j.job_id, j)).collect();
+        assert_eq!(by_id.keys().copied().collect::<Vec<_>>(), vec![10, 11, 15, 16]);
+        // Resumable: both runs are work; GPUs from AllocTRES, typed entry not counted twice.
+        let j = by_id[&10];
+        assert_eq!((j.submit_s, j.duration_s, j.gpus, j.contract_s, j.resumable), (0, 700, 8, 3600, true));
+        assert_eq!((j.account.as_str(), j.user.as_str(), j.class), ("nlp", "ana", Class::Training));
+        // Not resumable: the earlier run was thrown away; class from the comment.
+        let j = by_id[&11];
+        assert_eq!((j.submit_s, j.duration_s, j.gpus, j.contract_s, j.class), (10, 100, 2, 1800, Class::Debug));
+        // 9h is above the 8h maximum: refused, imported unallocated.
+        assert_eq!((by_id[&15].contract_s, h.refused_contracts), (0, 1));
+        // No contract: the site's `missing` rule (here the default, unallocated);
+        // a `|` in the last column stays in the comment.
+        assert_eq!((by_id[&16].contract_s, by_id[&16].duration_s, by_id[&16].class), (0, 1, Class::Debug));
+        assert_eq!(h.requeues, 2);
+        assert_eq!(h.skipped, vec![(6, HistorySkip::NeverStarted), (7, HistorySkip::NoGpus), (8, HistorySkip::StillRunning)]);
+        // Round trip through the canonical CSV.
+        assert_eq!(crate::trace::parse_csv(&crate::trace::to_csv(&h.trace)).unwrap(), h.trace);
+    }
+
+    #[test]
+    fn bad_input_says_what_to_run() {
+        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES\n", &rules()).unwrap_err();
+        assert_eq!(e, SacctError::Header("Comment".into()));
+        let e = history("JobIDRaw|Comment|Submit|Start|End|State|Account|User|AllocTRES\n", &rules()).unwrap_err();
+        assert!(e.to_string().contains(HISTORY_COLUMNS), "{e}");
+        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2026-12-01T10:00:00|1|2|COMPLETED|a|b|gres/gpu=1|\n", &rules())
+            .unwrap_err();
+        assert!(e.to_string().contains("line 2") && e.to_string().contains("SLURM_TIME_FORMAT=%s"), "{e}");
+        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2|3\n", &rules()).unwrap_err();
+        assert!(e.to_string().contains("3 fields, expected 9"), "{e}");
     }
 }
