@@ -495,3 +495,48 @@ fn e2e_10_a_kill_9_in_a_submit_storm_loses_nothing() {
     assert!(!log.contains("internal error"), "a panic was caught in slurmctld");
     clean();
 }
+
+/// sacct of the bed as `tally trace import --format sacct` documents it,
+/// for the jobs `ids`, with `columns`.
+fn sacct(ids: &[u32], columns: &str) -> String {
+    let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+    let out = Command::new("timeout")
+        .args(["60", "sacct", "-a", "-X", "-D", "-P", "-j", &ids.join(","), "-o", columns])
+        .env("SLURM_TIME_FORMAT", "%s")
+        .output()
+        .expect("sacct");
+    assert!(out.status.success(), "sacct: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn e2e_11_the_beds_own_history_imports_with_its_gpu_seconds() {
+    clean();
+    let jobs = [submit("sa", 2, "contract=1h,resumable", 3), submit("sb", 4, "contract=30m", 4)];
+    // Done, and in the accounting database (slurmdbd writes a moment later).
+    wait_until(120, "both jobs to finish and reach sacct", || {
+        jobs.iter().all(|&j| field(j, "%T").is_none())
+            && sacct(&jobs, "JobIDRaw,State").lines().filter(|l| l.contains("COMPLETED")).count() == 2
+    });
+    let history = format!("{RUN_DIR}/history.txt");
+    std::fs::write(&history, sacct(&jobs, tally_sim::sacct::HISTORY_COLUMNS)).unwrap();
+    let tally = format!("{}/target/release/tally", root().display());
+    let csv = sh(&tally, &["trace", "import", "--format", "sacct", "--config", &config(), &history]);
+    let trace = tally_sim::trace::parse_csv(&csv).unwrap_or_else(|e| panic!("{e}\n{csv}"));
+    assert_eq!(trace.jobs.len(), 2, "{csv}");
+    // sacct's own account of each job, from columns the import does not read.
+    let own = sacct(&jobs, "JobIDRaw,ElapsedRaw,AllocTRES,Account,User");
+    for line in own.lines().skip(1) {
+        let f: Vec<&str> = line.split('|').collect();
+        let id: u64 = f[0].parse().unwrap();
+        let elapsed: u64 = f[1].parse().unwrap();
+        let gpus: u64 = f[2].split(',').find_map(|t| t.strip_prefix("gres/gpu=")).and_then(|g| g.parse().ok()).unwrap_or(0);
+        let j = trace.jobs.iter().find(|j| j.job_id == id).unwrap_or_else(|| panic!("job {id} not imported:\n{csv}"));
+        assert_eq!(u64::from(j.gpus) * j.duration_s, gpus * elapsed.max(1), "job {id}: GPU-seconds\n{csv}\n{own}");
+        assert_eq!((j.account.as_str(), j.user.as_str()), (f[3], f[4]), "job {id}");
+    }
+    let first = trace.jobs.iter().find(|j| j.job_id == u64::from(jobs[0])).unwrap();
+    assert_eq!((first.gpus, first.contract_s, first.resumable), (2, 3600, true));
+    let second = trace.jobs.iter().find(|j| j.job_id == u64::from(jobs[1])).unwrap();
+    assert_eq!((second.gpus, second.contract_s, second.resumable), (4, 1800, false));
+}
