@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod budget;
 mod check;
 mod demo;
 mod share;
@@ -60,6 +61,10 @@ enum Command {
     /// Plan a scenario's horizon (the rolling-horizon planner) against FIFO
     /// with peak reservation.
     Plan(plan::PlanArgs),
+    /// What a proposed budget would have delivered: a trace (your cluster's
+    /// history) replayed under the config in force and the proposed one,
+    /// owed and delivered per team side by side.
+    Budget(budget::BudgetArgs),
     /// Walk through the rules on a config: a week of usage, the fair-share
     /// ranking, the job order and a preemption decision (no Slurm needed).
     Demo {
@@ -111,6 +116,7 @@ fn main() -> ExitCode {
             sim::SimCmd { args, .. } => sim::run_cmd(args),
         },
         Command::Plan(args) => plan::run_cmd(args),
+        Command::Budget(args) => budget::run_cmd(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -220,6 +220,35 @@ fn a_clusters_sacct_history_becomes_a_trace_the_simulator_replays() {
 }
 
 #[test]
+fn budget_replays_the_history_under_both_configs_side_by_side() {
+    let team = |a: u32, b: u32| format!("[cluster]\ngpus = 8\n[accounts.a]\nshare = {a}\n[accounts.b]\nshare = {b}\n");
+    let now = temp_config("budget-now.toml", &team(50, 50));
+    let new = temp_config("budget-new.toml", &team(75, 25));
+    // Both teams ask for the whole cluster for a day.
+    let mut csv = String::from("job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n");
+    for i in 0..24 {
+        csv.push_str(&format!("{},{},3600,4,a,ana,training,3600,false,0\n", 2 * i + 1, i * 3600));
+        csv.push_str(&format!("{},{},3600,4,b,bo,training,3600,false,0\n", 2 * i + 2, i * 3600));
+        csv.push_str(&format!("{},{},3600,4,a,ana,training,3600,false,0\n", 100 + i, i * 3600));
+    }
+    let trace = temp_config("budget.csv", &csv);
+    let (ok, out, err) = tally(&["budget", "--config", &new, "--current", &now, "--trace", &trace]);
+    assert!(ok, "{err}");
+    let row = |team: &str| -> Vec<String> {
+        out.lines().find(|l| l.starts_with(&format!("{team} "))).unwrap_or_else(|| panic!("{out}")).split_whitespace().map(str::to_string).collect()
+    };
+    // TEAM, RATE NOW, OWED NOW, DELIV NOW, RATE NEW, OWED NEW, DELIV NEW, CHANGE
+    assert_eq!((row("a")[1].as_str(), row("a")[4].as_str()), ("4.0", "6.0"), "{out}");
+    assert_eq!((row("b")[1].as_str(), row("b")[4].as_str()), ("4.0", "2.0"), "{out}");
+    let owed = |r: &[String], k: usize| r[k].parse::<f64>().unwrap();
+    assert!(owed(&row("a"), 5) > owed(&row("a"), 2) && owed(&row("b"), 5) < owed(&row("b"), 2), "{out}");
+    // The same config twice: no change anywhere.
+    let (ok, same, _) = tally(&["budget", "--config", &now, "--current", &now, "--trace", &trace]);
+    assert!(ok && same.lines().filter(|l| l.starts_with("a ") || l.starts_with("b ")).all(|l| l.ends_with("+0.0")), "{same}");
+    fails_with(&["budget", "--config", &new, "--current", &now, "--trace", &trace, "--policy", "fifo"], "not a budget-aware policy");
+}
+
+#[test]
 fn plan_beats_fifo_and_its_json_plan_checks_out() {
     for name in ["training-heavy", "mixed", "realtime-contention", "uniform-priority", "scale-64"] {
         let file = format!("examples/scenarios/{name}.toml");
