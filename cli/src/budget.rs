@@ -36,7 +36,7 @@ pub struct BudgetArgs {
     pub quiet: bool,
 }
 
-fn load(path: &PathBuf) -> Result<Config, String> {
+fn load(path: &std::path::Path) -> Result<Config, String> {
     Config::load(path).map_err(|e| e.to_string())
 }
 
