@@ -48,6 +48,13 @@ pub struct ImportArgs {
     /// (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
     #[arg(long, short, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// sacct only: also write a ledger of the history's allocated runs over
+    /// the config's window (up to now) to this new file, for a new install
+    /// to start from (copy it to StateSaveLocation/tally/ledger.state before
+    /// slurmctld first starts with Tally). An existing file is never
+    /// overwritten.
+    #[arg(long, value_name = "STATE_FILE")]
+    pub seed_ledger: Option<PathBuf>,
     /// The trace to read (`-` for stdin).
     #[arg(value_name = "INPUT")]
     pub input: PathBuf,
@@ -171,6 +178,9 @@ fn import_history(args: &ImportArgs, file: &str, text: &str) -> Result<(), Strin
     let path = args.config.clone().unwrap_or_else(tally_config::default_path);
     let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
     let h = tally_sim::sacct::history(text, &config.contracts).map_err(|e| format!("{file}: {e}"))?;
+    if let Some(state) = &args.seed_ledger {
+        seed(state, &h, &config)?;
+    }
     write_output(args.output.as_deref(), &trace::to_csv(&h.trace))?;
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     for (_, why) in &h.skipped {
@@ -186,6 +196,33 @@ fn import_history(args: &ImportArgs, file: &str, text: &str) -> Result<(), Strin
         h.refused_contracts,
         h.skipped.len(),
         if skipped.is_empty() { String::new() } else { format!(" ({})", skipped.join(", ")) }
+    );
+    Ok(())
+}
+
+/// `--seed-ledger FILE`: the history's allocated runs charged into a new
+/// ledger file, as the priority plugin would have charged them.
+fn seed(state: &Path, h: &tally_sim::sacct::History, config: &tally_config::Config) -> Result<(), String> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (ledger, s) = tally_sim::sacct::seed_ledger(&h.runs, config, now)?;
+    let mut snapshot = tally_allocator::Snapshot::new(ledger);
+    snapshot.saved_at = now;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(state)
+        .map_err(|e| format!("{}: cannot create ({e}); an existing ledger is never overwritten", state.display()))?;
+    f.write_all(snapshot.to_text().as_bytes()).map_err(|e| format!("{}: cannot write: {e}", state.display()))?;
+    eprintln!(
+        "{}: seeded {:.1} GPU-hours in the last {} from {} runs of allocated jobs ({} runs of unallocated work not charged); \
+         copy it to StateSaveLocation/tally/ledger.state (mode 0600, owned by SlurmUser) before slurmctld first starts with Tally",
+        state.display(),
+        s.gpu_hours,
+        tally_allocator::format_duration(config.window_s),
+        s.runs,
+        s.unallocated
     );
     Ok(())
 }

@@ -220,6 +220,39 @@ fn a_clusters_sacct_history_becomes_a_trace_the_simulator_replays() {
 }
 
 #[test]
+fn a_new_install_seeds_its_ledger_from_the_history() {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let (t1, t2) = (now - 7200, now - 3600);
+    // nlp is in the tree and funded; the second job is unallocated (no contract).
+    let history = temp_config(
+        "seed-history.txt",
+        &format!(
+            "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n\
+             1|{t1}|{t1}|{t2}|COMPLETED|pretrain|ana|gres/gpu=8|contract=2h\n\
+             2|{t1}|{t1}|{t2}|COMPLETED|pretrain|ana|gres/gpu=4|\n"
+        ),
+    );
+    let state = std::env::temp_dir().join(format!("tally-cli-seed-{}.state", std::process::id()));
+    let _ = std::fs::remove_file(&state);
+    let args = ["trace", "import", "--format", "sacct", "--config", "examples/tally.toml", "--seed-ledger", state.to_str().unwrap(), &history];
+    let (ok, _, err) = tally(&args);
+    assert!(ok, "{err}");
+    assert!(err.contains("seeded 8.0 GPU-hours") && err.contains("1 runs of unallocated work not charged"), "{err}");
+    let text = std::fs::read_to_string(&state).unwrap();
+    let gpu_s: f64 = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() == 5 && f[0] == "use" && f[2] == "pretrain").then(|| f[4].parse::<f64>().unwrap())
+        })
+        .sum();
+    assert_eq!(gpu_s, 8.0 * 3600.0, "{text}");
+    // Never over an existing ledger.
+    fails_with(&args, "an existing ledger is never overwritten");
+    let _ = std::fs::remove_file(&state);
+}
+
+#[test]
 fn budget_replays_the_history_under_both_configs_side_by_side() {
     let team = |a: u32, b: u32| format!("[cluster]\ngpus = 8\n[accounts.a]\nshare = {a}\n[accounts.b]\nshare = {b}\n");
     let now = temp_config("budget-now.toml", &team(50, 50));

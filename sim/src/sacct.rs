@@ -129,6 +129,22 @@ pub struct History {
     pub refused_contracts: usize,
     /// Requeues in the history (runs after a job's first).
     pub requeues: usize,
+    /// Every run of the imported jobs, in Unix seconds (what a ledger is
+    /// seeded from).
+    pub runs: Vec<HistoryRun>,
+}
+
+/// One run of an imported job, as it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRun {
+    pub job_id: u64,
+    pub account: String,
+    pub user: String,
+    pub gpus: u32,
+    /// The job's contract (0: unallocated, never charged).
+    pub contract_s: u64,
+    pub start_s: u64,
+    pub end_s: u64,
 }
 
 #[derive(Debug)]
@@ -232,6 +248,17 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
         let run_s = |(a, b): (u64, Option<u64>)| b.unwrap_or(a).saturating_sub(a);
         let duration_s = if contract.resumable { seen.runs.iter().map(|&r| run_s(r)).sum() } else { run_s((last_start, Some(last_end))) };
         out.requeues += seen.runs.len() - 1;
+        for &(start, end) in &seen.runs {
+            out.runs.push(HistoryRun {
+                job_id: id,
+                account: seen.account.clone(),
+                user: seen.user.clone(),
+                gpus,
+                contract_s: contract.min_runtime_s,
+                start_s: start,
+                end_s: end.unwrap_or(start).max(start),
+            });
+        }
         out.trace.jobs.push(TraceJob {
             job_id: id,
             submit_s: seen.submit.unwrap_or(seen.runs[0].0).min(seen.runs[0].0),
@@ -252,6 +279,40 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
     out.trace.sort();
     out.skipped.sort();
     Ok(out)
+}
+
+/// What [`seed_ledger`] charged.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Seeded {
+    /// Runs of allocated jobs (a contract > 0 in a funded account) charged.
+    pub runs: usize,
+    /// GPU-hours inside the window at `now`.
+    pub gpu_hours: f64,
+    /// Runs of unallocated work, never charged (as the plugin charges).
+    pub unallocated: usize,
+}
+
+/// A ledger as the priority plugin would have built it from `runs`: every
+/// run of an allocated job charged by its run seconds, in the config's
+/// buckets, then cut to the window at `now` (a new install starts from the
+/// cluster's recent past, not from zero).
+pub fn seed_ledger(runs: &[HistoryRun], config: &tally_config::Config, now: u64) -> Result<(tally_allocator::Ledger, Seeded), String> {
+    use tally_allocator::{Funded, KnownAccounts, Ledger, UsageKey};
+    let alloc = config.allocation(config.ranking_gpus()).map_err(|e| e.to_string())?;
+    let funded = Funded::new(&config.tree, &alloc);
+    let mut ledger = Ledger::new(config.bucket_s, config.window_s).map_err(|e| e.to_string())?;
+    let mut seeded = Seeded::default();
+    for r in runs {
+        if r.contract_s == 0 || !funded.knows(&r.account) {
+            seeded.unallocated += 1;
+            continue;
+        }
+        ledger.charge(&UsageKey::new(&r.account, &r.user), r.gpus, r.start_s, r.end_s.min(now));
+        seeded.runs += 1;
+    }
+    ledger.prune(now);
+    seeded.gpu_hours = ledger.usage(now).by_account.values().sum::<f64>() / 3600.0;
+    Ok((ledger, seeded))
 }
 
 #[cfg(test)]
@@ -325,6 +386,10 @@ mod history_tests {
         assert_eq!((by_id[&16].contract_s, by_id[&16].duration_s, by_id[&16].class), (0, 1, Class::Debug));
         assert_eq!(h.requeues, 2);
         assert_eq!(h.skipped, vec![(6, HistorySkip::NeverStarted), (7, HistorySkip::NoGpus), (8, HistorySkip::StillRunning)]);
+        // Every run kept, in Unix seconds, for seeding a ledger.
+        let runs_of_10: Vec<(u64, u64)> = h.runs.iter().filter(|r| r.job_id == 10).map(|r| (r.start_s, r.end_s)).collect();
+        assert_eq!(runs_of_10, vec![(1100, 1200), (1300, 1900)]);
+        assert_eq!(h.runs.len(), 6, "jobs 10, 11 (two runs each), 15, 16");
         // Round trip through the canonical CSV.
         assert_eq!(crate::trace::parse_csv(&crate::trace::to_csv(&h.trace)).unwrap(), h.trace);
     }
@@ -340,5 +405,46 @@ mod history_tests {
         assert!(e.to_string().contains("line 2") && e.to_string().contains("SLURM_TIME_FORMAT=%s"), "{e}");
         let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2|3\n", &rules()).unwrap_err();
         assert!(e.to_string().contains("3 fields, expected 9"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod seed_tests {
+    use super::*;
+
+    #[test]
+    fn only_allocated_runs_inside_the_window_are_charged() {
+        let config = tally_config::Config::parse(
+            "[cluster]\ngpus = 8\n[ledger]\nwindow = \"1d\"\nbucket = \"1h\"\n[accounts.nlp]\nshare = 100\n",
+            "t.toml",
+        )
+        .unwrap();
+        let run = |job_id, account: &str, contract_s, start_s, end_s| HistoryRun {
+            job_id,
+            account: account.into(),
+            user: "ana".into(),
+            gpus: 2,
+            contract_s,
+            start_s,
+            end_s,
+        };
+        let day = 86_400;
+        let now = 10 * day;
+        let runs = [
+            run(1, "nlp", 3600, now - 7200, now - 3600), // 1 h on 2 GPUs: charged
+            run(2, "nlp", 0, now - 7200, now - 3600),    // unallocated: never charged
+            run(3, "vision", 3600, now - 7200, now),     // not in the tree: unallocated
+            run(4, "nlp", 3600, now - 3 * day, now - 3 * day + 3600), // before the window
+            run(5, "nlp", 3600, now - 1800, now + 1800), // cut at now
+        ];
+        let (ledger, s) = seed_ledger(&runs, &config, now).unwrap();
+        assert_eq!((s.runs, s.unallocated), (3, 2));
+        assert!((s.gpu_hours - 3.0).abs() < 1e-9, "2 GPU-h + 1 GPU-h, got {}", s.gpu_hours);
+        assert!((ledger.usage(now).account_gpu_hours("nlp") - 3.0).abs() < 1e-9);
+        // The state text the plugin loads gives the same usage back.
+        let mut snap = tally_allocator::Snapshot::new(ledger);
+        snap.saved_at = now;
+        let back = tally_allocator::Snapshot::parse(&snap.to_text(), 3600, day).unwrap();
+        assert!((back.snapshot.ledger.usage(now).account_gpu_hours("nlp") - 3.0).abs() < 1e-9);
     }
 }
