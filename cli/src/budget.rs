@@ -4,9 +4,8 @@
 //! policy, cluster and settings; per team, owed and delivered side by side.
 
 use crate::table::{Column, Table};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use tally_allocator::Delivery;
 use tally_config::Config;
@@ -68,14 +67,7 @@ pub fn run_cmd(a: BudgetArgs) -> Result<(), String> {
         plan_interval_s: c.planner.map_or(1800, |p| p.interval_s),
         ..Settings::default()
     };
-    let mp = MultiProgress::with_draw_target(if a.quiet || !std::io::stderr().is_terminal() {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    });
-    let style = ProgressStyle::with_template("{prefix:>9} [{bar:40}] day {pos}/{len} ({elapsed})")
-        .map_err(|e| e.to_string())?
-        .progress_chars("=> ");
+    let (mp, style) = crate::sim::replay_bars(a.quiet)?;
     let days = (trace.span_s() as f64 / 86_400.0).max(1.0).ceil() as u64;
     let origin = trace.jobs[0].submit_s;
     let [before, after] = std::thread::scope(|scope| {

@@ -120,14 +120,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
 
     // One thread per policy, a progress bar each (in simulated days).
     let span_days = (trace.span_s() as f64 / 86_400.0).max(1.0);
-    let mp = MultiProgress::with_draw_target(if a.quiet || !std::io::stderr().is_terminal() {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    });
-    let style = ProgressStyle::with_template("{prefix:>12} [{bar:40}] day {pos}/{len} ({elapsed})")
-        .map_err(|e| e.to_string())?
-        .progress_chars("=> ");
+    let (mp, style) = replay_bars(a.quiet)?;
     let origin = trace.jobs[0].submit_s;
     let started = Instant::now();
     let results: Vec<(Policy, Result<PolicyResult, String>, f64)> = std::thread::scope(|scope| {
@@ -170,6 +163,20 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     }
     print_table(&trace_path, &trace, (&config.source, config.calc_period_s), settings, demand, &ok, started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Progress bars for replays run side by side, in simulated days (hidden
+/// with `quiet` or when stderr is not a terminal), and their style.
+pub fn replay_bars(quiet: bool) -> Result<(MultiProgress, ProgressStyle), String> {
+    let mp = MultiProgress::with_draw_target(if quiet || !std::io::stderr().is_terminal() {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    });
+    let style = ProgressStyle::with_template("{prefix:>12} [{bar:40}] day {pos}/{len} ({elapsed})")
+        .map_err(|e| e.to_string())?
+        .progress_chars("=> ");
+    Ok((mp, style))
 }
 
 pub fn waits_json(r: &Scored) -> Value {
