@@ -341,7 +341,7 @@ fn full_mode_reports_a_bound_no_plan_exceeds() {
     for x in [full, fast, fifo] {
         assert!(x <= bound + 1e-6 * bound.abs(), "value {x} above the bound {bound}");
     }
-    let (ok, out, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full"]);
+    let (ok, out, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--time-limit", "60s"]);
     assert!(ok, "{err}");
     assert!(out.contains("full          fast     fifo+peak     full/fifo"), "{out}");
     assert!(out.contains("bound ") && out.contains("fast within "), "{out}");
