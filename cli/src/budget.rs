@@ -35,10 +35,6 @@ pub struct BudgetArgs {
     pub quiet: bool,
 }
 
-fn load(path: &std::path::Path) -> Result<Config, String> {
-    Config::load(path).map_err(|e| e.to_string())
-}
-
 /// Per team: (rate in GPUs, delivery over the arrival window).
 fn teams(r: &PolicyResult) -> BTreeMap<String, (f64, Delivery)> {
     r.score.teams.iter().map(|t| (t.team.clone(), (t.rate_gpus, t.delivery))).collect()
@@ -49,8 +45,7 @@ fn ratio(d: Option<&(f64, Delivery)>) -> String {
 }
 
 pub fn run_cmd(a: BudgetArgs) -> Result<(), String> {
-    let current_path = a.current.clone().unwrap_or_else(tally_config::default_path);
-    let (current, proposed) = (load(&current_path)?, load(&a.config)?);
+    let ((_, current), (_, proposed)) = (crate::config_at(a.current.clone())?, crate::config_at(Some(a.config.clone()))?);
     let policy = match Policy::parse(&a.policy) {
         Some(p @ (Policy::Tally | Policy::TallyPlanner)) => p,
         _ => return Err(format!("--policy: `{}` is not a budget-aware policy (use tally or tally+planner)", a.policy)),

@@ -57,8 +57,7 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
 /// file (`account <name> <parent>`, `user <name> <account>`), parents first,
 /// ready for `TALLY_ACCOUNTS=… testbed/up.sh` or as a plan for sacctmgr.
 pub fn accounts(file: Option<PathBuf>) -> Result<(), String> {
-    let path = file.unwrap_or_else(tally_config::default_path);
-    let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    let (_, config) = crate::config_at(file)?;
     let tree = &config.tree;
     println!("# accounts and users of {}", config.source);
     for (id, _) in tree.walk().into_iter().skip(1) {

@@ -127,10 +127,17 @@ fn main() -> ExitCode {
     }
 }
 
-/// Load a config (default path when `None`) and pick the cluster size.
-pub(crate) fn load(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(tally_config::Config, u32), String> {
+/// The config at `file`, or at the default path ($TALLY_CONFIG or
+/// /etc/slurm/tally.toml) when `None`: every subcommand's way to load one.
+pub(crate) fn config_at(file: Option<PathBuf>) -> Result<(PathBuf, tally_config::Config), String> {
     let path = file.unwrap_or_else(tally_config::default_path);
     let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    Ok((path, config))
+}
+
+/// Load a config (default path when `None`) and pick the cluster size.
+pub(crate) fn load(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(tally_config::Config, u32), String> {
+    let (path, config) = config_at(file)?;
     let gpus = match gpus.or(config.cluster.gpus) {
         Some(0) => return Err("--gpus must be at least 1".to_string()),
         Some(g) => g,

@@ -33,8 +33,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), String> {
-    let path = args.config.unwrap_or_else(tally_config::default_path);
-    let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    let (_, config) = crate::config_at(args.config)?;
     let state = match args.state {
         Some(s) => s,
         None => state_save_location(&slurm_conf())?.join("tally").join("ledger.state"),

@@ -87,8 +87,7 @@ fn dur(s: Option<u64>) -> String {
 
 pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     let (Some(trace_path), Some(gpus)) = (a.trace, a.gpus) else { return Err("tally sim needs --trace FILE and --gpus N".into()) };
-    let config_path = a.config.unwrap_or_else(tally_config::default_path);
-    let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
+    let (_, config) = crate::config_at(a.config)?;
     let text = std::fs::read_to_string(&trace_path).map_err(|e| format!("{}: cannot read: {e}", trace_path.display()))?;
     let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", trace_path.display()))?;
     if trace.jobs.is_empty() {

@@ -82,8 +82,7 @@ fn dur(s: Option<u64>) -> String {
 }
 
 pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
-    let config_path = a.config.unwrap_or_else(tally_config::default_path);
-    let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
+    let (_, config) = crate::config_at(a.config)?;
     let mut policies = Vec::new();
     for name in a.policies.split(',').filter(|s| !s.trim().is_empty()) {
         policies.push(Policy::parse(name).ok_or_else(|| format!("--policies: unknown policy `{}` (known: {})", name.trim(), policy_names()))?);

@@ -175,8 +175,7 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
 
 /// `--format sacct`: a cluster's own history (`tally_sim::sacct::history`).
 fn import_history(args: &ImportArgs, file: &str, text: &str) -> Result<(), String> {
-    let path = args.config.clone().unwrap_or_else(tally_config::default_path);
-    let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    let (path, config) = crate::config_at(args.config.clone())?;
     let h = tally_sim::sacct::history(text, &config.contracts).map_err(|e| format!("{file}: {e}"))?;
     if let Some(state) = &args.seed_ledger {
         seed(state, &h, &config)?;
@@ -250,8 +249,7 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
         week_offset_s,
     };
     opts.validate().map_err(|e| option_error(&e))?;
-    let config_path = args.config.unwrap_or_else(tally_config::default_path);
-    let config = tally_config::Config::load(&config_path).map_err(|e| e.to_string())?;
+    let (_, config) = crate::config_at(args.config)?;
     let file = name(&args.input);
     let input = trace::parse_csv(&read_input(&args.input)?).map_err(|e| format!("{file}: {e}"))?;
     // What would be generated, before any of it is.
