@@ -234,14 +234,15 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
             out.skipped.push((seen.line, HistorySkip::NoGpus));
             continue;
         };
-        let contract = match rules.resolve(Some(&seen.comment)) {
+        let parsed = parse_comment(&seen.comment);
+        let contract = match parsed.as_ref().map_err(Clone::clone).and_then(|p| rules.resolve_parsed(p)) {
             Ok(c) => c,
             Err(_) => {
                 out.refused_contracts += 1;
                 tally_allocator::Contract::UNALLOCATED
             }
         };
-        let class = parse_comment(&seen.comment)
+        let class = parsed
             .ok()
             .and_then(|p| p.rest.split(|c: char| c == ',' || c.is_whitespace()).find_map(|t| t.strip_prefix("class=").and_then(Class::parse)))
             .unwrap_or(Class::Training);
