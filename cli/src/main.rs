@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod budget;
 mod check;
 mod demo;
+mod live;
 mod share;
 mod plan;
 mod plot;

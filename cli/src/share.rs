@@ -5,25 +5,9 @@
 //! slurm.conf), and ranks exactly as the plugin does (`Config::fair_share`).
 
 use crate::table::{Column, Table};
-use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
-use tally_allocator::{format_duration, Snapshot};
-
-/// slurm.conf as clients find it: `$SLURM_CONF` or /etc/slurm/slurm.conf.
-fn slurm_conf() -> PathBuf {
-    std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from)
-}
-
-/// `StateSaveLocation=` of a slurm.conf (keys are case-insensitive).
-fn state_save_location(conf: &Path) -> Result<PathBuf, String> {
-    let text = std::fs::read_to_string(conf).map_err(|e| format!("{}: cannot read: {e} (give --state)", conf.display()))?;
-    text.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter_map(|l| l.split_once('='))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("StateSaveLocation"))
-        .map(|(_, v)| PathBuf::from(v.trim()))
-        .ok_or_else(|| format!("{}: no StateSaveLocation (give --state)", conf.display()))
-}
+use crate::live;
+use std::path::PathBuf;
+use tally_allocator::format_duration;
 
 pub struct Args {
     pub config: Option<PathBuf>,
@@ -34,25 +18,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), String> {
     let (_, config) = crate::config_at(args.config)?;
-    let state = match args.state {
-        Some(s) => s,
-        None => state_save_location(&slurm_conf())?.join("tally").join("ledger.state"),
-    };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let snapshot = match std::fs::read_to_string(&state) {
-        Ok(text) => {
-            let parsed = Snapshot::parse(&text, config.bucket_s, config.window_s).map_err(|e| format!("{}: {e}", state.display()))?;
-            for (line, what) in &parsed.skipped {
-                eprintln!("{}:{line}: skipped: {what}", state.display());
-            }
-            parsed.snapshot
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("{}: no ledger yet (slurmctld with priority/tally saves it every calc_period); showing zero usage", state.display());
-            Snapshot::new(config.new_ledger())
-        }
-        Err(e) => return Err(format!("{}: cannot read: {e}", state.display())),
-    };
+    let state = live::ledger_path(args.state)?;
+    let now = live::now();
+    let snapshot = live::read_snapshot(&state, &config)?;
     let fs = config.fair_share(&snapshot.ledger, now).map_err(|e| e.to_string())?;
     let users = snapshot.ledger.user_usage(now);
     let tree = &config.tree;
@@ -117,20 +85,4 @@ pub fn run(args: Args) -> Result<(), String> {
         print!("{table}");
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_state_save_location() {
-        let dir = std::env::temp_dir().join(format!("tally-share-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let conf = dir.join("slurm.conf");
-        std::fs::write(&conf, "# StateSaveLocation=/nope\nClusterName=x\nstatesavelocation = /var/spool/x # here\n").unwrap();
-        assert_eq!(state_save_location(&conf).unwrap(), PathBuf::from("/var/spool/x"));
-        std::fs::write(&conf, "ClusterName=x\n").unwrap();
-        assert!(state_save_location(&conf).unwrap_err().contains("no StateSaveLocation (give --state)"));
-    }
 }
