@@ -54,7 +54,7 @@ for (( i = 0; i < NODES; i++ )); do
 done
 all_running() { for j in "${fillers[@]}"; do [[ $(job_state "$j") == RUNNING ]] || return 1; done; }
 wait_for 60 "pretrain's jobs to run" all_running
-charged() { "$TALLY" share -P -c "$DEMO/tally.toml" 2>/dev/null | awk -F'|' '$1=="pretrain" && $4+0 > 0 {ok=1} END {exit !ok}'; }
+charged() { "$TALLY" share -P -n -A pretrain -o Used7d -c "$DEMO/tally.toml" 2>/dev/null | awk '$1+0 > 0 {ok=1} END {exit !ok}'; }
 wait_for 30 "the ledger to charge pretrain" charged
 
 step "2. Six submissions, in this order"

@@ -13,6 +13,10 @@
 //! what was owed: a team cannot make up a starved hour with a lucky one.
 //! Ai2 reported 98% overall, 13 of 15 teams ≥ 95%, the worst at 90%.
 
+use crate::ledger::Ledger;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 /// One team's running totals.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Delivery {
@@ -79,6 +83,173 @@ pub fn summarize<'a>(teams: impl IntoIterator<Item = (&'a str, &'a Delivery)>, t
     }
 }
 
+/// What one account was entitled to and asked for in one bucket, as the
+/// priority plugin measured it live: the owed half of owed and delivered
+/// on a real cluster (the delivered half is the ledger's use).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Asked {
+    /// Its own part's allocation rate over the time measured, GPU-seconds.
+    pub entitled_gs: f64,
+    /// GPUs of its allocated jobs running or waiting (eligible) over the
+    /// time measured, GPU-seconds.
+    pub asked_gs: f64,
+    /// GPUs of its unallocated jobs (contract 0) running, GPU-seconds:
+    /// never charged, never owed, shown.
+    pub unallocated_gs: f64,
+}
+
+impl Asked {
+    fn add(&mut self, o: &Asked) {
+        self.entitled_gs += o.entitled_gs;
+        self.asked_gs += o.asked_gs;
+        self.unallocated_gs += o.unallocated_gs;
+    }
+}
+
+/// One account's state over a stretch of time: its rate and demand now
+/// ([`crate::TeamNow`]) and its unallocated GPUs running.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Held {
+    pub rate_gpus: f64,
+    pub demand_gpus: f64,
+    pub unallocated_gpus: f64,
+}
+
+/// [`Asked`] per bucket per account over the ledger's window: what the
+/// priority plugin saw, tick by tick, so owed and delivered are measured on
+/// the cluster itself with the same rule as the simulator's
+/// ([`Delivery::add_hour`], per bucket).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwedBook {
+    bucket_s: u64,
+    window_s: u64,
+    buckets: BTreeMap<u64, BTreeMap<Arc<str>, Asked>>,
+}
+
+/// An account's owed and delivered over the window (or one day of it).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Owed {
+    pub delivery: Delivery,
+    pub unallocated_gpu_hours: f64,
+}
+
+impl Owed {
+    pub fn add(&mut self, o: &Owed) {
+        self.delivery.owed_gpu_hours += o.delivery.owed_gpu_hours;
+        self.delivery.delivered_gpu_hours += o.delivery.delivered_gpu_hours;
+        self.delivery.credited_gpu_hours += o.delivery.credited_gpu_hours;
+        self.unallocated_gpu_hours += o.unallocated_gpu_hours;
+    }
+}
+
+impl OwedBook {
+    /// An empty book in a ledger's geometry (`bucket_s` divides `window_s`,
+    /// as [`Ledger::new`] checks).
+    pub fn new(bucket_s: u64, window_s: u64) -> OwedBook {
+        OwedBook { bucket_s: bucket_s.max(1), window_s: window_s.max(1), buckets: BTreeMap::new() }
+    }
+
+    pub fn bucket_s(&self) -> u64 {
+        self.bucket_s
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// Record that `account` was in state `held` over `[from, to)`, split
+    /// across the buckets the stretch overlaps.
+    pub fn record(&mut self, account: &Arc<str>, held: Held, from: u64, to: u64) {
+        let mut t = from;
+        while t < to {
+            let b = t / self.bucket_s;
+            let end = b.saturating_add(1).saturating_mul(self.bucket_s).min(to).max(t + 1);
+            let dt = (end - t) as f64;
+            let add = Asked {
+                entitled_gs: held.rate_gpus.max(0.0) * dt,
+                asked_gs: held.demand_gpus.max(0.0) * dt,
+                unallocated_gs: held.unallocated_gpus.max(0.0) * dt,
+            };
+            if add != Asked::default() {
+                self.add(b, account, add);
+            }
+            t = end;
+        }
+    }
+
+    /// Add to one bucket directly (loading saved state, re-bucketing).
+    pub fn add(&mut self, bucket: u64, account: &Arc<str>, asked: Asked) {
+        let m = self.buckets.entry(bucket).or_default();
+        match m.get_mut(account) {
+            Some(a) => a.add(&asked),
+            None => {
+                m.insert(account.clone(), asked);
+            }
+        }
+    }
+
+    /// Drop buckets that have left the window at `now` (the ledger's rule).
+    pub fn prune(&mut self, now: u64) {
+        let first = self.first_bucket(now);
+        self.buckets = self.buckets.split_off(&first);
+    }
+
+    fn first_bucket(&self, now: u64) -> u64 {
+        (now / self.bucket_s).saturating_sub(self.window_s / self.bucket_s - 1)
+    }
+
+    /// Every entry, in bucket and account order (the saved form).
+    pub fn entries(&self) -> impl Iterator<Item = (u64, &Arc<str>, &Asked)> + '_ {
+        self.buckets.iter().flat_map(|(b, m)| m.iter().map(move |(a, x)| (*b, a, x)))
+    }
+
+    /// Owed and delivered per account in each bucket of the window at `now`
+    /// that `group` maps to the same key (a day, the whole window): per
+    /// bucket, owed = min(entitled, asked) and delivered = the account's
+    /// allocated use in `ledger` (every user's), credited = min of the two
+    /// ([`Delivery::add_hour`]). Accounts with use but no record (before
+    /// the plugin measured, a seeded ledger) are delivered, owed nothing.
+    pub fn owed_by<K: Ord + Copy>(&self, ledger: &Ledger, now: u64, group: impl Fn(u64) -> K) -> BTreeMap<K, BTreeMap<String, Owed>> {
+        let first = self.first_bucket(now);
+        let last = now / self.bucket_s;
+        let mut per_bucket: BTreeMap<u64, BTreeMap<String, (Asked, f64)>> = BTreeMap::new();
+        for (b, m) in self.buckets.range(first..=last) {
+            let row = per_bucket.entry(*b).or_default();
+            for (a, x) in m {
+                row.entry(a.to_string()).or_default().0.add(x);
+            }
+        }
+        for (b, key, gs) in ledger.entries().filter(|(b, _, _)| (first..=last).contains(b)) {
+            per_bucket.entry(b).or_default().entry(key.account.to_string()).or_default().1 += gs;
+        }
+        let mut out: BTreeMap<K, BTreeMap<String, Owed>> = BTreeMap::new();
+        for (b, row) in per_bucket {
+            let k = group(b * self.bucket_s);
+            for (account, (asked, ran_gs)) in row {
+                let o = out.entry(k).or_default().entry(account).or_default();
+                o.delivery.add_hour(asked.entitled_gs / 3600.0, asked.asked_gs / 3600.0, ran_gs / 3600.0);
+                o.unallocated_gpu_hours += asked.unallocated_gs / 3600.0;
+            }
+        }
+        out
+    }
+
+    /// [`OwedBook::owed_by`] over the whole window at `now`.
+    pub fn owed(&self, ledger: &Ledger, now: u64) -> BTreeMap<String, Owed> {
+        self.owed_by(ledger, now, |_| ()).remove(&()).unwrap_or_default()
+    }
+
+    /// The same book in another geometry: each bucket moved to the bucket
+    /// holding its start (as the ledger is).
+    pub fn rebucket(&self, bucket_s: u64, window_s: u64) -> OwedBook {
+        let mut out = OwedBook::new(bucket_s, window_s);
+        for (b, a, x) in self.entries() {
+            out.add(b * self.bucket_s / out.bucket_s, a, *x);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +288,46 @@ mod tests {
         assert_eq!(s.teams_at_threshold, 1);
         assert_eq!(s.worst, Some(("b".to_string(), 0.5)));
         assert!((s.overall - 2.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_book_owes_per_bucket_and_credits_from_the_ledger() {
+        use crate::ledger::UsageKey;
+        let h = 3600;
+        let mut book = OwedBook::new(h, 7 * 86_400);
+        let team: Arc<str> = "t".into();
+        // Rate 4 GPUs, demand 8 GPUs for 1.5 h from the start of bucket 10:
+        // bucket 10 owes 4 GPU-h (asked 8), bucket 11 owes 2 (half an hour).
+        let held = Held { rate_gpus: 4.0, demand_gpus: 8.0, unallocated_gpus: 2.0 };
+        book.record(&team, held, 10 * h, 10 * h + h + h / 2);
+        let mut ledger = Ledger::new(h, 7 * 86_400).unwrap();
+        // It ran 8 GPUs for the first hour (credited 4: owed caps it), and
+        // 1 GPU for the half hour (credited 0.5 of 2).
+        ledger.charge(&UsageKey::new("t", "u"), 8, 10 * h, 11 * h);
+        ledger.charge(&UsageKey::new("t", "v"), 1, 11 * h, 11 * h + h / 2);
+        // An account that ran before anything was recorded for it.
+        ledger.charge(&UsageKey::new("old", "u"), 1, 9 * h, 10 * h);
+        let now = 12 * h;
+        let owed = book.owed(&ledger, now);
+        let t = owed["t"];
+        assert_eq!(t.delivery.owed_gpu_hours, 6.0);
+        assert_eq!(t.delivery.delivered_gpu_hours, 8.5);
+        assert_eq!(t.delivery.credited_gpu_hours, 4.5);
+        assert_eq!(t.delivery.ratio(), Some(0.75));
+        assert_eq!(t.unallocated_gpu_hours, 3.0);
+        assert_eq!(owed["old"].delivery.ratio(), None);
+        assert_eq!(owed["old"].delivery.delivered_gpu_hours, 1.0);
+        // By bucket: the same totals, split.
+        let by = book.owed_by(&ledger, now, |t0| t0 / h);
+        assert_eq!(by[&10]["t"].delivery.owed_gpu_hours, 4.0);
+        assert_eq!(by[&11]["t"].delivery.credited_gpu_hours, 0.5);
+        // The window moves on: bucket 10 leaves with the ledger's.
+        let later = 10 * h + 7 * 86_400;
+        assert_eq!(book.owed(&ledger, later)["t"].delivery.owed_gpu_hours, 2.0);
+        book.prune(later);
+        assert_eq!(book.entries().count(), 1);
+        // Two buckets merge into one of twice the size.
+        let two = book.rebucket(2 * h, 7 * 86_400);
+        assert_eq!(two.entries().map(|(b, _, x)| (b, x.entitled_gs)).collect::<Vec<_>>(), vec![(5, 4.0 * 1800.0)]);
     }
 }

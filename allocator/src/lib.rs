@@ -47,7 +47,7 @@ pub mod tres;
 
 pub use contract::{parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
 pub use duration::{format_duration, parse_duration, DurationError};
-pub use fairness::{summarize, Delivery, FairnessSummary};
+pub use fairness::{summarize, Asked, Delivery, FairnessSummary, Held, Owed, OwedBook};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
 pub use job::{charge_from_mark, Funded, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};

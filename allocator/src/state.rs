@@ -10,6 +10,11 @@
 //!     # job, start, charged run s, last seen, active, GPUs, contract s,
 //!     # resumable, earlier runs' s, account, user (see crate::runs)
 //! use 498912 pretrain alice 7200  # bucket, account, user, GPU-seconds
+//! owe 498912 pretrain 14400 28800 0
+//!     # bucket, account, entitled, asked and unallocated GPU-seconds
+//!     # (see crate::fairness::OwedBook)
+//! load pretrain 32 8               # account, allocated GPUs running and
+//!                                  # waiting at saved_at
 //! ```
 //! Names are escaped (`%20` for a space, `%25` for `%`, `%00` for an empty
 //! name), so a user name with a space (AD, SSSD) stays one field.
@@ -22,10 +27,13 @@
 //!
 //! Reading is lenient line by line: a bad line is skipped and reported
 //! ([`Parsed::skipped`]), so one damaged line costs one record, not the
-//! ledger. Only a file that is not a Tally state at all, or one written by a
+//! ledger. `owe` and `load` records came after version 2's first release:
+//! an older Tally skips them line by line (and says so) and keeps the rest,
+//! so they need no new version. Only a file that is not a Tally state at all, or one written by a
 //! newer version, is refused as a whole ([`StateError`]).
 
 use crate::contract::Contract;
+use crate::fairness::{Asked, OwedBook};
 use crate::ledger::{Ledger, UsageKey};
 use crate::runs::{RunBook, RunRecord};
 use std::collections::BTreeMap;
@@ -40,12 +48,17 @@ pub const VERSION: u32 = 2;
 /// damage, not usage.
 pub const MAX_GPU_SECONDS: f64 = u64::MAX as f64;
 
-/// Ledger, run records and when they were saved.
+/// Ledger, run records, what was owed, and when they were saved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     pub saved_at: u64,
     pub ledger: Ledger,
     pub runs: RunBook,
+    /// Entitled and asked per account and bucket, measured live.
+    pub owed: OwedBook,
+    /// Allocated GPUs (running, waiting) per account at `saved_at`: the
+    /// input of the entitlement of that moment ([`crate::Load`]).
+    pub load: BTreeMap<String, (f64, f64)>,
 }
 
 /// A parsed state and the lines that were skipped.
@@ -116,7 +129,8 @@ pub fn unescape(field: &str) -> Option<String> {
 
 impl Snapshot {
     pub fn new(ledger: Ledger) -> Snapshot {
-        Snapshot { saved_at: 0, ledger, runs: RunBook::new() }
+        let owed = OwedBook::new(ledger.bucket_s(), ledger.window_s());
+        Snapshot { saved_at: 0, ledger, runs: RunBook::new(), owed, load: BTreeMap::new() }
     }
 
     pub fn to_text(&self) -> String {
@@ -145,6 +159,12 @@ impl Snapshot {
         }
         for (bucket, key, gs) in self.ledger.whole_entries() {
             let _ = writeln!(s, "use {bucket} {} {} {gs}", escape(&key.account), escape(&key.user));
+        }
+        for (bucket, account, a) in self.owed.entries() {
+            let _ = writeln!(s, "owe {bucket} {} {} {} {}", escape(account), a.entitled_gs, a.asked_gs, a.unallocated_gs);
+        }
+        for (account, (running, waiting)) in &self.load {
+            let _ = writeln!(s, "load {} {running} {waiting}", escape(account));
         }
         s
     }
@@ -188,6 +208,13 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
     };
     let name = |k: usize| -> Result<String, String> {
         fields.get(k).and_then(|f| unescape(f)).ok_or_else(|| format!("field {} is not an escaped name", k + 1))
+    };
+    let amount = |k: usize| -> Result<f64, String> {
+        fields
+            .get(k)
+            .and_then(|f| f.parse::<f64>().ok())
+            .filter(|x| x.is_finite() && (0.0..=MAX_GPU_SECONDS).contains(x))
+            .ok_or_else(|| format!("field {} is not a number from 0 to {MAX_GPU_SECONDS:e}", k + 1))
     };
     let flag = |k: usize| -> Result<bool, String> {
         match num(k)? {
@@ -252,6 +279,21 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
             let key = UsageKey { account: name(2)?.into(), user: name(3)?.into() };
             snap.ledger.add_whole(start / snap.ledger.bucket_s(), &key, whole);
         }
+        Some("owe") => {
+            if fields.len() != 6 {
+                return Err("expected `owe <bucket> <account> <entitled_gs> <asked_gs> <unallocated_gs>`".into());
+            }
+            let bucket = num(1)?;
+            let start = bucket.checked_mul(*old_bucket_s).ok_or_else(|| "bucket out of range".to_string())?;
+            let asked = Asked { entitled_gs: amount(3)?, asked_gs: amount(4)?, unallocated_gs: amount(5)? };
+            snap.owed.add(start / snap.owed.bucket_s(), &name(2)?.into(), asked);
+        }
+        Some("load") => {
+            if fields.len() != 4 {
+                return Err("expected `load <account> <running GPUs> <waiting GPUs>`".into());
+            }
+            snap.load.insert(name(1)?, (amount(2)?, amount(3)?));
+        }
         Some(other) => return Err(format!("unknown record `{other}`")),
     }
     Ok(())
@@ -288,7 +330,11 @@ mod tests {
             },
         );
         s.runs.set_legacy_mark(43, 8000);
+        let held = crate::fairness::Held { rate_gpus: 2.5, demand_gpus: 1.0 / 3.0, unallocated_gpus: 0.0 };
+        s.owed.record(&"a".into(), held, 1000, 9000);
+        s.load.insert("Jane Doe's team".into(), (8.0, 0.5));
         let text = s.to_text();
+        assert!(text.contains("\nowe 0 a 6500 "), "{text}");
         assert!(text.contains(" b Jane%20Doe "), "{text}");
         assert_eq!(Snapshot::parse(&text, 3600, 7 * 86_400), Ok(Parsed { snapshot: s, skipped: vec![] }));
     }
@@ -326,6 +372,10 @@ mod tests {
         let p = Snapshot::parse("tally-state 2\nuse 1 a u\nuse 1 a u NaN\nfrobnicate\nuse 1 b v 5\n", 3600, 3600).unwrap();
         assert_eq!(p.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4]);
         assert_eq!(p.skipped[2].1, "unknown record `frobnicate`");
+        let o = Snapshot::parse("tally-state 2\nowe 1 a 5 NaN 0\nowe 1 a 5 1\nload a -1 0\nload a inf 0\nowe 1 a 5 6 7\nload b 2 3\n", 3600, 3600).unwrap();
+        assert_eq!(o.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
+        assert_eq!(o.snapshot.owed.entries().map(|(b, a, x)| (b, a.to_string(), x.asked_gs)).collect::<Vec<_>>(), vec![(1, "a".into(), 6.0)]);
+        assert_eq!(o.snapshot.load.get("b"), Some(&(2.0, 3.0)));
         // Found by fuzzing (fuzz/corpus/state): sums past u64 saturate, damage is skipped.
         let q = Snapshot::parse("tally-state 2\nuse 0 a u 1e20\nuse 0 a u 1e15\nuse 0 a u 1e15\nuse 1 a u 1e15\n", 3600, 7200).unwrap();
         assert_eq!(q.skipped.len(), 1);

@@ -35,22 +35,10 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
-    /// Fair share as the plugin sees it: allocation, window usage, ratio and
-    /// rank per account (and user), like sshare.
-    Share {
-        /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-        /// Ledger file (default: StateSaveLocation/tally/ledger.state from slurm.conf).
-        #[arg(long)]
-        state: Option<PathBuf>,
-        /// Also list users under their accounts (as `sshare -a`).
-        #[arg(long, short = 'a')]
-        all: bool,
-        /// `|`-separated output without the header lines (as `sshare -P`).
-        #[arg(long, short = 'P')]
-        parsable: bool,
-    },
+    /// Fair share as the plugin sees it, like sshare: budget, 7-day usage,
+    /// ratio and rank per account, what each team is short of now, and
+    /// owed against delivered over the window, measured live.
+    Share(ShareArgs),
     /// Canonical traces: import public ones, augment them with teams and contracts.
     Trace {
         #[command(subcommand)]
@@ -76,6 +64,49 @@ enum Command {
         #[arg(long)]
         gpus: Option<u32>,
     },
+}
+
+#[derive(clap::Args, Debug)]
+struct ShareArgs {
+    /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Ledger file (default: StateSaveLocation/tally/ledger.state from slurm.conf).
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// List every user under their accounts (as `sshare -a`).
+    #[arg(long, short = 'a')]
+    all: bool,
+    /// Only these accounts and their subtrees (comma-separated).
+    #[arg(long, short = 'A', value_name = "ACCOUNTS")]
+    accounts: Option<String>,
+    /// List these users under their accounts (comma-separated).
+    #[arg(long, short = 'u', value_name = "USERS")]
+    users: Option<String>,
+    /// More fields (rate, allocation, fair share, running, waiting, fair now, unallocated).
+    #[arg(long, short = 'l')]
+    long: bool,
+    /// Fields to show, comma-separated, each `name[%width]` (negative: aligned left); see --helpformat.
+    #[arg(long, short = 'o', value_name = "FIELDS")]
+    format: Option<String>,
+    /// List the fields --format takes, and what each is.
+    #[arg(long)]
+    helpformat: bool,
+    /// No header lines.
+    #[arg(long, short = 'n')]
+    noheader: bool,
+    /// `|` after every field (as `sshare -p`).
+    #[arg(long, short = 'p', conflicts_with_all = ["parsable2", "json"])]
+    parsable: bool,
+    /// `|` between fields (as `sshare -P`).
+    #[arg(long, short = 'P', conflicts_with = "json")]
+    parsable2: bool,
+    /// Every row's figures as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also write the chart of delivered against owed per team per day (SVG).
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -109,7 +140,27 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Config { command: ConfigCommand::Check { file, gpus } } => check::run(file, gpus),
         Command::Config { command: ConfigCommand::Accounts { file } } => check::accounts(file),
-        Command::Share { config, state, all, parsable } => share::run(share::Args { config, state, parsable, users: all }),
+        Command::Share(a) if a.helpformat => {
+            print!("{}", share::help_format());
+            Ok(())
+        }
+        Command::Share(a) => share::run(share::Args {
+            layout: match (a.parsable, a.parsable2, a.json) {
+                (true, _, _) => share::Layout::Parsable,
+                (_, true, _) => share::Layout::Parsable2,
+                (_, _, true) => share::Layout::Json,
+                _ => share::Layout::Table,
+            },
+            config: a.config,
+            state: a.state,
+            all_users: a.all,
+            accounts: a.accounts,
+            users: a.users,
+            long: a.long,
+            format: a.format,
+            noheader: a.noheader,
+            svg: a.svg,
+        }),
         Command::Demo { config, gpus } => demo::run(config, gpus),
         Command::Trace { command } => trace::run(command),
         Command::Sim(cmd) => match *cmd {

@@ -213,6 +213,72 @@ pub fn bar_chart(
     })
 }
 
+/// Delivered against owed per team per day (Ai2's chart): one small panel
+/// per team, in a grid three wide, each with a day's owed GPU-hours as a
+/// bar and what was delivered of it beside it; the days run from the first
+/// any team has to the last, labelled relative to the last ("0d" = the
+/// last day, "-1d" the day before). One legend over the grid.
+pub fn owed_days(title: &str, teams: &[(String, std::collections::BTreeMap<u64, tally_allocator::Owed>)]) -> String {
+    let first = teams.iter().filter_map(|(_, d)| d.keys().next()).min().copied();
+    let last = teams.iter().filter_map(|(_, d)| d.keys().next_back()).max().copied();
+    let (Some(first), Some(last)) = (first, last) else {
+        return no_data(title, "day", "GPU-hours");
+    };
+    let days: Vec<u64> = (first..=last).collect();
+    let labels: Vec<String> = days.iter().map(|d| format!("{}d", -((last - d) as i64))).collect();
+    let cols = teams.len().clamp(1, 3);
+    let rows = teams.len().div_ceil(cols);
+    const PANEL_H: u32 = 230;
+    let height = 90 + PANEL_H * rows as u32;
+    let (owed_c, delivered_c) = (PALETTE[0], PALETTE[1]);
+    render((WIDTH, height), |root| {
+        let style = (FONT, TITLE_SIZE).into_font().style(FontStyle::Bold).color(&INK);
+        let body = root.margin(MARGIN, 0, 0, 0).titled(&text(title, usize::MAX), style)?;
+        let (key, grid) = body.split_vertically(40);
+        let font = (FONT, LABEL_SIZE).into_font().color(&INK);
+        for (k, (name, colour)) in [("owed (min of rate and what was asked, per hour)", owed_c), ("delivered (allocated, ran)", delivered_c)].iter().enumerate() {
+            let x = MARGIN as i32 + 20 + 420 * k as i32;
+            key.draw(&Rectangle::new([(x, 8), (x + 12, 20)], colour.filled()))?;
+            key.draw(&Text::new(name.to_string(), (x + 18, 7), font.clone()))?;
+        }
+        for (panel, (team, per_day)) in grid.split_evenly((rows, cols)).iter().zip(teams) {
+            let owed: Vec<f64> = days.iter().map(|d| per_day.get(d).map_or(0.0, |o| o.delivery.owed_gpu_hours)).collect();
+            let delivered: Vec<f64> = days.iter().map(|d| per_day.get(d).map_or(0.0, |o| o.delivery.delivered_gpu_hours)).collect();
+            let top = owed.iter().chain(&delivered).fold(0.0f64, |a, &b| a.max(b)).max(1.0) * 1.1;
+            let ratio = {
+                let (o, c) = per_day.values().fold((0.0, 0.0), |(o, c), x| (o + x.delivery.owed_gpu_hours, c + x.delivery.credited_gpu_hours));
+                if o > 0.0 { format!(" ({:.0}%)", 100.0 * c / o) } else { String::new() }
+            };
+            let mut chart = ChartBuilder::on(panel)
+                .margin(8)
+                .caption(text(&format!("{team}{ratio}"), 36), (FONT, LABEL_SIZE).into_font().color(&INK))
+                .x_label_area_size(22)
+                .y_label_area_size(44)
+                .build_cartesian_2d(Categories { n: days.len(), every: days.len().div_ceil(7).max(1) }, 0.0..top)?;
+            let label = |v: &f64| labels.get(v.floor() as usize).cloned().unwrap_or_default();
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .bold_line_style(GRID)
+                .light_line_style(TRANSPARENT)
+                .axis_style(INK)
+                .label_style((FONT, LABEL_SIZE * 0.85).into_font().color(&INK))
+                .x_label_formatter(&label)
+                .y_label_formatter(&number)
+                .y_labels(4)
+                .draw()?;
+            for (j, (vals, colour)) in [(&owed, owed_c), (&delivered, delivered_c)].into_iter().enumerate() {
+                let bars = vals.iter().enumerate().filter(|(_, v)| **v > 0.0).map(|(i, &v)| {
+                    let x = i as f64 + 0.1 + 0.4 * j as f64;
+                    Rectangle::new([(x, 0.0), (x + 0.36, v)], colour.filled())
+                });
+                chart.draw_series(bars)?;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// An axis of `n` categories (bars, GPUs, steps): category `i` spans
 /// `[i, i + 1]`, with a tick (and its label) at the centre of every
 /// `every`-th one (none when 0).
@@ -757,5 +823,26 @@ mod tests {
         write("few.svg", bar_chart("Few categories", "gain", &cats, &[("Tally vs FIFO", vec![0.3, -0.2, 0.05, 1.2])], Some((1.0, "goal"))));
         let waits: Vec<Series> = cdfs.iter().map(|&(name, n, scale, _)| Series { name, points: cdf(n, scale * 3000.0) }).collect();
         write("waits.svg", line_chart_log_seconds("Wait before start", "wait (log scale)", "% of jobs", &waits, true));
+    }
+
+    #[test]
+    fn owed_days_draws_a_panel_per_team() {
+        use tally_allocator::{Delivery, Owed};
+        let day = |o: f64, d: f64| Owed { delivery: Delivery { owed_gpu_hours: o, delivered_gpu_hours: d, credited_gpu_hours: o.min(d) }, unallocated_gpu_hours: 0.0 };
+        let teams = vec![
+            ("nlp".to_string(), std::collections::BTreeMap::from([(20_000, day(10.0, 8.0)), (20_002, day(5.0, 5.0))])),
+            ("vision".to_string(), std::collections::BTreeMap::from([(20_001, day(3.0, 4.0))])),
+        ];
+        let svg = owed_days("t", &teams);
+        assert_eq!(svg, owed_days("t", &teams), "deterministic");
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<String> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(|t| t.trim().to_string()).collect();
+        assert!(texts.iter().any(|t| t == "nlp (87%)"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "vision (100%)"), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "-2d") && texts.iter().any(|t| t == "0d"), "{texts:?}");
+        // Five non-zero bars (nlp: 2 days x 2, vision: 1 day x 2 minus none) + 2 legend squares.
+        let bars = doc.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("fill").is_some_and(|f| f == "#4E79A7" || f == "#F28E2B")).count();
+        assert_eq!(bars, 2 + 4 + 2, "{svg}");
+        assert!(owed_days("t", &[]).contains("no data"));
     }
 }

@@ -1,88 +1,637 @@
-//! `tally share`: the ledger's view, in the manner of sshare.
+//! `tally share`: the ledger's view, in sshare's idiom.
 //!
 //! Reads tally.toml and the ledger the plugin saves under
-//! `StateSaveLocation/tally/ledger.state` (StateSaveLocation from
-//! slurm.conf), and ranks exactly as the plugin does (`Config::fair_share`).
+//! `StateSaveLocation/tally/ledger.state` ([`crate::live`]), ranks exactly
+//! as the plugin does (`Config::fair_share`), measures what every team is
+//! owed now with the plugin's rule (`Entitlement` over the load the plugin
+//! saved with the ledger), and reads owed and delivered over the window
+//! from the owed book the plugin records tick by tick (`OwedBook::owed`,
+//! the simulator's rule per bucket).
+//!
+//! Like sshare: the tree indented one space per level, fields chosen with
+//! `-o name%width` (a negative width aligns left; a longer value is cut and
+//! ends in `+`), `-l` for more, `-n` without the header, `-p`/`-P` for
+//! `|`-separated output, `-a` with every user, `-A`/`-u` to pick accounts
+//! and users; `--json` for programs, `--svg` for the chart of delivered
+//! against owed per team per day.
 
-use crate::table::{Column, Table};
 use crate::live;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use tally_allocator::format_duration;
+use tally_allocator::{format_duration, Budget, Entitlement, FairShare, Load, Owed, Snapshot, Standing};
+use tally_config::Config;
+
+/// What a row can show. Each is one of sshare's fields or one of Tally's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Account,
+    User,
+    Budget,
+    Rate,
+    Alloc7d,
+    Used7d,
+    Ratio,
+    Rank,
+    FairShare,
+    Running,
+    Waiting,
+    ShortNow,
+    FairNow,
+    Owed,
+    Delivered,
+    DelivPct,
+    Unalloc,
+}
+
+/// (field, header, default width: negative = left-aligned, what it is).
+const FIELDS: [(Field, &str, i32, &str); 17] = [
+    (Field::Account, "Account", -20, "account, indented one space per level of the tree"),
+    (Field::User, "User", 10, "user (user rows: -a, -u)"),
+    (Field::Budget, "Budget", 10, "budget as configured: % of the parent, or GPU-hours per window (h)"),
+    (Field::Rate, "Rate", 8, "allocation rate, GPUs (budget ÷ window)"),
+    (Field::Alloc7d, "Alloc7d", 10, "allocated GPU-hours over the window (subtree)"),
+    (Field::Used7d, "Used7d", 10, "allocated GPU-hours used over the window (subtree; a user row: the user's)"),
+    (Field::Ratio, "Ratio", 8, "Used7d ÷ Alloc7d: what the 7-day rank sorts by"),
+    (Field::Rank, "Rank", 5, "7-day rank of the cluster's accounts, 0 = most under-served (the queue's team order)"),
+    (Field::FairShare, "FairShare", 10, "(n − rank) ÷ n, sprio's FAIRSHARE"),
+    (Field::Running, "Running", 8, "allocated GPUs running (at the ledger's save)"),
+    (Field::Waiting, "Waiting", 8, "allocated GPUs waiting, eligible"),
+    (Field::ShortNow, "ShortNow", 8, "GPUs below what is owed now, min(rate, running + waiting) − running: such a team's jobs go first"),
+    (Field::FairNow, "FairNow", 8, "the water-filled fair share now, GPUs (an idle sibling's rate shared)"),
+    (Field::Owed, "Owed", 10, "GPU-hours owed over the window: per hour, min(rate, what was asked)"),
+    (Field::Delivered, "Delivered", 10, "allocated GPU-hours that ran over the window"),
+    (Field::DelivPct, "Deliv%", 7, "delivered up to what was owed, hour by hour, ÷ owed"),
+    (Field::Unalloc, "Unalloc", 10, "unallocated GPU-hours that ran (contract 0): never charged"),
+];
+
+const DEFAULT: &str = "Account,User,Budget,Used7d,Ratio,Rank,ShortNow,Owed,Delivered,Deliv%";
+const LONG: &str = "Account,User,Budget,Rate,Alloc7d,Used7d,Ratio,Rank,FairShare,Running,Waiting,ShortNow,FairNow,Owed,Delivered,Deliv%,Unalloc";
+
+/// A chosen field and its width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Col {
+    field: Field,
+    name: &'static str,
+    width: i32,
+}
+
+/// `-o` as sshare reads it: comma-separated names, each matched
+/// case-insensitively by prefix (`acc` is Account), with an optional
+/// `%width`.
+fn columns(spec: &str) -> Result<Vec<Col>, String> {
+    let mut out = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        // A field's whole name first (`Deliv%`), then `name%width` split at
+        // the last `%` (`Deliv%%7`).
+        let exact = FIELDS.iter().any(|(_, n, _, _)| n.eq_ignore_ascii_case(item));
+        let (name, width) = match item.rsplit_once('%').filter(|_| !exact) {
+            Some((n, w)) => {
+                let w: i32 = w.trim().parse().ok().filter(|w: &i32| *w != 0 && w.abs() <= 1000).ok_or_else(|| {
+                    format!("format `{item}`: the width after % must be a whole number from 1 to 1000 (negative: aligned left)")
+                })?;
+                (n.trim(), Some(w))
+            }
+            None => (item, None),
+        };
+        let found = FIELDS.iter().find(|(_, n, _, _)| n.len() >= name.len() && n[..name.len()].eq_ignore_ascii_case(name));
+        let Some(&(field, n, w, _)) = found.filter(|_| !name.is_empty()) else {
+            return Err(format!("invalid field requested: \"{name}\"; valid fields: {}", field_names()));
+        };
+        out.push(Col { field, name: n, width: width.unwrap_or(w) });
+    }
+    if out.is_empty() {
+        return Err(format!("--format names no field; valid fields: {}", field_names()));
+    }
+    Ok(out)
+}
+
+fn field_names() -> String {
+    FIELDS.iter().map(|f| f.1).collect::<Vec<_>>().join(", ")
+}
+
+/// `--helpformat`: every field and what it is.
+pub fn help_format() -> String {
+    let mut s = String::new();
+    for (_, name, _, what) in FIELDS {
+        s.push_str(&format!("{name:<10} {what}\n"));
+    }
+    s
+}
+
+/// One row's values; `None` prints as an empty cell (sshare's way).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Row {
+    account: String,
+    depth: usize,
+    user: Option<String>,
+    budget: Option<String>,
+    rate: Option<f64>,
+    alloc: Option<f64>,
+    used: Option<f64>,
+    ratio: Option<f64>,
+    rank: Option<u32>,
+    fair_share: Option<f64>,
+    running: Option<f64>,
+    waiting: Option<f64>,
+    short: Option<f64>,
+    fair_now: Option<f64>,
+    owed: Option<Owed>,
+}
+
+impl Row {
+    /// The cell of `field`, as text (numbers as sshare writes them: fixed
+    /// decimals, nothing for a missing value).
+    fn cell(&self, field: Field, parsable: bool) -> String {
+        let num = |v: Option<f64>, d: usize| v.map_or(String::new(), |v| format!("{v:.d$}"));
+        // GPU-hours to a tenth in a table, to 3.6 GPU-seconds when parsed.
+        let hours = if parsable { 3 } else { 1 };
+        match field {
+            Field::Account => {
+                let indent = if self.user.is_some() { self.depth + 1 } else { self.depth };
+                format!("{}{}", " ".repeat(indent), self.account)
+            }
+            Field::User => self.user.clone().unwrap_or_default(),
+            Field::Budget => self.budget.clone().unwrap_or_default(),
+            Field::Rate => num(self.rate, 2),
+            Field::Alloc7d => num(self.alloc, 1),
+            Field::Used7d => num(self.used, hours),
+            Field::Ratio => num(self.ratio, 4),
+            Field::Rank => self.rank.map_or(String::new(), |r| r.to_string()),
+            Field::FairShare => num(self.fair_share, 6),
+            Field::Running => num(self.running, 0),
+            Field::Waiting => num(self.waiting, 0),
+            Field::ShortNow => num(self.short, if parsable { 3 } else { 1 }),
+            Field::FairNow => num(self.fair_now, 2),
+            Field::Owed => num(self.owed.map(|o| o.delivery.owed_gpu_hours), hours),
+            Field::Delivered => num(self.owed.map(|o| o.delivery.delivered_gpu_hours), hours),
+            Field::DelivPct => num(self.owed.and_then(|o| o.delivery.ratio()).map(|r| 100.0 * r), 1),
+            Field::Unalloc => num(self.owed.map(|o| o.unallocated_gpu_hours), hours),
+        }
+    }
+
+    fn json(&self) -> Value {
+        let o = self.owed;
+        json!({
+            "account": self.account,
+            "depth": self.depth,
+            "user": self.user,
+            "budget": self.budget,
+            "rate_gpus": self.rate,
+            "allocated_gpu_hours": self.alloc,
+            "used_gpu_hours": self.used,
+            "ratio": self.ratio,
+            "rank": self.rank,
+            "fair_share": self.fair_share,
+            "running_gpus": self.running,
+            "waiting_gpus": self.waiting,
+            "short_now_gpus": self.short,
+            "fair_now_gpus": self.fair_now,
+            "owed_gpu_hours": o.map(|o| o.delivery.owed_gpu_hours),
+            "delivered_gpu_hours": o.map(|o| o.delivery.delivered_gpu_hours),
+            "credited_gpu_hours": o.map(|o| o.delivery.credited_gpu_hours),
+            "delivered_fraction": o.and_then(|o| o.delivery.ratio()),
+            "unallocated_gpu_hours": o.map(|o| o.unallocated_gpu_hours),
+        })
+    }
+}
+
+/// A budget as the file spells it.
+fn budget(b: Option<&Budget>) -> Option<String> {
+    match b? {
+        Budget::Share(p) => Some(format!("{p}%")),
+        Budget::GpuHours(h) => Some(format!("{h}h")),
+    }
+}
+
+/// Output layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    Table,
+    /// `-p`: every field followed by `|`.
+    Parsable,
+    /// `-P`: fields separated by `|`.
+    Parsable2,
+    Json,
+}
 
 pub struct Args {
     pub config: Option<PathBuf>,
     pub state: Option<PathBuf>,
-    pub parsable: bool,
-    pub users: bool,
+    pub all_users: bool,
+    pub accounts: Option<String>,
+    pub users: Option<String>,
+    pub long: bool,
+    pub format: Option<String>,
+    pub noheader: bool,
+    pub layout: Layout,
+    pub svg: Option<PathBuf>,
 }
 
-pub fn run(args: Args) -> Result<(), String> {
-    let (_, config) = crate::config_at(args.config)?;
-    let state = live::ledger_path(args.state)?;
-    let now = live::now();
-    let snapshot = live::read_snapshot(&state, &config)?;
-    let fs = config.fair_share(&snapshot.ledger, now).map_err(|e| e.to_string())?;
-    let users = snapshot.ledger.user_usage(now);
-    let tree = &config.tree;
+/// Everything one report shows, computed from a config and a ledger at
+/// `now` (pure: the golden tests build it from fixed ledgers).
+struct Report {
+    rows: Vec<Row>,
+    /// Per leaf account: per day (Unix day), owed and delivered.
+    days: Vec<(String, BTreeMap<u64, Owed>)>,
+}
 
-    if !args.parsable {
-        println!(
-            "Window {} ending now; ledger saved {} ago ({}); {} GPUs",
-            format_duration(config.window_s),
-            format_duration(now.saturating_sub(snapshot.saved_at)),
-            state.display(),
-            config.ranking_gpus()
-        );
-        println!();
+/// Which rows to show.
+#[derive(Debug, Clone, Default)]
+struct Pick {
+    /// Show user rows (all users unless `users` narrows them).
+    user_rows: bool,
+    users: Option<BTreeSet<String>>,
+    /// Only these accounts and their subtrees.
+    accounts: Option<BTreeSet<String>>,
+    /// Only these accounts (and the path above them): a private view.
+    visible: Option<BTreeSet<String>>,
+}
+
+fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) -> Result<Report, String> {
+    let tree = &config.tree;
+    let alloc = config.allocation(config.ranking_gpus()).map_err(|e| e.to_string())?;
+    let fs: FairShare = config.fair_share(&snap.ledger, now).map_err(|e| e.to_string())?;
+    let mut load = Load::new(tree);
+    for (account, &(running, waiting)) in &snap.load {
+        if let Some(id) = tree.id(account) {
+            load.run(id, running.round() as u32);
+            load.wait(id, waiting.round() as u32);
+        }
     }
-    let header = ["Account", "User", "AllocGPUh", "UsedGPUh", "Used/Alloc", "Rank", "FairShare"];
-    let width = tree.walk().iter().map(|&(id, d)| d + tree.node(id).name.len()).max().unwrap_or(7).max(7) + 1;
-    let mut rows: Vec<[String; 7]> = Vec::new();
-    for (id, depth) in tree.walk() {
+    let ent = Entitlement::compute(tree, &alloc, &load);
+    let owed = snap.owed.owed(&snap.ledger, now);
+    let users = snap.ledger.user_usage(now);
+
+    // Subtree sums of the live columns, children before parents.
+    let walk = tree.walk();
+    let n = tree.len();
+    let mut sub_owed = vec![Owed::default(); n];
+    let mut sub_now = vec![(0.0, 0.0, 0.0, 0.0); n]; // running, waiting, short, fair
+    for &(id, _) in walk.iter().rev() {
         let node = tree.node(id);
-        let Some(s) = fs.standing(&node.name) else { continue };
-        let ratio = if s.subtree_allocated_gpu_hours > 0.0 {
-            format!("{:.4}", s.subtree_used_gpu_hours / s.subtree_allocated_gpu_hours)
-        } else {
-            "-".to_string()
-        };
-        let indent = if args.parsable { String::new() } else { " ".repeat(depth) };
-        rows.push([
-            format!("{indent}{}", node.name),
-            String::new(),
-            format!("{:.1}", s.subtree_allocated_gpu_hours),
-            format!("{:.3}", s.subtree_used_gpu_hours),
-            ratio,
-            s.rank.to_string(),
-            format!("{:.3}", s.factor),
-        ]);
-        if args.users {
+        if let Some(o) = owed.get(&node.name) {
+            sub_owed[id].add(o);
+        }
+        let t = ent.team_at(id);
+        let s = &mut sub_now[id];
+        s.0 += t.running;
+        s.1 += t.demand - t.running;
+        s.2 += t.short();
+        s.3 += t.fair;
+        if let Some(p) = node.parent {
+            let (o, s) = (sub_owed[id], sub_now[id]);
+            sub_owed[p].add(&o);
+            let q = &mut sub_now[p];
+            q.0 += s.0;
+            q.1 += s.1;
+            q.2 += s.2;
+            q.3 += s.3;
+        }
+    }
+    let in_subtree_of = |id: usize, set: &BTreeSet<String>| tree.path(id).iter().any(|n| set.contains(*n));
+    let mut rows = Vec::new();
+    for &(id, depth) in &walk {
+        let node = tree.node(id);
+        if let Some(a) = &pick.accounts {
+            if !in_subtree_of(id, a) {
+                continue;
+            }
+        }
+        if let Some(v) = &pick.visible {
+            // Your accounts, and the path above them for their place.
+            let mine = v.contains(&node.name);
+            let above = v.iter().filter_map(|a| tree.id(a)).any(|a| tree.path(a).contains(&node.name.as_str()));
+            if !mine && !above {
+                continue;
+            }
+        }
+        let Some(s): Option<&Standing> = fs.standing(&node.name) else { continue };
+        let (running, waiting, short, fair) = sub_now[id];
+        let live = running > 0.0 || waiting > 0.0;
+        let o = sub_owed[id];
+        let touched = o != Owed::default();
+        rows.push(Row {
+            account: node.name.clone(),
+            depth,
+            user: None,
+            budget: budget(node.budget.as_ref()),
+            rate: Some(alloc.rate_gpus(id)),
+            alloc: Some(s.subtree_allocated_gpu_hours),
+            used: Some(s.subtree_used_gpu_hours),
+            ratio: (s.subtree_allocated_gpu_hours > 0.0).then(|| s.subtree_used_gpu_hours / s.subtree_allocated_gpu_hours),
+            rank: Some(s.rank),
+            fair_share: Some(s.factor),
+            running: Some(running),
+            waiting: Some(waiting),
+            short: Some(short),
+            fair_now: live.then_some(fair),
+            owed: touched.then_some(o),
+        });
+        if pick.user_rows || pick.users.is_some() {
             for (key, gs) in users.0.iter().filter(|(k, _)| *k.account == *node.name) {
-                let place = users.place(&key.account, &key.user);
-                rows.push([
-                    format!("{indent} {}", node.name),
-                    key.user.to_string(),
-                    String::new(),
-                    format!("{:.3}", gs / 3600.0),
-                    String::new(),
-                    format!("{}.{}", s.rank, place),
-                    String::new(),
-                ]);
+                if pick.users.as_ref().is_some_and(|u| !u.contains(&*key.user)) {
+                    continue;
+                }
+                rows.push(Row { account: node.name.clone(), depth, user: Some(key.user.to_string()), used: Some(gs / 3600.0), ..Row::default() });
             }
         }
     }
-    if args.parsable {
-        println!("{}", header.join("|"));
-        for cols in rows {
-            println!("{}", cols.join("|"));
-        }
+    let shown: BTreeSet<&str> = rows.iter().map(|r| r.account.as_str()).collect();
+    let by_day = snap.owed.owed_by(&snap.ledger, now, |t| t / 86_400);
+    let days = tree
+        .leaves()
+        .map(|id| tree.node(id).name.clone())
+        .filter(|name| shown.contains(name.as_str()))
+        .map(|name| {
+            let per: BTreeMap<u64, Owed> = by_day.iter().filter_map(|(d, m)| m.get(&name).map(|o| (*d, *o))).collect();
+            (name, per)
+        })
+        .filter(|(_, per)| per.values().any(|o| o.delivery.owed_gpu_hours > 0.0 || o.delivery.delivered_gpu_hours > 0.0))
+        .collect();
+    Ok(Report { rows, days })
+}
+
+/// A value in a column of `width` the way Slurm's print_fields does: cut to
+/// the width with a `+` at its end, aligned right (left when negative).
+fn fit(value: &str, width: i32) -> String {
+    let w = width.unsigned_abs() as usize;
+    let mut v: String = value.chars().take(w).collect();
+    if value.chars().count() > w {
+        v.pop();
+        v.push('+');
+    }
+    if width < 0 {
+        format!("{v:<w$}")
     } else {
-        let (l, r) = (Column::left, Column::right);
-        let mut table = Table::new([l(width), l(10), r(10), r(10), r(10), r(5), r(9)]);
-        table.row(header);
-        table.text("-".repeat(width + 62));
-        rows.into_iter().for_each(|cols| table.row(cols));
-        print!("{table}");
+        format!("{v:>w$}")
+    }
+}
+
+/// The report as text, in `layout` with the chosen columns.
+fn render(rows: &[Row], cols: &[Col], layout: Layout, header: bool) -> String {
+    let mut out = String::new();
+    let line = |cells: Vec<String>, out: &mut String| {
+        match layout {
+            Layout::Parsable => {
+                for c in cells {
+                    out.push_str(&c);
+                    out.push('|');
+                }
+            }
+            Layout::Parsable2 => out.push_str(&cells.join("|")),
+            Layout::Table | Layout::Json => out.push_str(cells.join(" ").trim_end()),
+        }
+        out.push('\n');
+    };
+    let table = layout == Layout::Table;
+    if header {
+        // sshare right-aligns every header, dashes under each column.
+        line(cols.iter().map(|c| if table { fit(c.name, c.width.abs()) } else { c.name.to_string() }).collect(), &mut out);
+        if table {
+            line(cols.iter().map(|c| "-".repeat(c.width.unsigned_abs() as usize)).collect(), &mut out);
+        }
+    }
+    for r in rows {
+        line(cols.iter().map(|c| if table { fit(&r.cell(c.field, false), c.width) } else { r.cell(c.field, true) }).collect(), &mut out);
+    }
+    out
+}
+
+/// Who runs the report: the user sudo ran it for, else the process's user.
+fn caller() -> (String, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid());
+    if let Ok(u) = std::env::var("SUDO_USER") {
+        if uid == 0 && !u.is_empty() {
+            return (u, u32::MAX);
+        }
+    }
+    let name = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    (name, uid)
+}
+
+/// `SlurmUser=` of slurm.conf (default `root`, as Slurm's).
+fn slurm_user() -> String {
+    std::fs::read_to_string(live::slurm_conf())
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+                .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+                .find(|(k, _)| k.eq_ignore_ascii_case("SlurmUser"))
+                .map(|(_, v)| v)
+        })
+        .unwrap_or_else(|| "root".to_string())
+}
+
+/// The accounts a user belongs to: the `[users]` map, the ledger's usage,
+/// and Slurm's associations when sacctmgr answers.
+fn accounts_of(user: &str, config: &Config, snap: &Snapshot) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = config.users.get(user).into_iter().cloned().collect();
+    out.extend(snap.ledger.entries().filter(|(_, k, _)| &*k.user == user).map(|(_, k, _)| k.account.to_string()));
+    if let Ok(o) = std::process::Command::new("sacctmgr").args(["-nP", "show", "assoc", &format!("user={user}"), "format=account"]).output() {
+        if o.status.success() {
+            out.extend(String::from_utf8_lossy(&o.stdout).lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from));
+        }
+    }
+    out
+}
+
+fn list(s: &Option<String>) -> Option<BTreeSet<String>> {
+    s.as_ref().map(|s| s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(String::from).collect())
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    let (_, config) = crate::config_at(args.config.clone())?;
+    let cols = columns(args.format.as_deref().unwrap_or(if args.long { LONG } else { DEFAULT }))?;
+    let state = live::ledger_path(args.state.clone())?;
+    let now = live::now();
+    let snapshot = live::read_snapshot(&state, &config)?;
+    let mut pick = Pick { user_rows: args.all_users, users: list(&args.users), accounts: list(&args.accounts), visible: None };
+    if let Some(a) = &pick.accounts {
+        if let Some(bad) = a.iter().find(|a| !config.tree.contains(a)) {
+            return Err(format!("-A: no account `{bad}` in {}", config.source));
+        }
+    }
+    let (me, uid) = caller();
+    let admin = uid == 0 || me == slurm_user() || config.reports.admins.contains(&me);
+    if config.reports.private && !admin {
+        let mine = accounts_of(&me, &config, &snapshot);
+        eprintln!("showing the accounts of {me} only ([reports] private = true; an admin sees all)");
+        pick.visible = Some(mine);
+        // Other users' rows are theirs.
+        pick.users = Some(BTreeSet::from([me.clone()]));
+        pick.user_rows = pick.user_rows || args.users.is_some();
+        if !(args.all_users || args.users.is_some()) {
+            pick.users = None;
+        }
+    }
+    let rep = report(&config, &snapshot, now, &pick)?;
+    if let Some(path) = &args.svg {
+        let svg = crate::plot::owed_days(&format!("Delivered vs owed per team per day ({})", config.source), &rep.days);
+        std::fs::write(path, svg).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        eprintln!("wrote {} ({} teams)", path.display(), rep.days.len());
+    }
+    match args.layout {
+        Layout::Json => {
+            let out = json!({
+                "now": now,
+                "saved_at": snapshot.saved_at,
+                "window_s": config.window_s,
+                "gpus": config.ranking_gpus(),
+                "ledger": state.display().to_string(),
+                "rows": rep.rows.iter().map(Row::json).collect::<Vec<_>>(),
+            });
+            println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
+        }
+        layout => {
+            if layout == Layout::Table && !args.noheader {
+                println!(
+                    "Window {} ending now; ledger saved {} ago ({}); {} GPUs",
+                    format_duration(config.window_s),
+                    format_duration(now.saturating_sub(snapshot.saved_at)),
+                    state.display(),
+                    config.ranking_gpus()
+                );
+                println!();
+            }
+            print!("{}", render(&rep.rows, &cols, layout, !args.noheader));
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tally_allocator::{Held, UsageKey};
+
+    const H: u64 = 3600;
+    const NOW: u64 = 1_796_083_200 + 10 * H; // 10 h after a day's start
+
+    const CONFIG: &str = r#"
+[cluster]
+gpus = 16
+[accounts.research]
+share = 75
+[accounts.nlp]
+parent = "research"
+share = 50
+[accounts.vision-and-robotics-long-name]
+parent = "research"
+share = 50
+[accounts.ops]
+gpu_hours = 336
+"#;
+
+    /// A fixed ledger on 16 GPUs: research 75% (12 GPUs), nlp and vision
+    /// half of it each (6), ops 336 GPU-h a week (2). nlp asked 12 GPUs
+    /// and ran 8 for 6 h (owed its rate, 6, each hour: 36 of 48 delivered
+    /// count); vision asked and ran 2 for 2 h, beside 4 unallocated GPUs
+    /// the first hour; ops nothing. Saved with a load: nlp 8 running and 4
+    /// waiting, vision 2 running.
+    fn fixture() -> (Config, Snapshot) {
+        let config = Config::parse(CONFIG, "share.toml").unwrap();
+        let mut snap = Snapshot::new(config.new_ledger());
+        let alloc = config.allocation(16).unwrap();
+        let rate = |a: &str| alloc.rate_gpus(config.tree.id(a).unwrap());
+        snap.ledger.charge(&UsageKey::new("nlp", "alice"), 6, NOW - 6 * H, NOW);
+        snap.ledger.charge(&UsageKey::new("nlp", "bob"), 2, NOW - 6 * H, NOW);
+        snap.ledger.charge(&UsageKey::new("vision-and-robotics-long-name", "carol"), 2, NOW - 2 * H, NOW);
+        let held = |r, d, u| Held { rate_gpus: r, demand_gpus: d, unallocated_gpus: u };
+        snap.owed.record(&"nlp".into(), held(rate("nlp"), 12.0, 0.0), NOW - 6 * H, NOW);
+        snap.owed.record(&"vision-and-robotics-long-name".into(), held(rate("vision-and-robotics-long-name"), 2.0, 4.0), NOW - 2 * H, NOW - H);
+        snap.owed.record(&"vision-and-robotics-long-name".into(), held(rate("vision-and-robotics-long-name"), 2.0, 0.0), NOW - H, NOW);
+        snap.owed.record(&"ops".into(), held(rate("ops"), 0.0, 0.0), NOW - 6 * H, NOW);
+        snap.load.insert("nlp".into(), (8.0, 4.0));
+        snap.load.insert("vision-and-robotics-long-name".into(), (2.0, 0.0));
+        snap.saved_at = NOW;
+        (config, snap)
+    }
+
+    fn text(pick: &Pick, format: &str, layout: Layout) -> String {
+        let (config, snap) = fixture();
+        let rep = report(&config, &snap, NOW, pick).unwrap();
+        render(&rep.rows, &columns(format).unwrap(), layout, true)
+    }
+
+    #[test]
+    fn default_layout_is_golden() {
+        let got = text(&Pick::default(), DEFAULT, Layout::Table);
+        let want = "             Account       User     Budget     Used7d    Ratio  Rank ShortNow       Owed  Delivered  Deliv%
+-------------------- ---------- ---------- ---------- -------- ----- -------- ---------- ---------- -------
+root                                             52.0   0.0193     1      0.0       40.0       52.0   100.0
+ ops                                  336h        0.0   0.0000     0      0.0
+ research                              75%       52.0   0.0258     4      0.0       40.0       52.0   100.0
+  nlp                                  50%       48.0   0.0476     3      0.0       36.0       48.0   100.0
+  vision-and-roboti+                   50%        4.0   0.0040     2      0.0        4.0        4.0   100.0
+";
+        assert_eq!(got, want, "\n{got}");
+    }
+
+    #[test]
+    fn long_parsable_with_users_is_golden() {
+        let pick = Pick { user_rows: true, ..Pick::default() };
+        let got = text(&pick, LONG, Layout::Parsable2);
+        let want = "\
+Account|User|Budget|Rate|Alloc7d|Used7d|Ratio|Rank|FairShare|Running|Waiting|ShortNow|FairNow|Owed|Delivered|Deliv%|Unalloc
+root|||16.00|2688.0|52.000|0.0193|1|0.800000|10|4|0.000|14.00|40.000|52.000|100.0|4.000
+ ops||336h|2.00|336.0|0.000|0.0000|0|1.000000|0|0|0.000|||||
+ research||75%|12.00|2016.0|52.000|0.0258|4|0.200000|10|4|0.000|14.00|40.000|52.000|100.0|4.000
+  nlp||50%|6.00|1008.0|48.000|0.0476|3|0.400000|8|4|0.000|12.00|36.000|48.000|100.0|0.000
+   nlp|alice||||36.000|||||||||||
+   nlp|bob||||12.000|||||||||||
+  vision-and-robotics-long-name||50%|6.00|1008.0|4.000|0.0040|2|0.600000|2|0|0.000|2.00|4.000|4.000|100.0|4.000
+   vision-and-robotics-long-name|carol||||4.000|||||||||||
+";
+        assert_eq!(got, want, "\n{got}");
+    }
+
+    #[test]
+    fn fields_are_picked_like_sshare() {
+        let cols = columns("acc%-8,user,deliv%%7,ShortN,deliv%").unwrap();
+        assert_eq!(cols.iter().map(|c| (c.name, c.width)).collect::<Vec<_>>(), vec![("Account", -8), ("User", 10), ("Deliv%", 7), ("ShortNow", 8), ("Deliv%", 7)]);
+        assert!(columns("nope").unwrap_err().starts_with("invalid field requested: \"nope\"; valid fields: Account, User,"));
+        assert!(columns("Owed%x").unwrap_err().contains("width after % must be a whole number"));
+        assert!(columns(",").unwrap_err().contains("names no field"));
+        // A value longer than its column is cut with `+`, like sshare's.
+        assert_eq!(fit("vision-and-robotics", -8), "vision-+");
+        assert_eq!(fit("42", 5), "   42");
+        assert_eq!(fit("42", -5), "42   ");
+    }
+
+    #[test]
+    fn picks_accounts_users_and_the_private_view() {
+        let pick = Pick { accounts: Some(BTreeSet::from(["research".into()])), users: Some(BTreeSet::from(["bob".into()])), ..Pick::default() };
+        let got = text(&pick, "Account,User,Used7d", Layout::Parsable);
+        assert_eq!(got, "Account|User|Used7d|\n research||52.000|\n  nlp||48.000|\n   nlp|bob|12.000|\n  vision-and-robotics-long-name||4.000|\n");
+        // A private view: your accounts and the path above them, nothing else.
+        let pick = Pick { visible: Some(BTreeSet::from(["nlp".into()])), ..Pick::default() };
+        let got = text(&pick, "Account", Layout::Parsable2);
+        assert_eq!(got, "Account\nroot\n research\n  nlp\n");
+    }
+
+    #[test]
+    fn json_round_trips_the_rows() {
+        let (config, snap) = fixture();
+        let rep = report(&config, &snap, NOW, &Pick::default()).unwrap();
+        let v: Value = serde_json::from_str(&serde_json::to_string(&rep.rows.iter().map(Row::json).collect::<Vec<_>>()).unwrap()).unwrap();
+        let nlp = v.as_array().unwrap().iter().find(|r| r["account"] == "nlp").unwrap();
+        assert_eq!(nlp["owed_gpu_hours"], 36.0);
+        assert_eq!(nlp["delivered_gpu_hours"], 48.0);
+        assert_eq!(nlp["delivered_fraction"], 1.0);
+        assert_eq!(nlp["running_gpus"], 8.0);
+        // The parsable table says the same.
+        let p = render(&rep.rows, &columns("Account,Owed,Delivered").unwrap(), Layout::Parsable2, false);
+        assert!(p.lines().any(|l| l == "  nlp|36.000|48.000"), "{p}");
+        // The chart's days: one day, nlp and vision.
+        assert_eq!(rep.days.iter().map(|(n, d)| (n.as_str(), d.len())).collect::<Vec<_>>(), vec![("nlp", 1), ("vision-and-robotics-long-name", 1)]);
+    }
 }

@@ -120,6 +120,15 @@ impl ConfigError {
     }
 }
 
+/// `[reports]`, in the spirit of slurm.conf's `PrivateData=usage`: with
+/// `private` (the default) a user who is not an admin (root, SlurmUser, or
+/// listed in `admins`) sees the rows of their own accounts only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reports {
+    pub private: bool,
+    pub admins: Vec<String>,
+}
+
 /// Cluster shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cluster {
@@ -167,6 +176,8 @@ pub struct Config {
     pub users: BTreeMap<String, String>,
     /// Detailed logging in slurmctld's log.
     pub debug: bool,
+    /// `[reports]`: who sees what in `tally share` and `tally explain`.
+    pub reports: Reports,
     /// Line of each `[accounts.X]` (for messages found later, e.g. budgets
     /// that do not fit a cluster size).
     account_lines: BTreeMap<String, usize>,
@@ -425,6 +436,10 @@ impl Config {
             tree,
             users: raw.users.into_iter().map(|(user, account)| (user, account.into_inner())).collect(),
             debug: raw.log.and_then(|l| l.debug).unwrap_or(false),
+            reports: Reports {
+                private: raw.reports.as_ref().and_then(|r| r.private).unwrap_or(true),
+                admins: raw.reports.and_then(|r| r.admins).unwrap_or_default(),
+            },
             account_lines,
             text: text.to_string(),
         };

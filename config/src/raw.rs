@@ -15,6 +15,7 @@ pub struct RawConfig {
     pub priority: Option<RawPriority>,
     pub planner: Option<RawPlanner>,
     pub log: Option<RawLog>,
+    pub reports: Option<RawReports>,
     #[serde(default)]
     pub accounts: BTreeMap<String, Spanned<RawAccount>>,
     #[serde(default)]
@@ -74,6 +75,13 @@ pub struct RawPlanner {
 #[serde(deny_unknown_fields)]
 pub struct RawLog {
     pub debug: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReports {
+    pub private: Option<bool>,
+    pub admins: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

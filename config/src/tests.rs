@@ -101,7 +101,7 @@ const BROKEN: &[(&str, &str)] = &[
     ("[contracts]\nmissing = \"9h\"\n", "t.toml: contracts.missing: default contract 9h exceeds contracts.max 8h"),
     ("[cluster]\ngpus = 0\n", "t.toml: cluster.gpus: must be at least 1 (or left out to count the nodes' GPUs)"),
     ("[cluster]\ngpus = -3\n", "t.toml:2: cluster.gpus: invalid value: integer `-3`, expected u32"),
-    ("[clutser]\ngpus = 3\n", "t.toml:1: clutser: unknown field `clutser`, expected one of `cluster`, `ledger`, `contracts`, `priority`, `planner`, `log`, `accounts`, `users`"),
+    ("[clutser]\ngpus = 3\n", "t.toml:1: clutser: unknown field `clutser`, expected one of `cluster`, `ledger`, `contracts`, `priority`, `planner`, `log`, `reports`, `accounts`, `users`"),
     ("[users]\nalice = \"ghost\"\n", "t.toml:2: users.alice: account `ghost` is not declared under [accounts]"),
     ("[accounts.root]\nshare = 5\n", "t.toml:1: accounts.root: `root` is the implicit top of the tree and cannot be declared"),
     (

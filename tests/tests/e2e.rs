@@ -116,14 +116,14 @@ fn used_gpu_s(account: &str) -> f64 {
         .sum()
 }
 
-/// `tally share -P`: account → rank.
+/// `tally share -P -n -o Account,Rank`: account → rank (sshare's -P
+/// keeps the tree's indent).
 fn ranks() -> BTreeMap<String, u32> {
-    let out = sh(&format!("{}/target/release/tally", root().display()), &["share", "-P", "-c", &config()]);
+    let out = sh(&format!("{}/target/release/tally", root().display()), &["share", "-P", "-n", "-o", "Account,Rank", "-c", &config()]);
     out.lines()
-        .skip(1)
         .filter_map(|l| {
-            let f: Vec<&str> = l.split('|').collect();
-            Some((f[0].to_string(), f[5].parse().ok()?))
+            let (account, rank) = l.split_once('|')?;
+            Some((account.trim().to_string(), rank.parse().ok()?))
         })
         .collect()
 }
@@ -539,4 +539,66 @@ fn e2e_11_the_beds_own_history_imports_with_its_gpu_seconds() {
     assert_eq!((first.gpus, first.contract_s, first.resumable), (2, 3600, true));
     let second = trace.jobs.iter().find(|j| j.job_id == u64::from(jobs[1])).unwrap();
     assert_eq!((second.gpus, second.contract_s, second.resumable), (4, 1800, false));
+    // `tally budget` replays the imported history under two budgets.
+    let trace_file = format!("{RUN_DIR}/history.csv");
+    std::fs::write(&trace_file, &csv).unwrap();
+    let proposed = format!("{RUN_DIR}/proposed.toml");
+    std::fs::write(&proposed, std::fs::read_to_string(config()).unwrap().replace("[accounts.storm_a]\nshare = 8", "[accounts.storm_a]\nshare = 4")).unwrap();
+    let out = sh(&tally, &["budget", "--config", &proposed, "--current", &config(), "--trace", &trace_file, "--quiet"]);
+    assert!(out.lines().any(|l| l.trim_start().starts_with("storm_a")), "{out}");
+}
+
+/// `tally share --json` rows by account.
+fn share_rows(accounts: &str) -> (BTreeMap<String, serde_json::Value>, u64) {
+    let out = sh(&format!("{}/target/release/tally", root().display()), &["share", "--json", "-A", accounts, "-c", &config()]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let rows = v["rows"].as_array().unwrap().iter().filter(|r| r["user"].is_null()).map(|r| (r["account"].as_str().unwrap().to_string(), r.clone())).collect();
+    (rows, v["saved_at"].as_u64().unwrap())
+}
+
+#[test]
+fn e2e_12_share_shows_the_owed_and_delivered_the_workload_caused() {
+    clean();
+    let busy = fill("vb", "contract=10m");
+    let started: u64 = busy.iter().map(|&j| field(j, "%S").and_then(|s| unix(&s)).unwrap()).max().unwrap();
+    let busy_asked: u64 = busy.iter().map(|&j| field(j, "%V").and_then(|s| unix(&s)).unwrap()).min().unwrap();
+    let waiting = [submit("vi", 8, "contract=1h", 600), submit("vi", 8, "contract=1h", 600)];
+    let submitted = unix(&field(waiting[0], "%V").unwrap()).unwrap();
+    std::thread::sleep(Duration::from_secs(12));
+    let (rows, saved_at) = share_rows("see_busy,see_idle");
+    let num = |a: &str, k: &str| rows[a][k].as_f64().unwrap_or_else(|| panic!("{a}.{k}: {:?}", rows[a]));
+    let calc = 2.0;
+    // Each team's rate: 2% of 16 GPUs.
+    let rate = 0.02 * 16.0;
+    assert!((num("see_busy", "rate_gpus") - rate).abs() < 1e-9);
+    // Delivered: see_busy's 16 GPUs since they started, charged to the last
+    // save (within one calc period, and a second of clock granularity).
+    let ran = (saved_at - started) as f64;
+    let delivered_s = num("see_busy", "delivered_gpu_hours") * 3600.0 / 16.0;
+    assert!(delivered_s <= ran + 1.0 && delivered_s >= ran - calc - 1.0, "delivered {delivered_s} s of 16 GPUs, ran {ran} s: {:?}", rows["see_busy"]);
+    // Owed: both teams asked for more than their rate since their jobs were
+    // seen: rate × the time measured, within a calc period of the wall clock.
+    for (team, since) in [("see_busy", busy_asked), ("see_idle", submitted)] {
+        let measured = num(team, "owed_gpu_hours") * 3600.0 / rate;
+        let wall = (saved_at - since) as f64;
+        assert!(measured <= wall + 1.0 && measured >= wall - 2.0 * calc - 1.0, "{team}: owed for {measured} s, {wall} s on the clock: {:?}", rows[team]);
+    }
+    // see_idle ran nothing: delivered 0 of what it is owed; short now by its rate.
+    assert_eq!(num("see_idle", "delivered_gpu_hours"), 0.0);
+    assert_eq!(rows["see_idle"]["delivered_fraction"].as_f64(), Some(0.0));
+    assert!((num("see_idle", "short_now_gpus") - rate).abs() < 1e-9, "{:?}", rows["see_idle"]);
+    assert_eq!(num("see_idle", "waiting_gpus"), 16.0);
+    // The table says the same, in sshare's idiom.
+    let table = sh(&format!("{}/target/release/tally", root().display()), &["share", "-A", "see_idle", "-c", &config()]);
+    assert!(table.lines().any(|l| l.starts_with("             Account       User     Budget")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with(" see_idle ") && l.trim_end().ends_with("0.0")), "{table}");
+    for j in busy.iter().chain(&waiting) {
+        cancel(*j);
+    }
+}
+
+/// Unix seconds of a squeue time (`SLURM_TIME_FORMAT` is not set: ISO).
+fn unix(t: &str) -> Option<u64> {
+    let out = Command::new("date").args(["-d", t, "+%s"]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }

@@ -11,7 +11,10 @@
 //!    window;
 //! 3. re-ranks the accounts (the 7-day [`FairShare`]), measures what every
 //!    team runs and waits for now ([`entitlement_of`]), and walks the queue
-//!    (`allocator::order_queue`) for every pending job's priority.
+//!    (`allocator::order_queue`) for every pending job's priority;
+//! 4. records what every account was entitled to and asked for since the
+//!    last tick ([`tally_allocator::OwedBook`]: owed and delivered, measured live) and the
+//!    load of the moment, for `tally share`.
 //!
 //! `priority_p_set` reads the last [`Ranking`] and [`PlanBoard`] only: no
 //! IO, no waiting on the engine.
@@ -22,8 +25,8 @@ use tally_allocator::names::ByName;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tally_allocator::{
-    job_priority, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Job, Load, Priority, QueueOrder, RunBook,
-    RunRecord, Seen, Snapshot, TeamLoad,
+    job_priority, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Held, Job, Load, Priority, QueueOrder,
+    RunBook, RunRecord, Seen, Snapshot, TeamLoad,
 };
 use tally_config::Config;
 
@@ -233,6 +236,16 @@ pub struct Engine {
     preempt_window_s: u64,
     /// The jobs of the last tick (the ranking of a reload uses them).
     last_jobs: Vec<JobView>,
+    /// Since when, and in what state, each account has been (the last
+    /// tick's): recorded into the [`tally_allocator::OwedBook`] at the next tick.
+    held: Option<Stretch>,
+}
+
+/// Since when each account has held its state (rate, demand, unallocated).
+#[derive(Debug)]
+struct Stretch {
+    since: u64,
+    accounts: Vec<(Arc<str>, Held)>,
 }
 
 /// The allocator's view of a Slurm job under a config, from its own
@@ -382,7 +395,15 @@ impl Engine {
             snapshot = rebucket(&snapshot, &config);
         }
         let ranking = Arc::new(rank(&config, &snapshot, &[], now).0);
-        Engine { config, snapshot, ranking, warned: BTreeSet::new(), preempt_window_s: DEFAULT_PREEMPT_WINDOW_S, last_jobs: Vec::new() }
+        Engine {
+            config,
+            snapshot,
+            ranking,
+            warned: BTreeSet::new(),
+            preempt_window_s: DEFAULT_PREEMPT_WINDOW_S,
+            last_jobs: Vec::new(),
+            held: None,
+        }
     }
 
     /// Slurm's `KillWait + MessageTimeout` (see [`DEFAULT_PREEMPT_WINDOW_S`]).
@@ -429,6 +450,9 @@ impl Engine {
                 self.snapshot.runs.set_legacy_mark(id, mark);
             }
         }
+        for (b, account, asked) in loaded.owed.entries() {
+            self.snapshot.owed.add(b, account, *asked);
+        }
     }
 
     /// Replace the config (a reload that validated). The ledger keeps its
@@ -442,6 +466,8 @@ impl Engine {
         self.warned.clear();
         let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
         self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
+        // What was held so far was under the old rates; from now on, the new.
+        self.record_owed(now, &jobs);
     }
 
     /// Charge `v` as `job` (its facts now: frozen if this is a new run)
@@ -486,12 +512,57 @@ impl Engine {
         self.snapshot.ledger.prune(now);
         let (ranking, walked) = rank(&self.config, &self.snapshot, &jobs, now);
         self.ranking = Arc::new(ranking);
+        self.record_owed(now, &jobs);
         self.warn_unknown(&views, &jobs);
         report.priorities = changed_priorities(&self.ranking, &views, &jobs, &walked, plan);
         // The last moment's views are dropped by the caller, after it
         // released slurmctld's lock.
         report.retired = std::mem::replace(&mut self.last_jobs, views);
         report
+    }
+
+    /// Record what every account held since the last tick (its rate, its
+    /// allocated demand, its unallocated GPUs running) into the owed book,
+    /// and start the next stretch from this tick's ranking. A stretch
+    /// longer than three calc periods (the thread stopped, the clock
+    /// jumped) is not recorded: nobody saw it. Only accounts of the tree
+    /// are recorded.
+    fn record_owed(&mut self, now: u64, jobs: &[(Counted, Job)]) {
+        if let Some(Stretch { since, accounts }) = self.held.take() {
+            let longest = self.config.calc_period_s.max(1).saturating_mul(3).max(60);
+            if now > since && now - since <= longest {
+                for (account, h) in &accounts {
+                    self.snapshot.owed.record(account, *h, since, now);
+                }
+            }
+        }
+        self.snapshot.owed.prune(now);
+        let tree = &self.config.tree;
+        let ent = &self.ranking.ent;
+        let mut unallocated = vec![0.0; tree.len()];
+        let mut node_of = ByName::new();
+        for (c, job) in jobs {
+            if *c != Counted::Running {
+                continue;
+            }
+            let Some(id) = node_of.get(&job.account, |name| tree.id(name)) else { continue };
+            if !job.contract.is_allocated() || !ent.funded_at(id) {
+                unallocated[id] += f64::from(job.gpus);
+            }
+        }
+        let mut held = Vec::new();
+        self.snapshot.load.clear();
+        for (id, u) in unallocated.into_iter().enumerate() {
+            let t = ent.team_at(id);
+            if t.rate > 0.0 || t.demand > 0.0 || u > 0.0 {
+                let name = &tree.node(id).name;
+                held.push((Arc::from(name.as_str()), Held { rate_gpus: t.rate, demand_gpus: t.demand, unallocated_gpus: u }));
+            }
+            if t.demand > 0.0 {
+                self.snapshot.load.insert(tree.node(id).name.clone(), (t.running, t.demand - t.running));
+            }
+        }
+        self.held = Some(Stretch { since: now, accounts: held });
     }
 
     /// Say once which accounts run unallocated because the tree does not
@@ -527,7 +598,8 @@ fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
     for (b, key, gs) in old.ledger.entries() {
         ledger.add(b * old.ledger.bucket_s() / config.bucket_s, key, gs);
     }
-    Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone() }
+    let owed = old.owed.rebucket(config.bucket_s, config.window_s);
+    Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone(), owed, load: old.load.clone() }
 }
 
 #[cfg(test)]

@@ -186,7 +186,7 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
         let runs = match &config {
             Some((c, _)) => {
                 let snapshot = state_path.as_deref().and_then(|p| match statefile::load_readonly(p, c.bucket_s, c.window_s) {
-                    Loaded::Ok { snapshot, .. } => Some(snapshot),
+                    Loaded::Ok { snapshot, .. } => Some(*snapshot),
                     Loaded::Missing => None,
                     Loaded::SetAside { problem, .. } | Loaded::Held { problem } => {
                         log::debug!("ledger {} not readable now ({problem}); keeping zero usage", p.display());

@@ -59,7 +59,7 @@ pub fn save_atomic(path: &Path, text: &str) -> io::Result<()> {
 pub enum Loaded {
     /// Loaded; `skipped` lines were bad, `warnings` are about the file
     /// (mode, owner).
-    Ok { snapshot: Snapshot, skipped: Vec<(usize, String)>, warnings: Vec<String> },
+    Ok { snapshot: Box<Snapshot>, skipped: Vec<(usize, String)>, warnings: Vec<String> },
     /// No file yet.
     Missing,
     /// Not a Tally state at all; moved to the path given (if the move worked).
@@ -120,7 +120,7 @@ fn read(path: &Path, bucket_s: u64, window_s: u64, euid: Option<u32>) -> Result<
         warnings.push(format!("owned by uid {}, not by slurmctld's uid {euid} (SlurmUser)", meta.uid()));
     }
     match Snapshot::parse(&text, bucket_s, window_s) {
-        Ok(p) => Ok(Loaded::Ok { snapshot: p.snapshot, skipped: p.skipped, warnings }),
+        Ok(p) => Ok(Loaded::Ok { snapshot: Box::new(p.snapshot), skipped: p.skipped, warnings }),
         Err(e @ StateError::Newer(_)) => Err(Unread::Held(e.to_string())),
         Err(e) => Err(Unread::NotState(e.to_string())),
     }
@@ -163,7 +163,7 @@ mod tests {
         save_atomic(&path, &snap.to_text()).unwrap(); // over an existing file
         match load(&path, 3600, 7200, 5, owner(&path)) {
             Loaded::Ok { snapshot, skipped, warnings } => {
-                assert_eq!(snapshot, snap);
+                assert_eq!(*snapshot, snap);
                 assert!(skipped.is_empty() && warnings.is_empty(), "{skipped:?} {warnings:?}");
             }
             other => panic!("{other:?}"),

@@ -196,7 +196,7 @@ fn load_ledger(shared: &Shared, p: &std::path::Path, config: &tally_config::Conf
                 log::warn!("ledger {}: {w}", p.display());
             }
             *lock(&shared.hold) = None;
-            Some(snapshot)
+            Some(*snapshot)
         }
         Loaded::Missing => {
             log::info!("no ledger at {} yet: starting empty", p.display());

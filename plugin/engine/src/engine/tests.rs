@@ -230,3 +230,42 @@ fn ahead_is_found_by_id_in_any_order() {
     let a = Ahead::new(vec![(7, 1.0), (3, 2.0), (9, 0.0)]);
     assert_eq!((a.get(3), a.get(7), a.get(9), a.get(4)), (Some(2.0), Some(1.0), Some(0.0), None));
 }
+
+#[test]
+fn owed_and_delivered_are_recorded_tick_by_tick_and_saved() {
+    // 16 GPUs, a and b at 50%: rate 8 each.
+    let mut e = engine();
+    let jobs = [
+        // a: 2 GPUs running, 2 waiting → demand 4 (owed 4).
+        running(view(1, "a", "alice", "contract=1h"), T0),
+        view(2, "a", "alice", "contract=1h"),
+        // b: 2 unallocated GPUs running, nothing allocated asked.
+        running(view(3, "b", "bob", ""), T0),
+    ];
+    e.tick(T0, &jobs, None);
+    e.tick(T0 + 60, &jobs, None);
+    e.tick(T0 + 120, &jobs, None);
+    // A stretch longer than three calc periods is not recorded.
+    e.tick(T0 + 3000, &jobs, None);
+    e.tick(T0 + 3060, &jobs, None);
+    let owed = e.snapshot().owed.owed(&e.snapshot().ledger, T0 + 3060);
+    let a = owed["a"];
+    // Recorded: 180 s (3 stretches of 60 s) at demand 4 → 0.2 GPU-h owed.
+    assert!((a.delivery.owed_gpu_hours - 4.0 * 180.0 / 3600.0).abs() < 1e-9, "{a:?}");
+    // Delivered is the ledger's: 2 GPUs for 3060 s; credited up to owed.
+    assert!((a.delivery.delivered_gpu_hours - 2.0 * 3060.0 / 3600.0).abs() < 1e-9);
+    assert_eq!(a.delivery.credited_gpu_hours, a.delivery.owed_gpu_hours);
+    assert_eq!(a.unallocated_gpu_hours, 0.0);
+    let b = owed["b"];
+    assert_eq!(b.delivery.owed_gpu_hours, 0.0);
+    assert!((b.unallocated_gpu_hours - 2.0 * 180.0 / 3600.0).abs() < 1e-9);
+    // The load of the moment: a runs 2 and waits for 2.
+    assert_eq!(e.snapshot().load.get("a"), Some(&(2.0, 2.0)));
+    assert_eq!(e.snapshot().load.get("b"), None);
+    // Saved and read back.
+    let text = e.state_text(T0 + 3060);
+    let back = Snapshot::parse(&text, 3600, 7 * 86_400).unwrap();
+    assert!(back.skipped.is_empty());
+    assert_eq!(back.snapshot.owed, e.snapshot().owed);
+    assert_eq!(back.snapshot.load, e.snapshot().load);
+}
