@@ -27,6 +27,7 @@ use tally_allocator::{format_duration, Contract, Job, ReclaimRefusal, Snapshot, 
 use tally_config::Config;
 use tally_engine::engine::{classify, rank, Ranking, DEFAULT_PREEMPT_WINDOW_S};
 use tally_engine::view::{Names, RunState};
+use tally_sim::forecast::{forecast, Estimate, ForecastJob, Moment as ForecastMoment};
 
 /// Jobs ahead listed by name (all are counted).
 const AHEAD_LISTED: usize = 5;
@@ -112,6 +113,18 @@ pub struct Report {
     pub blocks: Vec<Block>,
     pub preemption: Option<Preemption>,
     pub outlook: Option<Outlook>,
+    /// The start estimate, or why there is none.
+    pub forecast: Option<Result<ForecastFacts, String>>,
+}
+
+#[derive(Debug)]
+pub struct ForecastFacts {
+    pub estimate: Estimate,
+    pub horizon_s: u64,
+    pub default_duration_s: u64,
+    /// Jobs replayed, and those without a time limit (given the default).
+    pub jobs: usize,
+    pub defaulted: usize,
 }
 
 #[derive(Debug)]
@@ -300,7 +313,75 @@ pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], no
         allocated_gpu_hours: s.allocated_gpu_hours,
         back: back_under(&snapshot.ledger, &account, s.allocated_gpu_hours, now),
     });
-    Ok(Report { now, job: job_facts, team, levels, ahead, blocks, preemption, outlook })
+    let forecast = pending.then(|| forecast_start(config, snapshot, queue, &jobs, nodes, target, now));
+    Ok(Report { now, job: job_facts, team, levels, ahead, blocks, preemption, outlook, forecast })
+}
+
+/// How far the start estimate looks.
+const FORECAST_HORIZON_S: u64 = 7 * 86_400;
+/// The duration of a job without a time limit, when the config's planner
+/// gives none.
+const DEFAULT_DURATION_S: u64 = 3600;
+
+/// The replay forward from now ([`tally_sim::forecast`]) over the jobs of
+/// the target's partition that hold or wait for GPUs.
+fn forecast_start(
+    config: &Config,
+    snapshot: &Snapshot,
+    queue: &[QueueJob],
+    jobs: &[(tally_engine::engine::Counted, Job)],
+    nodes: &[NodeInfo],
+    target: &QueueJob,
+    now: u64,
+) -> Result<ForecastFacts, String> {
+    if !considered(target, now) {
+        return Err(if target.view.priority == 0 {
+            "held: no estimate until it is released".to_string()
+        } else if target.view.begin_s > now {
+            format!("not eligible before {}: no estimate", when(target.view.begin_s, now))
+        } else {
+            format!("{}: no estimate until Slurm considers it", target.reason)
+        });
+    }
+    let partition = target.view.partition.as_deref();
+    let mine: Vec<&NodeInfo> = nodes.iter().filter(|n| n.in_partition(partition) && n.usable()).collect();
+    let gpus: u32 = mine.iter().map(|n| n.gpus).sum();
+    let gpus_per_node = mine.iter().map(|n| n.gpus).max().unwrap_or(0);
+    if gpus == 0 {
+        return Err("its partition has no usable node with GPUs: no estimate".to_string());
+    }
+    let default_duration_s = config.planner.map_or(DEFAULT_DURATION_S, |p| p.rules.default_duration_s);
+    let fjobs: Vec<ForecastJob> = queue
+        .iter()
+        .zip(jobs)
+        .filter(|(q, _)| q.view.gpus > 0 && same_partition(q.view.partition.as_deref(), partition))
+        // Running, or waiting and not held or behind a dependency (a later
+        // begin time enters the queue then).
+        .filter(|(q, _)| q.view.state == RunState::Running || (q.view.state == RunState::Pending && q.view.priority > 0 && !q.reason.starts_with("Dependency")))
+        .map(|(q, (_, job))| ForecastJob {
+            id: u64::from(q.view.job_id),
+            account: job.account.to_string(),
+            user: job.user.to_string(),
+            gpus: q.view.gpus,
+            submit_s: q.view.submit_s,
+            eligible_s: q.view.begin_s,
+            contract: job.contract,
+            within_team: job.within_team,
+            time_limit_s: q.view.time_limit_s,
+            started_s: (q.view.state == RunState::Running && q.view.start_s > 0).then_some(q.view.start_s),
+        })
+        .collect();
+    let m = ForecastMoment {
+        now,
+        jobs: fjobs,
+        ledger: snapshot.ledger.clone(),
+        gpus,
+        gpus_per_node,
+        horizon_s: FORECAST_HORIZON_S,
+        default_duration_s,
+    };
+    let f = forecast(config, &m, u64::from(target.view.job_id)).map_err(|e| format!("the replay stopped: {e}"))?;
+    Ok(ForecastFacts { estimate: f.estimate, horizon_s: FORECAST_HORIZON_S, default_duration_s, jobs: f.jobs, defaulted: f.defaulted.len() })
 }
 
 fn job_facts(config: &Config, ranking: &Ranking, q: &QueueJob, job: &Job, walked: Option<u32>, now: u64) -> JobFacts {
@@ -804,6 +885,29 @@ impl Report {
             }
             out.push_str(&rows.to_string());
         }
+        if let Some(f) = &self.forecast {
+            out.push('\n');
+            match f {
+                Err(why) => out.push_str(&format!("Start estimate: {why}\n")),
+                Ok(f) => {
+                    let head = match f.estimate {
+                        Estimate::StartsAt(t) => format!("Start estimate: {}", when(t, self.now)),
+                        Estimate::NotWithin { .. } => format!("Start estimate: not within {}", format_duration(f.horizon_s)),
+                        Estimate::NeverFits => "Start estimate: never (it asks for more GPUs than its partition's usable nodes have)".to_string(),
+                    };
+                    out.push_str(&format!("{head}\n"));
+                    out.push_str(&format!(
+                        "  a replay of the {} jobs of its partition under Tally's rules, assuming every job runs to its time limit and nothing new is submitted{}\n",
+                        f.jobs,
+                        if f.defaulted > 0 {
+                            format!("; {} job{} without a time limit counted as running {}", f.defaulted, if f.defaulted == 1 { "" } else { "s" }, format_duration(f.default_duration_s))
+                        } else {
+                            String::new()
+                        }
+                    ));
+                }
+            }
+        }
         out
     }
 
@@ -849,6 +953,17 @@ impl Report {
                 })).collect::<Vec<_>>(),
             })),
             "blocks": self.blocks.iter().map(|b| block_json(b, self.now)).collect::<Vec<_>>(),
+            "forecast": self.forecast.as_ref().map(|f| match f {
+                Err(why) => json!({"estimate": Value::Null, "why_none": why}),
+                Ok(f) => json!({
+                    "starts_at": match f.estimate { Estimate::StartsAt(t) => Some(t), _ => None },
+                    "within_horizon": matches!(f.estimate, Estimate::StartsAt(_)),
+                    "never_fits": f.estimate == Estimate::NeverFits,
+                    "horizon_s": f.horizon_s, "jobs_replayed": f.jobs,
+                    "jobs_without_time_limit": f.defaulted, "default_duration_s": f.default_duration_s,
+                    "assumes": "every job runs to its time limit (jobs without one: default_duration_s) and nothing new is submitted",
+                }),
+            }),
             "preemption": self.preemption.as_ref().map(|p| json!({
                 "refused": p.refused,
                 "may_preempt": p.refused.is_none() && !p.candidates.is_empty(),
@@ -942,7 +1057,7 @@ mod tests {
         assert_eq!(r.ahead.as_ref().unwrap().count, 0);
         let p = r.preemption.unwrap();
         assert!(p.candidates.is_empty() && p.refused.is_none());
-        assert_eq!(p.protected.iter().map(|v| v.id).collect::<Vec<_>>(), [16, 18]);
+        assert_eq!(p.protected.iter().map(|v| v.id).collect::<Vec<_>>(), [13, 14, 15, 16, 18]);
         assert!(p.protected.iter().all(|v| v.why.starts_with("contract until ")), "{:?}", p.protected);
         let team = r.team.unwrap();
         assert_eq!((team.account.as_str(), team.now.running, team.now.demand), ("climate", 0.0, 8.0));
@@ -987,6 +1102,18 @@ mod tests {
         nodes[2].flags.push("DRAIN".into());
         let r = explain(&config, &snapshot, &queue, &nodes, "17", NOW).unwrap();
         assert_eq!(r.blocks, vec![Block::Fragmented { free: 8, largest: 4, asked: 8 }]);
+    }
+
+    #[test]
+    fn the_start_estimate_replays_the_queue() {
+        // Every running job has no time limit: each runs the default hour
+        // from now, then 17 (climate, owed GPUs) goes first.
+        let f = report("17").forecast.unwrap().unwrap();
+        assert_eq!(f.estimate, Estimate::StartsAt(NOW + 3600));
+        assert_eq!((f.default_duration_s, f.defaulted), (3600, 6));
+        // Held and not-yet-eligible jobs get no estimate, and say why.
+        assert!(report("21").forecast.unwrap().unwrap_err().starts_with("held"));
+        assert!(report("23").forecast.unwrap().unwrap_err().starts_with("not eligible before"));
     }
 
     #[test]
