@@ -21,6 +21,8 @@
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
 //! - [`tres`]: GPUs in Slurm's TRES strings ([`tres::gpu_count`]).
 //! - [`names`]: [`names::ByName`], shared names looked up once by address.
+//! - [`outlook`]: [`outlook::back_under`], when an account is back under
+//!   its allocation if it runs nothing more (buckets leaving the window).
 //!
 //! The rolling-horizon planner is its own crate, `tally-planner`.
 //!
@@ -38,6 +40,7 @@ pub mod fairshare;
 pub mod job;
 pub mod ledger;
 pub mod names;
+pub mod outlook;
 pub mod preempt;
 pub mod priority;
 pub mod runs;

@@ -441,6 +441,59 @@ pub fn decode(value: u32) -> Decoded {
     }
 }
 
+/// Why one pending job comes before another in the order of their
+/// priorities: the most significant field of the layout in which the two
+/// differ ([`precedence`]). The CLI words it (`tally explain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precedence {
+    /// Allocated tier against an unallocated job.
+    Tier,
+    /// The planner starts it in its committed step; the other it does not.
+    Planned,
+    /// A higher `need` ([`NEED_LANE`] > [`NEED_OWED`] > [`NEED_FAIR`] >
+    /// [`NEED_NONE`]): its team is owed more urgently now.
+    Need { first: u32, second: u32 },
+    /// The same need, a higher level: its team is further below its rate
+    /// (or fair share) now.
+    Level { first: u32, second: u32 },
+    /// The same need and level, a better 7-day team rank (the `team` field,
+    /// 1023 − rank).
+    Team { first: u32, second: u32 },
+    /// The same team fields: a higher `within_team` (a lower nice).
+    Nice { first: i32, second: i32 },
+    /// Everything above equal: a quick job (time limit at most
+    /// `quick_time_limit`) against one that is not.
+    Quick,
+    /// Equal priorities: Slurm's own tie-break decides (earlier submit
+    /// time, then lower job id).
+    Equal,
+}
+
+/// Why the job whose priority decodes to `first` comes before the one of
+/// `second`, or `None` when it does not by priority (`second` is higher).
+/// The fields compare in the layout's order, so this agrees with comparing
+/// the two values.
+pub fn precedence(first: &Decoded, second: &Decoded) -> Option<Precedence> {
+    use Ordering::*;
+    let steps: [(Ordering, Precedence); 7] = [
+        (first.allocated.cmp(&second.allocated), Precedence::Tier),
+        (first.planned.cmp(&second.planned), Precedence::Planned),
+        (first.need.cmp(&second.need), Precedence::Need { first: first.need, second: second.need }),
+        (first.level.cmp(&second.level), Precedence::Level { first: first.level, second: second.level }),
+        (first.team.cmp(&second.team), Precedence::Team { first: first.team, second: second.team }),
+        (first.within_team.cmp(&second.within_team), Precedence::Nice { first: first.within_team, second: second.within_team }),
+        (first.quick.cmp(&second.quick), Precedence::Quick),
+    ];
+    for (order, why) in steps {
+        match order {
+            Greater => return Some(why),
+            Less => return None,
+            Equal => {}
+        }
+    }
+    Some(Precedence::Equal)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,5 +515,31 @@ mod tests {
         assert_eq!(level_of(0.5), 512);
         assert_eq!(level_of(0.9999), 1);
         assert_eq!(level_of(7.0), 0);
+    }
+
+    #[test]
+    fn precedence_is_the_first_field_that_differs() {
+        let put = |tier: u32, plan: u32, need: u32, level: u32, team: u32, nice: u32, quick: u32| {
+            TIER.put(tier) | PLAN.put(plan) | NEED.put(need) | LEVEL.put(level) | TEAM.put(team) | NICE.put(nice) | QUICK.put(quick)
+        };
+        let base = put(1, 0, NEED_OWED, 500, 700, 64, 0);
+        let cases: &[(u32, Option<Precedence>)] = &[
+            (put(0, 1, NEED_LANE, 1023, 1023, 127, 1), None),
+            (put(1, 1, NEED_NONE, 0, 0, 0, 0), Some(Precedence::Planned)),
+            (put(1, 0, NEED_LANE, 0, 0, 0, 0), Some(Precedence::Need { first: NEED_LANE, second: NEED_OWED })),
+            (put(1, 0, NEED_OWED, 501, 0, 0, 0), Some(Precedence::Level { first: 501, second: 500 })),
+            (put(1, 0, NEED_OWED, 500, 701, 0, 0), Some(Precedence::Team { first: 701, second: 700 })),
+            (put(1, 0, NEED_OWED, 500, 700, 65, 0), Some(Precedence::Nice { first: 1, second: 0 })),
+            (put(1, 0, NEED_OWED, 500, 700, 64, 1), Some(Precedence::Quick)),
+            (base, Some(Precedence::Equal)),
+            (put(1, 0, NEED_OWED, 500, 699, 127, 1), None),
+        ];
+        for &(first, want) in cases {
+            assert_eq!(precedence(&decode(first), &decode(base)), want, "{first:#x}");
+            // It agrees with the order of the values.
+            assert_eq!(want.is_some(), first >= base, "{first:#x}");
+        }
+        // Unallocated behind allocated, whatever else.
+        assert_eq!(precedence(&decode(base), &decode(put(0, 1, NEED_LANE, 1023, 1023, 127, 1))), Some(Precedence::Tier));
     }
 }

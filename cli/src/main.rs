@@ -12,8 +12,10 @@ use std::process::ExitCode;
 mod budget;
 mod check;
 mod demo;
+mod explain;
 mod live;
 mod share;
+mod slurm_json;
 mod plan;
 mod plot;
 mod sim;
@@ -54,6 +56,10 @@ enum Command {
     /// history) replayed under the config in force and the proposed one,
     /// owed and delivered per team side by side.
     Budget(budget::BudgetArgs),
+    /// Why a job waits: its contract and tier, its team now and over 7
+    /// days, the jobs ahead of it and why, what blocks it, whom it may
+    /// preempt (from squeue, sinfo and the ledger).
+    Explain(explain::ExplainArgs),
     /// Walk through the rules on a config: a week of usage, the fair-share
     /// ranking, the job order and a preemption decision (no Slurm needed).
     Demo {
@@ -169,6 +175,7 @@ fn main() -> ExitCode {
         },
         Command::Plan(args) => plan::run_cmd(args),
         Command::Budget(args) => budget::run_cmd(args),
+        Command::Explain(args) => explain::run_cmd(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

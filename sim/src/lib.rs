@@ -23,6 +23,8 @@
 //! - [`sacct`]: a real Slurm's runs (sacct output) for the same scoring.
 //! - [`suite`]: the benchmark suite's cases (trace windows at chosen
 //!   demands, synthetic cases).
+//! - [`forecast`]: a pending job's start estimated by the replay run
+//!   forward from a live moment (`tally explain`).
 #![forbid(unsafe_code)]
 
 pub mod trace;
@@ -33,3 +35,4 @@ pub mod import;
 pub mod augment;
 pub mod sacct;
 pub mod suite;
+pub mod forecast;

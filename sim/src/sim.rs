@@ -366,6 +366,33 @@ impl<'a> Sim<'a> {
         })
     }
 
+    /// Take a [`StartState`] at `t0` (the first instant): the ledger and
+    /// its ranking, the real submit times, and the running jobs started.
+    fn resume(&mut self, st: &StartState, t0: u64) -> R<()> {
+        if st.ledger.bucket_s() != self.config.bucket_s || st.ledger.window_s() != self.config.window_s {
+            return Err(broken(t0, "the start ledger's buckets or window differ from the config's".to_string()));
+        }
+        self.ledger = st.ledger.clone();
+        self.fs = FairShare::compute(&self.config.tree, &self.alloc, &self.ledger.usage(t0));
+        self.standings = self.team_names.iter().map(|t| self.fs.standing(t).cloned()).collect();
+        for &(i, submit_s) in &st.submitted {
+            if let Some(j) = self.jobs.get_mut(i) {
+                j.job.submit_s = submit_s.min(t0);
+            }
+        }
+        for r in &st.running {
+            let Some(j) = self.jobs.get_mut(r.job) else { continue };
+            j.remaining_s = r.remaining_s.max(1);
+            j.job.earlier_run_s = r.ran_s;
+            self.enqueue(r.job, t0);
+            let Some(p) = self.cluster.place(self.jobs[r.job].job.gpus) else {
+                return Err(broken(t0, format!("running job {} does not fit the cluster", self.jobs[r.job].job.id)));
+            };
+            self.start(r.job, p, t0)?;
+        }
+        Ok(())
+    }
+
     fn note(&mut self, h: Happening) {
         if let Some(l) = &mut self.log {
             l.push(h);
@@ -944,12 +971,45 @@ pub fn job_meta(trace: &Trace, config: &Config, gpus: u32) -> (Vec<JobMeta>, Vec
 /// Replay a trace under one policy. `progress` is called now and then with
 /// the simulated time (for a progress bar).
 pub fn run(trace: &Trace, config: &Config, policy: Policy, s: Settings, progress: &mut dyn FnMut(u64)) -> R<PolicyResult> {
-    run_inner(trace, config, policy, s, progress, false).map(|(r, _)| r)
+    run_inner(trace, config, policy, s, progress, false, None).map(|(r, _)| r)
 }
 
 /// As [`run`], also returning every start, end and preemption (for tests).
 pub fn run_logged(trace: &Trace, config: &Config, policy: Policy, s: Settings) -> R<(PolicyResult, Vec<Happening>)> {
-    run_inner(trace, config, policy, s, &mut |_| {}, true).map(|(r, l)| (r, l.unwrap_or_default()))
+    run_inner(trace, config, policy, s, &mut |_| {}, true, None).map(|(r, l)| (r, l.unwrap_or_default()))
+}
+
+/// A replay that starts from a moment of a live cluster instead of an empty
+/// one (`crate::forecast`): every job of the trace is submitted at its first
+/// instant `t0`; this says which of them already run and what the ledger
+/// holds. The one hook of the replay for it: without a start state
+/// (`run`, `run_logged`) nothing changes.
+#[derive(Debug, Clone)]
+pub struct StartState {
+    /// The ledger at `t0`: the window's usage so far.
+    pub ledger: Ledger,
+    /// Jobs (by index into the trace) running at `t0`: placed at `t0`
+    /// before anything else is scheduled, with `ran_s` already run (their
+    /// contract counts it) and `remaining_s` left.
+    pub running: Vec<Resumed>,
+    /// Each job's real submit time, by index into the trace (Slurm's
+    /// tie-break and the inside-team order read it); at most `t0`.
+    pub submitted: Vec<(usize, u64)>,
+}
+
+/// A job already running at a replay's start ([`StartState`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resumed {
+    pub job: usize,
+    pub ran_s: u64,
+    pub remaining_s: u64,
+}
+
+/// As [`run_logged`], from a start state: the ledger as given, the
+/// running jobs placed first, and a re-ranking at the first instant (as
+/// the priority plugin has one for a live queue).
+pub fn run_from(trace: &Trace, config: &Config, policy: Policy, s: Settings, start: &StartState) -> R<(PolicyResult, Vec<Happening>)> {
+    run_inner(trace, config, policy, s, &mut |_| {}, true, Some(start)).map(|(r, l)| (r, l.unwrap_or_default()))
 }
 
 fn run_inner(
@@ -959,9 +1019,13 @@ fn run_inner(
     s: Settings,
     progress: &mut dyn FnMut(u64),
     log: bool,
+    start: Option<&StartState>,
 ) -> R<(PolicyResult, Option<Vec<Happening>>)> {
     let mut sim = Sim::new(trace, config, policy, s, log)?;
     let origin = sim.origin;
+    if let Some(st) = start {
+        sim.resume(st, origin)?;
+    }
     let window_end = trace.jobs.last().map_or(origin, |j| j.submit_s);
     // FIFO re-plans its realtime hold daily; Tally at the plugin's
     // calc_period (the config's); multifactor and the planner every replan_s.
@@ -971,7 +1035,9 @@ fn run_inner(
         Policy::Multifactor | Policy::Planner => s.replan_s.max(1),
     };
     let plan_every = s.plan_interval_s.max(1);
-    let mut next_tick = origin - origin % tick + tick;
+    // From a start state the queue is ranked at once (the live plugin
+    // already ranked it).
+    let mut next_tick = if start.is_some() { origin } else { origin - origin % tick + tick };
     let mut next_plan = origin - origin % plan_every + plan_every;
     let mut next_submit = 0;
     let mut events: u64 = 0;
@@ -1024,6 +1090,10 @@ fn run_inner(
             let i = next_submit;
             next_submit += 1;
             events += 1;
+            // Already running from a start state.
+            if sim.jobs[i].status == Status::Running {
+                continue;
+            }
             if sim.jobs[i].job.gpus > total {
                 sim.jobs[i].status = Status::Unrunnable;
                 unrunnable += 1;

@@ -1,0 +1,1134 @@
+//! `tally explain JOBID`: why a job waits, who is ahead of it, what blocks
+//! it, whether it may preempt, and when its team is back under its
+//! allocation — from the live state, by the plugin's own rules.
+//!
+//! Inputs: tally.toml, the plugin's ledger (`live`), `squeue --json` (every
+//! job, as the calling user sees them) and `sinfo --json` (the nodes and
+//! their GPUs), read through [`crate::slurm_json`]. The jobs are classified
+//! and ranked exactly as the priority plugin does
+//! (`tally_engine::engine::{classify, rank}`), preemption is the
+//! allocator's rule on that entitlement (as preempt/tally builds its
+//! `Moment`), the reason one job is ahead of another is
+//! `priority::precedence` of their decoded priorities, and the outlook is
+//! `outlook::back_under`. Nothing here re-states a rule.
+
+use crate::live;
+use crate::slurm_json::{self, NodeInfo, QueueJob};
+use crate::table::{Column, Table};
+use serde_json::{json, Value};
+use std::cmp::Reverse;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use tally_allocator::outlook::{back_under, BackUnder};
+use tally_allocator::preempt::{eligible_victims, may_preempt, Decision, Moment, Refusal};
+use tally_allocator::priority::{decode, precedence, Decoded, Precedence, NEED_FAIR, NEED_LANE, NEED_NONE, NEED_OWED, PLAN};
+use tally_allocator::{format_duration, Contract, Job, ReclaimRefusal, Snapshot, TeamNow};
+use tally_config::Config;
+use tally_engine::engine::{classify, rank, Ranking, DEFAULT_PREEMPT_WINDOW_S};
+use tally_engine::view::{Names, RunState};
+use tally_sim::forecast::{forecast, Estimate, ForecastJob, Moment as ForecastMoment};
+
+/// Jobs ahead listed by name (all are counted).
+const AHEAD_LISTED: usize = 5;
+/// Running jobs listed as protected (all are counted).
+const PROTECTED_LISTED: usize = 8;
+
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// The job: an id (`17`) or an array task (`24_2`).
+    pub job: String,
+    /// The same facts as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Ledger file (default: StateSaveLocation/tally/ledger.state from slurm.conf).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Read this saved `squeue --json` output instead of running squeue.
+    #[arg(long, hide = true)]
+    pub squeue_json: Option<PathBuf>,
+    /// Read this saved `sinfo --json` output instead of running sinfo.
+    #[arg(long, hide = true)]
+    pub sinfo_json: Option<PathBuf>,
+    /// Explain at this time (Unix seconds) instead of now (with saved output).
+    #[arg(long, hide = true)]
+    pub now: Option<u64>,
+}
+
+pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
+    let (_, config) = crate::config_at(args.config)?;
+    let config = Arc::new(config);
+    let state = live::ledger_path(args.state)?;
+    let snapshot = live::read_snapshot(&state, &config)?;
+    let now = args.now.unwrap_or_else(live::now);
+    let mut names = Names::new();
+    let queue = slurm_json::parse_squeue(&slurm_output("squeue", args.squeue_json)?, &mut names)?;
+    let nodes = slurm_json::parse_sinfo(&slurm_output("sinfo", args.sinfo_json)?)?;
+    let report = explain(&config, &snapshot, &queue, &nodes, &args.job, now)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.json()).map_err(|e| e.to_string())?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}
+
+/// `tool --json`'s output, or the saved file given instead.
+fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
+    if let Some(path) = saved {
+        return std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()));
+    }
+    let out = Command::new(tool).arg("--json").output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            format!("{tool} not found on PATH: run tally explain where Slurm's client commands are installed (a login node)")
+        } else {
+            format!("{tool} --json: cannot run: {e}")
+        }
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "{tool} --json failed ({}): {} (is slurmctld up, and is this Slurm 22.05 or later with the serializer/json plugin?)",
+            out.status,
+            err.trim()
+        ));
+    }
+    String::from_utf8(out.stdout).map_err(|_| format!("{tool} --json: output is not UTF-8"))
+}
+
+// ---- the facts ---------------------------------------------------------------------------------
+
+/// Everything `explain` says of one job.
+#[derive(Debug)]
+pub struct Report {
+    pub now: u64,
+    pub job: JobFacts,
+    pub team: Option<TeamFacts>,
+    /// From the account up to the root.
+    pub levels: Vec<Level>,
+    pub ahead: Option<Ahead>,
+    pub blocks: Vec<Block>,
+    pub preemption: Option<Preemption>,
+    pub outlook: Option<Outlook>,
+    /// The start estimate, or why there is none.
+    pub forecast: Option<Result<ForecastFacts, String>>,
+}
+
+#[derive(Debug)]
+pub struct ForecastFacts {
+    pub estimate: Estimate,
+    pub horizon_s: u64,
+    pub default_duration_s: u64,
+    /// Jobs replayed, and those without a time limit (given the default).
+    pub jobs: usize,
+    pub defaulted: usize,
+}
+
+#[derive(Debug)]
+pub struct JobFacts {
+    pub name: String,
+    pub id: u32,
+    pub user: String,
+    pub account: String,
+    pub gpus: u32,
+    pub nodes: u32,
+    pub partition: Option<String>,
+    pub state: String,
+    pub reason: String,
+    pub comment: Option<String>,
+    /// The contract the cluster's rules give its comment, or why they refuse it.
+    pub contract: Result<Contract, String>,
+    pub allocated: bool,
+    pub unallocated_because: Option<String>,
+    pub priority: u32,
+    pub decoded: Decoded,
+    /// What Tally computes for it now, when it differs from Slurm's value
+    /// (the plan bit aside): the plugin re-ranks every calc_period, and an
+    /// admin's priority stays.
+    pub computed: Option<u32>,
+    pub time_limit_s: Option<u64>,
+    pub submit_s: u64,
+    pub begin_s: u64,
+    pub start_s: u64,
+    pub node_list: String,
+    /// Running: seconds of its contract left.
+    pub contract_left_s: u64,
+}
+
+#[derive(Debug)]
+pub struct TeamFacts {
+    pub account: String,
+    pub now: TeamNow,
+}
+
+/// One level of the tree: the account's own part, then each ancestor's subtree.
+#[derive(Debug)]
+pub struct Level {
+    pub account: String,
+    /// The account's own part (the job's account) or a subtree (its ancestors).
+    pub own: bool,
+    pub rank: u32,
+    pub used_gpu_hours: f64,
+    pub allocated_gpu_hours: f64,
+}
+
+#[derive(Debug)]
+pub struct Ahead {
+    /// Pending jobs Slurm considers before it in its partition.
+    pub count: usize,
+    pub gpus: u64,
+    pub first: Vec<AheadJob>,
+}
+
+#[derive(Debug)]
+pub struct AheadJob {
+    pub name: String,
+    pub user: String,
+    pub account: String,
+    pub gpus: u32,
+    pub priority: u32,
+    pub because: Option<Precedence>,
+    pub words: String,
+}
+
+/// What stands between the job and GPUs now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Held(String),
+    Dependency(String),
+    BeginTime(u64),
+    Partition(String),
+    Reservation(String),
+    /// Fewer GPUs free in its partition than it asks for.
+    NoFreeGpus { free: u32, asked: u32 },
+    /// Enough free in total, but no node has enough for a one-node job.
+    Fragmented { free: u32, largest: u32, asked: u32 },
+    /// A multi-node job: fewer nodes with its per-node GPUs free than it asks for.
+    TooFewNodes { nodes: u32, per_node: u32, have: u32 },
+    /// It asks for more than the partition's usable nodes have at all.
+    NeverFits { asked: u32, partition_gpus: u32 },
+    /// GPUs are free where it fits: it waits for Slurm's next pass, or
+    /// for the jobs ahead of it (`Priority`).
+    Fits { free: u32 },
+    /// Slurm's reason, as it is.
+    Slurm(String),
+}
+
+#[derive(Debug)]
+pub struct Preemption {
+    /// Why it may preempt nobody, when it may not ask at all.
+    pub refused: Option<String>,
+    /// Eligible victims in victim order (cumulatively eligible).
+    pub candidates: Vec<Victim>,
+    /// Their GPUs and the free ones together, for the ask.
+    pub candidate_gpus: u32,
+    pub free_gpus: u32,
+    /// Running jobs it may not take, with what protects each.
+    pub protected: Vec<Victim>,
+    pub protected_count: usize,
+}
+
+#[derive(Debug)]
+pub struct Victim {
+    pub id: u64,
+    pub user: String,
+    pub account: String,
+    pub gpus: u32,
+    pub why: String,
+}
+
+#[derive(Debug)]
+pub struct Outlook {
+    pub account: String,
+    pub used_gpu_hours: f64,
+    pub allocated_gpu_hours: f64,
+    pub back: BackUnder,
+}
+
+// ---- working them out --------------------------------------------------------------------------
+
+/// The job named `which` among `queue`.
+fn find<'a>(queue: &'a [QueueJob], which: &str) -> Result<&'a QueueJob, String> {
+    let bad = || format!("{which:?} is not a job id: give a number (`17`) or an array task (`24_2`)");
+    let found = match which.split_once('_') {
+        None => {
+            let id: u32 = which.trim().parse().map_err(|_| bad())?;
+            queue.iter().find(|j| j.view.job_id == id)
+        }
+        Some((a, t)) => {
+            let (a, t): (u32, u32) = (a.parse().map_err(|_| bad())?, t.parse().map_err(|_| bad())?);
+            // A task split off, else the array's record of pending tasks.
+            queue.iter().find(|j| j.array_job_id == a && j.array_task_id == Some(t)).or_else(|| queue.iter().find(|j| j.array_job_id == a && j.array_task_id.is_none()))
+        }
+    };
+    found.ok_or_else(|| {
+        format!("job {which} is not in Slurm's queue (squeue lists pending and running jobs, and ended ones for a few minutes): check the id with `squeue -j {which}` or `sacct -j {which}`")
+    })
+}
+
+/// Slurm's order of pending jobs: priority descending, then submit time,
+/// then job id.
+fn slurm_key(j: &QueueJob) -> (Reverse<u32>, u64, u32) {
+    (Reverse(j.view.priority), j.view.submit_s, j.view.job_id)
+}
+
+/// Does Slurm consider this pending job when it schedules now (not held,
+/// eligible, no dependency outstanding)?
+fn considered(j: &QueueJob, now: u64) -> bool {
+    j.view.state == RunState::Pending && j.view.priority > 0 && j.view.begin_s <= now && !j.reason.starts_with("Dependency")
+}
+
+fn same_partition(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.split(',').any(|p| b.split(',').any(|q| p == q)),
+        _ => true,
+    }
+}
+
+pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], nodes: &[NodeInfo], which: &str, now: u64) -> Result<Report, String> {
+    let target = find(queue, which)?;
+    let views: Vec<_> = queue.iter().map(|q| q.view.clone()).collect();
+    let jobs = classify(config, &views, &snapshot.runs, now, DEFAULT_PREEMPT_WINDOW_S);
+    let (ranking, walked) = rank(config, snapshot, &jobs, now);
+    let index = queue.iter().position(|q| std::ptr::eq(q, target)).expect("found in the queue");
+    let (_, job) = &jobs[index];
+    let job_facts = job_facts(config, &ranking, target, job, walked[index].map(|p| p.value), now);
+    let account = job.account.to_string();
+    let team = ranking.ent.team(&account).map(|now| TeamFacts { account: account.clone(), now });
+    let levels = levels(config, &ranking, &account);
+    let pending = target.view.state == RunState::Pending;
+    let ahead = pending.then(|| jobs_ahead(&ranking, queue, target, now));
+    let blocks = if pending { blocks(target, nodes, now) } else { Vec::new() };
+    let preemption = pending.then(|| {
+        let running: Vec<&Job> = jobs.iter().zip(queue).filter(|(_, q)| q.view.state == RunState::Running).map(|((_, j), _)| j).collect();
+        let free = nodes.iter().filter(|n| n.in_partition(target.view.partition.as_deref())).map(NodeInfo::free).sum();
+        preemption(config, &ranking, job, &running, free, now)
+    });
+    let outlook = ranking.fs.standing(&account).filter(|_| config.tree.contains(&account)).map(|s| Outlook {
+        account: account.clone(),
+        used_gpu_hours: s.used_gpu_hours,
+        allocated_gpu_hours: s.allocated_gpu_hours,
+        back: back_under(&snapshot.ledger, &account, s.allocated_gpu_hours, now),
+    });
+    let forecast = pending.then(|| forecast_start(config, snapshot, queue, &jobs, nodes, target, now));
+    Ok(Report { now, job: job_facts, team, levels, ahead, blocks, preemption, outlook, forecast })
+}
+
+/// How far the start estimate looks.
+const FORECAST_HORIZON_S: u64 = 7 * 86_400;
+/// The duration of a job without a time limit, when the config's planner
+/// gives none.
+const DEFAULT_DURATION_S: u64 = 3600;
+
+/// The replay forward from now ([`tally_sim::forecast`]) over the jobs of
+/// the target's partition that hold or wait for GPUs.
+fn forecast_start(
+    config: &Config,
+    snapshot: &Snapshot,
+    queue: &[QueueJob],
+    jobs: &[(tally_engine::engine::Counted, Job)],
+    nodes: &[NodeInfo],
+    target: &QueueJob,
+    now: u64,
+) -> Result<ForecastFacts, String> {
+    if !considered(target, now) {
+        return Err(if target.view.priority == 0 {
+            "held: no estimate until it is released".to_string()
+        } else if target.view.begin_s > now {
+            format!("not eligible before {}: no estimate", when(target.view.begin_s, now))
+        } else {
+            format!("{}: no estimate until Slurm considers it", target.reason)
+        });
+    }
+    let partition = target.view.partition.as_deref();
+    let mine: Vec<&NodeInfo> = nodes.iter().filter(|n| n.in_partition(partition) && n.usable()).collect();
+    let gpus: u32 = mine.iter().map(|n| n.gpus).sum();
+    let gpus_per_node = mine.iter().map(|n| n.gpus).max().unwrap_or(0);
+    if gpus == 0 {
+        return Err("its partition has no usable node with GPUs: no estimate".to_string());
+    }
+    let default_duration_s = config.planner.map_or(DEFAULT_DURATION_S, |p| p.rules.default_duration_s);
+    let fjobs: Vec<ForecastJob> = queue
+        .iter()
+        .zip(jobs)
+        .filter(|(q, _)| q.view.gpus > 0 && same_partition(q.view.partition.as_deref(), partition))
+        // Running, or waiting and not held or behind a dependency (a later
+        // begin time enters the queue then).
+        .filter(|(q, _)| q.view.state == RunState::Running || (q.view.state == RunState::Pending && q.view.priority > 0 && !q.reason.starts_with("Dependency")))
+        .map(|(q, (_, job))| ForecastJob {
+            id: u64::from(q.view.job_id),
+            account: job.account.to_string(),
+            user: job.user.to_string(),
+            gpus: q.view.gpus,
+            submit_s: q.view.submit_s,
+            eligible_s: q.view.begin_s,
+            contract: job.contract,
+            within_team: job.within_team,
+            time_limit_s: q.view.time_limit_s,
+            started_s: (q.view.state == RunState::Running && q.view.start_s > 0).then_some(q.view.start_s),
+        })
+        .collect();
+    let m = ForecastMoment {
+        now,
+        jobs: fjobs,
+        ledger: snapshot.ledger.clone(),
+        gpus,
+        gpus_per_node,
+        horizon_s: FORECAST_HORIZON_S,
+        default_duration_s,
+    };
+    let f = forecast(config, &m, u64::from(target.view.job_id)).map_err(|e| format!("the replay stopped: {e}"))?;
+    Ok(ForecastFacts { estimate: f.estimate, horizon_s: FORECAST_HORIZON_S, default_duration_s, jobs: f.jobs, defaulted: f.defaulted.len() })
+}
+
+fn job_facts(config: &Config, ranking: &Ranking, q: &QueueJob, job: &Job, walked: Option<u32>, now: u64) -> JobFacts {
+    let v = &q.view;
+    let contract = config.contracts.resolve(v.comment.as_deref()).map_err(|e| e.to_string());
+    let allocated = job.is_allocated(&ranking.ent);
+    let unallocated_because = (!allocated).then(|| {
+        if let Err(e) = &contract {
+            format!("its contract is refused ({e}); it runs unallocated")
+        } else if !job.contract.is_allocated() {
+            "contract 0: no contract asked (unallocated work: never charged, preemptible at any time)".to_string()
+        } else if job.account.is_empty() {
+            format!("no account: user {} has no Slurm account and is not in [users]", v.user)
+        } else if !config.tree.contains(&job.account) {
+            format!("account {} is not in the tree of {}", job.account, config.source)
+        } else {
+            format!("account {} is not funded (no budget of its own)", job.account)
+        }
+    });
+    // Slurm's value against the walk's, the plan bit aside (it is the planner thread's).
+    let plain = |p: u32| p & !PLAN.put(1);
+    let computed = walked.filter(|&w| v.priority != 0 && plain(w) != plain(v.priority));
+    JobFacts {
+        name: q.name(),
+        id: v.job_id,
+        user: v.user.to_string(),
+        account: job.account.to_string(),
+        gpus: v.gpus,
+        nodes: q.nodes_asked,
+        partition: v.partition.as_deref().map(str::to_string),
+        state: q.state.clone(),
+        reason: q.reason.clone(),
+        comment: v.comment.clone(),
+        contract,
+        allocated,
+        unallocated_because,
+        priority: v.priority,
+        decoded: decode(v.priority),
+        computed,
+        time_limit_s: v.time_limit_s,
+        submit_s: v.submit_s,
+        begin_s: v.begin_s,
+        start_s: v.start_s,
+        node_list: q.node_list.clone(),
+        contract_left_s: job.contract_left_s(now),
+    }
+}
+
+fn levels(config: &Config, ranking: &Ranking, account: &str) -> Vec<Level> {
+    let Some(id) = config.tree.id(account) else { return Vec::new() };
+    let path = config.tree.path(id);
+    let mut out = Vec::new();
+    for (k, name) in path.iter().enumerate().rev() {
+        let Some(s) = ranking.fs.standing(name) else { continue };
+        let own = k + 1 == path.len();
+        out.push(Level {
+            account: name.to_string(),
+            own,
+            rank: s.rank,
+            used_gpu_hours: if own { s.used_gpu_hours } else { s.subtree_used_gpu_hours },
+            allocated_gpu_hours: if own { s.allocated_gpu_hours } else { s.subtree_allocated_gpu_hours },
+        });
+    }
+    out
+}
+
+fn jobs_ahead(ranking: &Ranking, queue: &[QueueJob], target: &QueueJob, now: u64) -> Ahead {
+    let mine = slurm_key(target);
+    let mut before: Vec<&QueueJob> = queue
+        .iter()
+        .filter(|q| q.view.job_id != target.view.job_id && considered(q, now))
+        .filter(|q| same_partition(q.view.partition.as_deref(), target.view.partition.as_deref()))
+        .filter(|q| slurm_key(q) < mine)
+        .collect();
+    before.sort_by_key(|q| slurm_key(q));
+    let gpus = before.iter().map(|q| u64::from(q.view.gpus)).sum();
+    let first = before
+        .iter()
+        .take(AHEAD_LISTED)
+        .map(|q| {
+            let account = ranking.config.account_for(q.view.account.as_deref(), &q.view.user).unwrap_or("").to_string();
+            let mine_account = ranking.config.account_for(target.view.account.as_deref(), &target.view.user).unwrap_or("");
+            let because = precedence(&decode(q.view.priority), &decode(target.view.priority));
+            let words = words(because, ranking, &account, mine_account, q, target);
+            AheadJob { name: q.name(), user: q.view.user.to_string(), account, gpus: q.view.gpus, priority: q.view.priority, because, words }
+        })
+        .collect();
+    Ahead { count: before.len(), gpus, first }
+}
+
+fn need_words(need: u32) -> &'static str {
+    match need {
+        NEED_LANE => "in the debug lane",
+        NEED_OWED => "owed GPUs now",
+        NEED_FAIR => "below its fair share now",
+        _ => "neither owed GPUs nor below its fair share",
+    }
+}
+
+fn team_now(ranking: &Ranking, account: &str) -> String {
+    match ranking.ent.team(account) {
+        Some(t) => format!("runs {:.0}, rate {:.1}", t.running, t.rate),
+        None => "not in the tree".to_string(),
+    }
+}
+
+/// Why `other` is ahead of the job, in words.
+fn words(because: Option<Precedence>, ranking: &Ranking, other_account: &str, mine: &str, other: &QueueJob, target: &QueueJob) -> String {
+    let same = other_account == mine;
+    let earlier = if other.view.submit_s < target.view.submit_s {
+        format!("submitted {} earlier", format_duration(target.view.submit_s - other.view.submit_s))
+    } else {
+        "lower job id".to_string()
+    };
+    match because {
+        None => "a higher priority set outside Tally's layout".to_string(),
+        Some(Precedence::Tier) => "allocated tier vs unallocated (yours)".to_string(),
+        Some(Precedence::Planned) => "planned to start now (the planner's committed step)".to_string(),
+        Some(Precedence::Need { .. } | Precedence::Level { .. }) if same => {
+            "same team, earlier in your team's order (the team's GPUs ahead of each job)".to_string()
+        }
+        Some(Precedence::Need { first, second }) => {
+            let short = ranking.ent.team(other_account).map_or(0.0, |t| if first == NEED_FAIR { (t.fair - t.running).max(0.0) } else { t.short() });
+            let yours = if second == NEED_NONE { "not".to_string() } else { format!("only {}", need_words(second)) };
+            format!(
+                "its team is {} (short {short:.0} GPUs: {}) and yours is {yours} ({})",
+                need_words(first),
+                team_now(ranking, other_account),
+                team_now(ranking, mine)
+            )
+        }
+        Some(Precedence::Level { first, second }) => format!(
+            "both teams are {}, its team further below (level {first} vs {second}: {}; yours {})",
+            need_words(decode(other.view.priority).need),
+            team_now(ranking, other_account),
+            team_now(ranking, mine)
+        ),
+        Some(Precedence::Team { .. }) => {
+            let rank = |a: &str| ranking.fs.standing(a).map_or("-".to_string(), |s| s.rank.to_string());
+            format!("higher team rank over 7 days ({} rank {} vs {mine} rank {})", other_account, rank(other_account), rank(mine))
+        }
+        Some(Precedence::Nice { first, second }) => {
+            format!("same team standing, nicer (nice {} vs {})", -first, -second)
+        }
+        Some(Precedence::Quick) => "quick (a short time limit goes first among equals)".to_string(),
+        Some(Precedence::Equal) if same => format!("same team, equal priority, {earlier}"),
+        Some(Precedence::Equal) => format!("equal priority, {earlier}"),
+    }
+}
+
+fn blocks(q: &QueueJob, nodes: &[NodeInfo], now: u64) -> Vec<Block> {
+    let v = &q.view;
+    let reason = q.reason.as_str();
+    let mut out = Vec::new();
+    if v.priority == 0 || reason.starts_with("JobHeld") {
+        out.push(Block::Held(if reason.is_empty() { "held (priority 0)".to_string() } else { reason.to_string() }));
+    }
+    if !q.dependency.is_empty() || reason.starts_with("Dependency") {
+        out.push(Block::Dependency(if q.dependency.is_empty() { reason.to_string() } else { q.dependency.clone() }));
+    }
+    if v.begin_s > now || reason == "BeginTime" {
+        out.push(Block::BeginTime(v.begin_s));
+    }
+    if reason.starts_with("Partition") {
+        out.push(Block::Partition(reason.to_string()));
+    }
+    if !q.reservation.is_empty() || reason.contains("Reserv") {
+        out.push(Block::Reservation(if q.reservation.is_empty() { reason.to_string() } else { q.reservation.clone() }));
+    }
+    let mine: Vec<&NodeInfo> = nodes.iter().filter(|n| n.in_partition(v.partition.as_deref())).collect();
+    let usable: Vec<&&NodeInfo> = mine.iter().filter(|n| n.usable()).collect();
+    let partition_gpus: u32 = usable.iter().map(|n| n.gpus).sum();
+    let free: u32 = mine.iter().map(|n| n.free()).sum();
+    let asked = v.gpus;
+    if asked > 0 {
+        let nodes_asked = q.nodes_asked.max(1);
+        if asked > partition_gpus {
+            out.push(Block::NeverFits { asked, partition_gpus });
+        } else if free < asked {
+            out.push(Block::NoFreeGpus { free, asked });
+        } else if nodes_asked == 1 {
+            let largest = mine.iter().map(|n| n.free()).max().unwrap_or(0);
+            if largest < asked {
+                out.push(Block::Fragmented { free, largest, asked });
+            } else {
+                out.push(Block::Fits { free });
+            }
+        } else {
+            let per_node = asked.div_ceil(nodes_asked);
+            let have = mine.iter().filter(|n| n.free() >= per_node).count() as u32;
+            if have < nodes_asked {
+                out.push(Block::TooFewNodes { nodes: nodes_asked, per_node, have });
+            } else {
+                out.push(Block::Fits { free });
+            }
+        }
+    }
+    let known = ["Priority", "Resources", "None", ""];
+    let said = out.iter().any(|b| !matches!(b, Block::NoFreeGpus { .. } | Block::Fragmented { .. } | Block::TooFewNodes { .. } | Block::Fits { .. } | Block::NeverFits { .. }));
+    if !said && !known.contains(&reason) {
+        out.push(Block::Slurm(reason.to_string()));
+    }
+    out
+}
+
+fn refusal_words(r: &Refusal, config: &Config, now: u64) -> String {
+    match r {
+        Refusal::SameJob => "the same job".to_string(),
+        Refusal::PreemptorUnallocated => "your job is unallocated: unallocated jobs never preempt".to_string(),
+        Refusal::VictimNotRunning => "not running".to_string(),
+        Refusal::InsideContract(left) => format!("contract until {} ({} left)", utc(now + left), format_duration(*left)),
+        Refusal::RequeuesSpent(n) => {
+            format!("requeued {n} times already (max_requeues {}) and not resumable: protected to its end", config.contracts.max_requeues)
+        }
+        Refusal::Reclaim(ReclaimRefusal::SameTeam) => "same team (a team never preempts itself)".to_string(),
+        Refusal::Reclaim(ReclaimRefusal::Unknown) => "an account outside the tree".to_string(),
+        Refusal::Reclaim(ReclaimRefusal::PreemptorNotShort { running, rate }) => {
+            format!("your side of the tree already runs {running:.0} GPUs, at or above its rate {rate:.1}")
+        }
+        Refusal::Reclaim(ReclaimRefusal::VictimBelowRate { account, after, rate }) => {
+            format!("its team would fall below its rate ({account} would run {after:.0} of {rate:.1} GPUs)")
+        }
+        Refusal::Reclaim(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after }) => format!(
+            "your side would end with a higher share than its side keeps ({preemptor_after:.2} vs {victim_after:.2} of the rate)"
+        ),
+    }
+}
+
+fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], free: u32, now: u64) -> Preemption {
+    let m = Moment { ent: &ranking.ent, max_requeues: config.contracts.max_requeues, now };
+    let victim = |v: &Job, why: String| Victim { id: v.id, user: v.user.to_string(), account: v.account.to_string(), gpus: v.gpus, why };
+    if !job.is_allocated(&ranking.ent) {
+        return Preemption {
+            refused: Some(refusal_words(&Refusal::PreemptorUnallocated, config, now)),
+            candidates: Vec::new(),
+            candidate_gpus: 0,
+            free_gpus: free,
+            protected: Vec::new(),
+            protected_count: 0,
+        };
+    }
+    let eligible = eligible_victims(job, running.iter().copied(), &m);
+    let candidates: Vec<Victim> = eligible
+        .iter()
+        .map(|v| {
+            let why = match may_preempt(job, v, &m) {
+                Decision::Yes(tally_allocator::VictimClass::Unallocated) => "unallocated".to_string(),
+                Decision::Yes(tally_allocator::VictimClass::PastContractResumable) => "past its contract, resumable".to_string(),
+                Decision::Yes(tally_allocator::VictimClass::PastContract) => "past its contract (loses its work)".to_string(),
+                Decision::No(r) => refusal_words(&r, config, now),
+            };
+            victim(v, why)
+        })
+        .collect();
+    let candidate_gpus = eligible.iter().map(|v| v.gpus).sum();
+    let mut protected: Vec<Victim> = running
+        .iter()
+        .filter(|v| !eligible.iter().any(|e| e.id == v.id))
+        .map(|v| {
+            let why = match may_preempt(job, v, &m) {
+                Decision::No(r) => refusal_words(&r, config, now),
+                // Eligible alone, not with the candidates before it taken.
+                Decision::Yes(_) => "its side would fall below its rate once the candidates before it are gone".to_string(),
+            };
+            victim(v, why)
+        })
+        .collect();
+    let protected_count = protected.len();
+    protected.truncate(PROTECTED_LISTED);
+    Preemption { refused: None, candidates, candidate_gpus, free_gpus: free, protected, protected_count }
+}
+
+// ---- words and formats -------------------------------------------------------------------------
+
+/// `2026-12-03 14:40 UTC (in 1h20m)`.
+fn when(t: u64, now: u64) -> String {
+    let rel = if t >= now { format!("in {}", format_duration(t - now)) } else { format!("{} ago", format_duration(now - t)) };
+    format!("{} ({rel})", utc(t))
+}
+
+/// `YYYY-MM-DD HH:MM UTC` (civil date from days since the epoch).
+fn utc(t: u64) -> String {
+    let days = (t / 86_400) as i64;
+    let secs = t % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", secs / 3600, secs % 3600 / 60)
+}
+
+fn need_name(need: u32) -> &'static str {
+    match need {
+        NEED_LANE => "debug lane",
+        NEED_OWED => "owed now",
+        NEED_FAIR => "below fair share",
+        _ => "none",
+    }
+}
+
+fn contract_text(c: &Result<Contract, String>) -> String {
+    match c {
+        Ok(c) if c.is_allocated() => c.canonical(),
+        Ok(_) => "contract=0 (unallocated)".to_string(),
+        Err(e) => format!("refused: {e}"),
+    }
+}
+
+fn block_text(b: &Block, now: u64) -> String {
+    match b {
+        Block::Held(r) => format!("held ({r}): `scontrol release` by its owner (or an admin for JobHeldAdmin)"),
+        Block::Dependency(d) => format!("waits for a dependency: {d}"),
+        Block::BeginTime(t) => format!("not eligible before its begin time {}", when(*t, now)),
+        Block::Partition(r) => format!("its partition does not take jobs now ({r})"),
+        Block::Reservation(r) => format!("a reservation: {r}"),
+        Block::NoFreeGpus { free, asked } => format!("no free GPUs: {free} free in its partition, it asks for {asked}"),
+        Block::Fragmented { free, largest, asked } => {
+            format!("fragmentation: {free} GPUs free in total but at most {largest} on one node, and it needs {asked} on one node")
+        }
+        Block::TooFewNodes { nodes, per_node, have } => {
+            format!("needs {nodes} nodes with {per_node} free GPUs each; {have} have them now")
+        }
+        Block::NeverFits { asked, partition_gpus } => {
+            format!("it asks for {asked} GPUs and its partition's usable nodes have {partition_gpus}: it cannot start until nodes come back")
+        }
+        Block::Fits { free } => format!("{free} GPUs are free where it fits: it starts at Slurm's next scheduling pass unless a job ahead takes them"),
+        Block::Slurm(r) => format!("Slurm's reason: {r}"),
+    }
+}
+
+impl Report {
+    pub fn text(&self) -> String {
+        let j = &self.job;
+        let mut out = String::new();
+        let mut line = |s: String| {
+            out.push_str(&s);
+            out.push('\n');
+        };
+        line(format!(
+            "Job {}  {}  user {}  account {}  {} GPUs{}  partition {}",
+            j.name,
+            j.state,
+            j.user,
+            if j.account.is_empty() { "-" } else { &j.account },
+            j.gpus,
+            if j.nodes > 1 { format!(" on {} nodes", j.nodes) } else { String::new() },
+            j.partition.as_deref().unwrap_or("-")
+        ));
+        if j.state == "PENDING" {
+            line(format!("  Slurm's reason: {}; submitted {}", j.reason, when(j.submit_s, self.now)));
+        } else if j.start_s > 0 {
+            line(format!("  running since {} on {}", when(j.start_s, self.now), j.node_list));
+        }
+        line(format!(
+            "  contract: {}   time limit: {}",
+            contract_text(&j.contract),
+            j.time_limit_s.map_or("none (UNLIMITED)".to_string(), format_duration)
+        ));
+        if j.contract_left_s > 0 {
+            line(format!("  protected by its contract until {}", when(self.now + j.contract_left_s, self.now)));
+        }
+        match &j.unallocated_because {
+            None => line("  tier: allocated (charged to its account, ordered before all unallocated work)".to_string()),
+            Some(why) => line(format!("  tier: unallocated: {why}")),
+        }
+        let d = &j.decoded;
+        if j.priority == 0 {
+            line("  priority: 0 (held)".to_string());
+        } else {
+            line(format!(
+                "  priority {}: tier {}, plan {}, need {} ({}), level {}, team {} (7-day rank {}), nice {}, quick {}",
+                j.priority,
+                u8::from(d.allocated),
+                u8::from(d.planned),
+                d.need,
+                need_name(d.need),
+                d.level,
+                d.team,
+                1023 - d.team,
+                -d.within_team,
+                if d.quick { "yes" } else { "no" }
+            ));
+        }
+        if let Some(c) = j.computed {
+            line(format!("  (Tally computes {c} for it now; Slurm shows the last re-ranking's value, or an admin set it)"));
+        }
+
+        line(String::new());
+        match &self.team {
+            Some(t) => {
+                let n = &t.now;
+                line(format!("Team {} now", t.account));
+                line(format!(
+                    "  rate {:.1} GPUs, running {:.0}, waiting {:.0}, owed {:.1}, short {:.1}, fair share {:.1}",
+                    n.rate,
+                    n.running,
+                    n.demand - n.running,
+                    n.owed,
+                    n.short(),
+                    n.fair
+                ));
+            }
+            None => line(format!("Team {}: not in the tree (its jobs run unallocated)", if j.account.is_empty() { "-" } else { &j.account })),
+        }
+        if !self.levels.is_empty() {
+            let mut t = Table::new([Column::left(16), Column::right(10), Column::right(10), Column::right(10), Column::right(5)]).indent("  ");
+            t.row(["7-day window", "UsedGPUh", "AllocGPUh", "Used/Alloc", "Rank"]);
+            for l in &self.levels {
+                let ratio = if l.allocated_gpu_hours > 0.0 { format!("{:.3}", l.used_gpu_hours / l.allocated_gpu_hours) } else { "-".to_string() };
+                let name = if l.own { l.account.clone() } else { format!("{} (tree)", l.account) };
+                // The root's own part holds no work: its rank says nothing.
+                let rank = if l.account == tally_allocator::ROOT { "-".to_string() } else { l.rank.to_string() };
+                t.row([name, format!("{:.1}", l.used_gpu_hours), format!("{:.1}", l.allocated_gpu_hours), ratio, rank]);
+            }
+            out.push_str(&t.to_string());
+        }
+        let mut line = |s: String| {
+            out.push_str(&s);
+            out.push('\n');
+        };
+        if let Some(o) = &self.outlook {
+            match o.back {
+                BackUnder::Already => line(format!(
+                    "  {} is within its allocation over the window ({:.1} of {:.1} GPU-hours)",
+                    o.account, o.used_gpu_hours, o.allocated_gpu_hours
+                )),
+                BackUnder::At(t) => line(format!(
+                    "  {} is over its allocation ({:.1} of {:.1} GPU-hours); if it runs nothing more, it is back under at {}",
+                    o.account,
+                    o.used_gpu_hours,
+                    o.allocated_gpu_hours,
+                    when(t, self.now)
+                )),
+            }
+        }
+
+        if let Some(a) = &self.ahead {
+            line(String::new());
+            line(format!(
+                "Ahead of it: {} pending job{} ({} GPUs) that Slurm considers first in its partition (priority, then submit time, then job id)",
+                a.count,
+                if a.count == 1 { "" } else { "s" },
+                a.gpus
+            ));
+            if !a.first.is_empty() {
+                let mut t = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::right(11), Column::left(0)]).indent("  ");
+                t.row(["JOBID", "USER", "ACCOUNT", "GPUS", "PRIORITY", "AHEAD BECAUSE"]);
+                for x in &a.first {
+                    t.row([x.name.clone(), x.user.clone(), x.account.clone(), x.gpus.to_string(), x.priority.to_string(), x.words.clone()]);
+                }
+                out.push_str(&t.to_string());
+            }
+        }
+        let mut line = |s: String| {
+            out.push_str(&s);
+            out.push('\n');
+        };
+        if !self.blocks.is_empty() {
+            line(String::new());
+            line("What blocks it now".to_string());
+            for b in &self.blocks {
+                line(format!("  - {}", block_text(b, self.now)));
+            }
+        }
+        if let Some(p) = &self.preemption {
+            line(String::new());
+            match &p.refused {
+                Some(why) => line(format!("Preemption: it may not preempt: {why}")),
+                None if p.candidates.is_empty() => line("Preemption: no running job may be preempted for it now".to_string()),
+                None => line(format!(
+                    "Preemption: it may preempt {} running job{} ({} GPUs; with the {} free: {} of the {} it asks for){}",
+                    p.candidates.len(),
+                    if p.candidates.len() == 1 { "" } else { "s" },
+                    p.candidate_gpus,
+                    p.free_gpus,
+                    p.candidate_gpus + p.free_gpus,
+                    j.gpus,
+                    if p.candidate_gpus + p.free_gpus >= j.gpus { "; Slurm takes those on the nodes it picks" } else { ": not enough to start it" }
+                )),
+            }
+            let mut rows = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::left(0)]).indent("  ");
+            if !p.candidates.is_empty() {
+                rows.row(["candidate", "USER", "ACCOUNT", "GPUS", "WHY IT MAY GO"]);
+                for v in &p.candidates {
+                    rows.row([v.id.to_string(), v.user.clone(), v.account.clone(), v.gpus.to_string(), v.why.clone()]);
+                }
+            }
+            if !p.protected.is_empty() {
+                rows.row(["protected", "USER", "ACCOUNT", "GPUS", "WHAT PROTECTS IT"]);
+                for v in &p.protected {
+                    rows.row([v.id.to_string(), v.user.clone(), v.account.clone(), v.gpus.to_string(), v.why.clone()]);
+                }
+                if p.protected_count > p.protected.len() {
+                    rows.text(format!("  … and {} more running jobs", p.protected_count - p.protected.len()));
+                }
+            }
+            out.push_str(&rows.to_string());
+        }
+        if let Some(f) = &self.forecast {
+            out.push('\n');
+            match f {
+                Err(why) => out.push_str(&format!("Start estimate: {why}\n")),
+                Ok(f) => {
+                    let head = match f.estimate {
+                        Estimate::StartsAt(t) => format!("Start estimate: {}", when(t, self.now)),
+                        Estimate::NotWithin { .. } => format!("Start estimate: not within {}", format_duration(f.horizon_s)),
+                        Estimate::NeverFits => "Start estimate: never (it asks for more GPUs than its partition's usable nodes have)".to_string(),
+                    };
+                    out.push_str(&format!("{head}\n"));
+                    out.push_str(&format!(
+                        "  a replay of the {} jobs of its partition under Tally's rules, assuming every job runs to its time limit and nothing new is submitted{}\n",
+                        f.jobs,
+                        if f.defaulted > 0 {
+                            format!("; {} job{} without a time limit counted as running {}", f.defaulted, if f.defaulted == 1 { "" } else { "s" }, format_duration(f.default_duration_s))
+                        } else {
+                            String::new()
+                        }
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn json(&self) -> Value {
+        let j = &self.job;
+        let d = &j.decoded;
+        let (contract, contract_error) = match &j.contract {
+            Ok(c) => (json!({"min_runtime_s": c.min_runtime_s, "resumable": c.resumable}), Value::Null),
+            Err(e) => (Value::Null, json!(e)),
+        };
+        json!({
+            "now": self.now,
+            "job": {
+                "id": j.id, "name": j.name, "user": j.user, "account": j.account, "gpus": j.gpus, "nodes": j.nodes,
+                "partition": j.partition, "state": j.state, "reason": j.reason, "comment": j.comment,
+                "contract": contract, "contract_error": contract_error,
+                "allocated": j.allocated, "unallocated_because": j.unallocated_because,
+                "priority": j.priority,
+                "decoded": {"allocated": d.allocated, "planned": d.planned, "need": d.need, "need_name": need_name(d.need),
+                            "level": d.level, "team": d.team, "team_rank": 1023 - d.team, "nice": -d.within_team, "quick": d.quick},
+                "tally_priority_now": j.computed,
+                "time_limit_s": j.time_limit_s, "submit_s": j.submit_s, "begin_s": j.begin_s, "start_s": j.start_s,
+                "nodes_running_on": j.node_list, "contract_left_s": j.contract_left_s,
+            },
+            "team": self.team.as_ref().map(|t| json!({
+                "account": t.account, "rate_gpus": t.now.rate, "running_gpus": t.now.running,
+                "waiting_gpus": t.now.demand - t.now.running, "owed_gpus": t.now.owed, "short_gpus": t.now.short(), "fair_gpus": t.now.fair,
+            })),
+            "levels": self.levels.iter().map(|l| json!({
+                "account": l.account, "own_part": l.own, "rank": l.rank, "used_gpu_hours": l.used_gpu_hours, "allocated_gpu_hours": l.allocated_gpu_hours,
+            })).collect::<Vec<_>>(),
+            "outlook": self.outlook.as_ref().map(|o| json!({
+                "account": o.account, "used_gpu_hours": o.used_gpu_hours, "allocated_gpu_hours": o.allocated_gpu_hours,
+                "already_under": o.back == BackUnder::Already,
+                "back_under_at": match o.back { BackUnder::At(t) => Some(t), BackUnder::Already => None },
+                "assumes": "nothing more is charged to the account from now",
+            })),
+            "ahead": self.ahead.as_ref().map(|a| json!({
+                "count": a.count, "gpus": a.gpus,
+                "first": a.first.iter().map(|x| json!({
+                    "job": x.name, "user": x.user, "account": x.account, "gpus": x.gpus, "priority": x.priority,
+                    "because": x.because.map(precedence_name), "words": x.words,
+                })).collect::<Vec<_>>(),
+            })),
+            "blocks": self.blocks.iter().map(|b| block_json(b, self.now)).collect::<Vec<_>>(),
+            "forecast": self.forecast.as_ref().map(|f| match f {
+                Err(why) => json!({"estimate": Value::Null, "why_none": why}),
+                Ok(f) => json!({
+                    "starts_at": match f.estimate { Estimate::StartsAt(t) => Some(t), _ => None },
+                    "within_horizon": matches!(f.estimate, Estimate::StartsAt(_)),
+                    "never_fits": f.estimate == Estimate::NeverFits,
+                    "horizon_s": f.horizon_s, "jobs_replayed": f.jobs,
+                    "jobs_without_time_limit": f.defaulted, "default_duration_s": f.default_duration_s,
+                    "assumes": "every job runs to its time limit (jobs without one: default_duration_s) and nothing new is submitted",
+                }),
+            }),
+            "preemption": self.preemption.as_ref().map(|p| json!({
+                "refused": p.refused,
+                "may_preempt": p.refused.is_none() && !p.candidates.is_empty(),
+                "candidate_gpus": p.candidate_gpus, "free_gpus": p.free_gpus,
+                "candidates": p.candidates.iter().map(victim_json).collect::<Vec<_>>(),
+                "protected": p.protected.iter().map(victim_json).collect::<Vec<_>>(),
+                "protected_count": p.protected_count,
+            })),
+        })
+    }
+}
+
+fn victim_json(v: &Victim) -> Value {
+    json!({"job": v.id, "user": v.user, "account": v.account, "gpus": v.gpus, "why": v.why})
+}
+
+fn precedence_name(p: Precedence) -> &'static str {
+    match p {
+        Precedence::Tier => "tier",
+        Precedence::Planned => "planned",
+        Precedence::Need { .. } => "need",
+        Precedence::Level { .. } => "level",
+        Precedence::Team { .. } => "team_rank",
+        Precedence::Nice { .. } => "nice",
+        Precedence::Quick => "quick",
+        Precedence::Equal => "equal",
+    }
+}
+
+fn block_json(b: &Block, now: u64) -> Value {
+    let kind = match b {
+        Block::Held(_) => "held",
+        Block::Dependency(_) => "dependency",
+        Block::BeginTime(_) => "begin_time",
+        Block::Partition(_) => "partition",
+        Block::Reservation(_) => "reservation",
+        Block::NoFreeGpus { .. } => "no_free_gpus",
+        Block::Fragmented { .. } => "fragmentation",
+        Block::TooFewNodes { .. } => "too_few_nodes",
+        Block::NeverFits { .. } => "never_fits",
+        Block::Fits { .. } => "fits",
+        Block::Slurm(_) => "slurm_reason",
+    };
+    json!({"kind": kind, "text": block_text(b, now)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test bed's queue at 1796308676 (captured with sinfo at the same
+    /// moment): alice's pretrain jobs hold all 32 GPUs inside their 2 h
+    /// contracts; carol's 8-GPU climate job 17 waits for resources.
+    const SQUEUE: &str = include_str!("../tests/data/squeue-22.05.json");
+    const SINFO: &str = include_str!("../tests/data/sinfo-22.05.json");
+    const NOW: u64 = 1_796_308_676;
+
+    fn setup() -> (Arc<Config>, Snapshot, Vec<QueueJob>, Vec<NodeInfo>) {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tally.toml")).unwrap();
+        let text = text.replace("gpus = 256", "gpus = 32");
+        let config = Config::parse(&text, "tally.toml").unwrap();
+        let snapshot = Snapshot::new(config.new_ledger());
+        let queue = slurm_json::parse_squeue(SQUEUE, &mut Names::new()).unwrap();
+        (Arc::new(config), snapshot, queue, slurm_json::parse_sinfo(SINFO).unwrap())
+    }
+
+    fn report(which: &str) -> Report {
+        let (config, snapshot, queue, nodes) = setup();
+        explain(&config, &snapshot, &queue, &nodes, which, NOW).unwrap()
+    }
+
+    #[test]
+    fn an_unallocated_job_waits_behind_every_allocated_one() {
+        let r = report("19");
+        assert!(!r.job.allocated);
+        assert!(r.job.unallocated_because.as_deref().unwrap().starts_with("contract 0"));
+        let a = r.ahead.unwrap();
+        // 17, 20, 25 and the array 24 are considered; 22 (dependency),
+        // 23 (begin time) and 21 (held) are not.
+        assert_eq!(a.count, 4);
+        assert_eq!(a.first.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["17", "20", "25", "24_[1-3]"]);
+        assert!(a.first.iter().all(|x| x.because == Some(Precedence::Tier)));
+        assert_eq!(r.blocks, vec![Block::NoFreeGpus { free: 0, asked: 4 }]);
+        assert!(r.preemption.unwrap().refused.unwrap().contains("unallocated jobs never preempt"));
+    }
+
+    #[test]
+    fn every_running_job_is_inside_its_contract() {
+        let r = report("17");
+        assert!(r.job.allocated);
+        assert_eq!(r.ahead.as_ref().unwrap().count, 0);
+        let p = r.preemption.unwrap();
+        assert!(p.candidates.is_empty() && p.refused.is_none());
+        assert_eq!(p.protected.iter().map(|v| v.id).collect::<Vec<_>>(), [13, 14, 15, 16, 18]);
+        assert!(p.protected.iter().all(|v| v.why.starts_with("contract until ")), "{:?}", p.protected);
+        let team = r.team.unwrap();
+        assert_eq!((team.account.as_str(), team.now.running, team.now.demand), ("climate", 0.0, 8.0));
+        assert_eq!(r.levels.iter().map(|l| l.account.as_str()).collect::<Vec<_>>(), ["climate", "science", "root"]);
+    }
+
+    #[test]
+    fn why_the_others_are_ahead() {
+        // The array's pretrain tasks: its team runs 8 GPUs above its rate,
+        // posttrain's jobs are owed GPUs now.
+        let r = report("24_2");
+        let a = r.ahead.unwrap();
+        let by = |n: &str| a.first.iter().find(|x| x.name == n).unwrap();
+        assert_eq!(by("20").because, Some(Precedence::Need { first: NEED_OWED, second: NEED_NONE }));
+        assert!(by("20").words.starts_with("its team is owed GPUs now (short "), "{}", by("20").words);
+        // Two posttrain jobs: the first of the team is ahead of the second.
+        let r = report("25");
+        let twenty = r.ahead.unwrap().first.into_iter().find(|x| x.name == "20").unwrap();
+        assert!(twenty.words.starts_with("same team"), "{}", twenty.words);
+    }
+
+    #[test]
+    fn what_blocks_held_dependent_and_later_jobs() {
+        assert!(matches!(report("21").blocks[0], Block::Held(ref r) if r == "JobHeldUser"));
+        assert!(matches!(report("22").blocks[0], Block::Dependency(ref d) if d == "afterok:17(unfulfilled)"));
+        assert!(matches!(report("23").blocks[0], Block::BeginTime(t) if t > NOW));
+    }
+
+    #[test]
+    fn fragmentation_and_whole_nodes() {
+        let (config, snapshot, queue, mut nodes) = setup();
+        // 4 GPUs free on each of two nodes: 8 in total, none with 8.
+        nodes[0].gpus_used = 4;
+        nodes[1].gpus_used = 4;
+        let r = explain(&config, &snapshot, &queue, &nodes, "17", NOW).unwrap();
+        assert_eq!(r.blocks, vec![Block::Fragmented { free: 8, largest: 4, asked: 8 }]);
+        // Two whole nodes for job 25 (2 × 8): one is not enough.
+        nodes[2].gpus_used = 0;
+        let r = explain(&config, &snapshot, &queue, &nodes, "25", NOW).unwrap();
+        assert_eq!(r.blocks, vec![Block::TooFewNodes { nodes: 2, per_node: 8, have: 1 }]);
+        // A drained node gives nothing.
+        nodes[2].flags.push("DRAIN".into());
+        let r = explain(&config, &snapshot, &queue, &nodes, "17", NOW).unwrap();
+        assert_eq!(r.blocks, vec![Block::Fragmented { free: 8, largest: 4, asked: 8 }]);
+    }
+
+    #[test]
+    fn the_start_estimate_replays_the_queue() {
+        // Every running job has no time limit: each runs the default hour
+        // from now, then 17 (climate, owed GPUs) goes first.
+        let f = report("17").forecast.unwrap().unwrap();
+        assert_eq!(f.estimate, Estimate::StartsAt(NOW + 3600));
+        assert_eq!((f.default_duration_s, f.defaulted), (3600, 6));
+        // Held and not-yet-eligible jobs get no estimate, and say why.
+        assert!(report("21").forecast.unwrap().unwrap_err().starts_with("held"));
+        assert!(report("23").forecast.unwrap().unwrap_err().starts_with("not eligible before"));
+    }
+
+    #[test]
+    fn unknown_jobs_are_said() {
+        let (config, snapshot, queue, nodes) = setup();
+        let err = explain(&config, &snapshot, &queue, &nodes, "99", NOW).unwrap_err();
+        assert!(err.starts_with("job 99 is not in Slurm's queue"), "{err}");
+        let err = explain(&config, &snapshot, &queue, &nodes, "abc", NOW).unwrap_err();
+        assert!(err.contains("is not a job id"), "{err}");
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(1_796_308_676), "2026-12-03 14:37 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
+    }
+}
