@@ -6,6 +6,7 @@
 #   1. pretrain floods the cluster with allocated work,
 #   2. six teams submit, over-budget pretrain first,
 #   3. squeue shows the order Tally gives, sprio the factors, `tally share` the ledger,
+#      `tally explain` why the first submission waits,
 #   4. one GPU block frees up and the most under-served team's job takes it,
 #   5. job_submit/tally refuses a bad contract at the door,
 #   6. a debug job of an under-served team meets a full cluster: preempt/tally requeues
@@ -58,9 +59,11 @@ charged() { "$TALLY" share -P -n -A pretrain -o Used7d -c "$DEMO/tally.toml" 2>/
 wait_for 30 "the ledger to charge pretrain" charged
 
 step "2. Six submissions, in this order"
+submitted=()
 submit() {   # user, GPUs, comment
     local id; id=$(submit_as "$1" -N1 --gres=gpu:"$2" ${3:+--comment "$3"} --wrap 'sleep 3600')
     printf '  job %s  %-6s %d GPUs  %s\n' "$id" "$1" "$2" "${3:-(no contract)}"
+    submitted+=("$id")
 }
 submit alice 8 "contract=1h"
 submit dave 4 ""
@@ -78,8 +81,10 @@ echo "team is owed GPUs now (running below its rate), the least served first; pr
 echo "32 GPUs, far above its rate, so it waits behind every other team although it submitted first."
 step "sprio: SITE = allocated tier, FAIRSHARE = owed now, level and 7-day team rank, QOS/NICE = inside the team"
 show sprio -l
-step "The ledger: tally share -a (7-day window, GPU-hours, rank 0 runs first)"
+step "The ledger: tally share -a (7-day window, GPU-hours, rank 0 runs first; owed and delivered so far)"
 show "$TALLY" share -a -c "$DEMO/tally.toml"
+step "Why does pretrain's new job wait? tally explain"
+show "$TALLY" explain "${submitted[0]}" -c "$DEMO/tally.toml"
 
 step "4. One pretrain job ends: who gets its 8 GPUs?"
 show scancel "${fillers[0]}"
@@ -112,6 +117,8 @@ echo "debug job $debug started after $(elapsed "$t0") s"
 show squeue -o '%.6i %.11a %.6u %.9T %.10b  %k'
 echo
 echo "Unallocated work was requeued to make room; every job inside its contract kept running."
+step "Owed and delivered so far, measured by the plugin tick by tick (and the chart: $DEMO/owed.svg)"
+show "$TALLY" share -c "$DEMO/tally.toml" --svg "$DEMO/owed.svg"
 
 step "7. The planner (Dharma's rolling horizon), turned on by a reconfigure"
 scancel --quiet $(squeue -h -o %i | tr '\n' ' ') 2>/dev/null || true

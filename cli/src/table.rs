@@ -87,6 +87,11 @@ impl Table {
         }
         self.lines.push(line);
     }
+
+    /// A line as it is (a rule, a note, a blank line).
+    pub fn text(&mut self, line: impl Into<String>) {
+        self.lines.push(line.into());
+    }
 }
 
 impl fmt::Display for Table {
@@ -107,10 +112,12 @@ mod tests {
         let mut t = Table::new([Column::right(4), Column::left(6).after("  "), Column::right(5), Column::left(0)]).indent("> ");
         t.row(["1", "ab", "2.5%", "free text"]);
         t.row(["12345", "abcdefgh", "é", ""]);
+        t.text("--");
         t.row(["x"]);
         let want = [
             format!("> {:>4}  {:<6} {:>5} {}", "1", "ab", "2.5%", "free text"),
             format!("> {:>4}  {:<6} {:>5} {}", "12345", "abcdefgh", "é", ""),
+            "--".to_string(),
             format!("> {:>4}  {:<6} {:>5} {}", "x", "", "", ""),
         ];
         assert_eq!(t.to_string(), want.map(|l| l + "\n").concat());

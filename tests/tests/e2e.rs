@@ -576,12 +576,16 @@ fn e2e_12_share_shows_the_owed_and_delivered_the_workload_caused() {
     let ran = (saved_at - started) as f64;
     let delivered_s = num("see_busy", "delivered_gpu_hours") * 3600.0 / 16.0;
     assert!(delivered_s <= ran + 1.0 && delivered_s >= ran - calc - 1.0, "delivered {delivered_s} s of 16 GPUs, ran {ran} s: {:?}", rows["see_busy"]);
-    // Owed: both teams asked for more than their rate since their jobs were
-    // seen: rate × the time measured, within a calc period of the wall clock.
+    // Owed, hour by hour: min(rate × the time the plugin measured in the
+    // hour, the GPU-hours asked in it). Both teams asked for far more than
+    // their rate since their jobs were submitted, so at least rate × that
+    // time (within a calc period) is owed, and at most rate × the time
+    // since the hour began.
     for (team, since) in [("see_busy", busy_asked), ("see_idle", submitted)] {
         let measured = num(team, "owed_gpu_hours") * 3600.0 / rate;
         let wall = (saved_at - since) as f64;
-        assert!(measured <= wall + 1.0 && measured >= wall - 2.0 * calc - 1.0, "{team}: owed for {measured} s, {wall} s on the clock: {:?}", rows[team]);
+        let hour = (saved_at - (since - since % 3600)) as f64;
+        assert!(measured <= hour + 1.0 && measured >= wall - 2.0 * calc - 1.0, "{team}: owed for {measured} s, asked for {wall} s, hour began {hour} s ago: {:?}", rows[team]);
     }
     // see_idle ran nothing: delivered 0 of what it is owed; short now by its rate.
     assert_eq!(num("see_idle", "delivered_gpu_hours"), 0.0);
@@ -592,6 +596,19 @@ fn e2e_12_share_shows_the_owed_and_delivered_the_workload_caused() {
     let table = sh(&format!("{}/target/release/tally", root().display()), &["share", "-A", "see_idle", "-c", &config()]);
     assert!(table.lines().any(|l| l.starts_with("             Account       User     Budget")), "{table}");
     assert!(table.lines().any(|l| l.starts_with(" see_idle ") && l.trim_end().ends_with("0.0")), "{table}");
+    // `tally explain` of the second waiting job names the first as ahead
+    // of it and the full cluster as what blocks it.
+    let tally = format!("{}/target/release/tally", root().display());
+    let out = sh(&tally, &["explain", &waiting[1].to_string(), "--json", "-c", &config()]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert_eq!(v["ahead"]["count"], 1, "{out}");
+    assert_eq!(v["ahead"]["first"][0]["job"], waiting[0].to_string(), "{out}");
+    assert!(v["blocks"].as_array().unwrap().iter().any(|b| b["kind"] == "no_free_gpus"), "{out}");
+    // Nothing it may preempt: see_busy's jobs are inside their contracts.
+    assert_eq!(v["preemption"]["may_preempt"], false, "{out}");
+    assert!(v["preemption"]["protected"].as_array().unwrap().iter().all(|p| p["why"].as_str().unwrap().starts_with("contract until")), "{out}");
+    let text = sh(&tally, &["explain", &waiting[1].to_string(), "-c", &config()]);
+    assert!(text.contains("Ahead of it: 1 pending job") && text.contains("no free GPUs"), "{text}");
     for j in busy.iter().chain(&waiting) {
         cancel(*j);
     }
