@@ -68,6 +68,15 @@ pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
     let queue = slurm_json::parse_squeue(&slurm_output("squeue", args.squeue_json)?, &mut names)?;
     let nodes = slurm_json::parse_sinfo(&slurm_output("sinfo", args.sinfo_json)?)?;
     let report = explain(&config, &snapshot, &queue, &nodes, &args.job, now)?;
+    if let Some(me) = live::private_view_for(&config) {
+        let mine = live::accounts_of(&me, &config, &snapshot);
+        if report.job.user != me && !mine.contains(&report.job.account) {
+            return Err(format!(
+                "job {}: not yours nor your accounts' ({}): [reports] private = true lets only admins explain other teams' jobs",
+                args.job, report.job.account
+            ));
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json()).map_err(|e| e.to_string())?);
     } else {
@@ -662,20 +671,10 @@ fn when(t: u64, now: u64) -> String {
     format!("{} ({rel})", utc(t))
 }
 
-/// `YYYY-MM-DD HH:MM UTC` (civil date from days since the epoch).
+/// `YYYY-MM-DD HH:MM UTC`.
 fn utc(t: u64) -> String {
-    let days = (t / 86_400) as i64;
-    let secs = t % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", secs / 3600, secs % 3600 / 60)
+    let iso = tally_sim::trace::utc_iso(t);
+    format!("{} {} UTC", &iso[..10], &iso[11..16])
 }
 
 fn need_name(need: u32) -> &'static str {
@@ -900,7 +899,12 @@ impl Report {
                         "  a replay of the {} jobs of its partition under Tally's rules, assuming every job runs to its time limit and nothing new is submitted{}\n",
                         f.jobs,
                         if f.defaulted > 0 {
-                            format!("; {} job{} without a time limit counted as running {}", f.defaulted, if f.defaulted == 1 { "" } else { "s" }, format_duration(f.default_duration_s))
+                            format!(
+                                "; {} job{} without a time limit counted as running {} (or to the end of their contract, if later)",
+                                f.defaulted,
+                                if f.defaulted == 1 { "" } else { "s" },
+                                format_duration(f.default_duration_s)
+                            )
                         } else {
                             String::new()
                         }
@@ -961,7 +965,7 @@ impl Report {
                     "never_fits": f.estimate == Estimate::NeverFits,
                     "horizon_s": f.horizon_s, "jobs_replayed": f.jobs,
                     "jobs_without_time_limit": f.defaulted, "default_duration_s": f.default_duration_s,
-                    "assumes": "every job runs to its time limit (jobs without one: default_duration_s) and nothing new is submitted",
+                    "assumes": "every job runs to its time limit (jobs without one: default_duration_s, or to the end of their contract if later) and nothing new is submitted",
                 }),
             }),
             "preemption": self.preemption.as_ref().map(|p| json!({
@@ -1107,9 +1111,12 @@ mod tests {
     #[test]
     fn the_start_estimate_replays_the_queue() {
         // Every running job has no time limit: each runs the default hour
-        // from now, then 17 (climate, owed GPUs) goes first.
+        // from now or to the end of its contract, if later. The 8-GPU
+        // pretrain jobs (13-15, a node each) started at 1_796_308_471 with
+        // contract=2h: when the first node frees, 17 (climate, owed GPUs)
+        // goes first.
         let f = report("17").forecast.unwrap().unwrap();
-        assert_eq!(f.estimate, Estimate::StartsAt(NOW + 3600));
+        assert_eq!(f.estimate, Estimate::StartsAt(1_796_308_471 + 2 * 3600));
         assert_eq!((f.default_duration_s, f.defaulted), (3600, 6));
         // Held and not-yet-eligible jobs get no estimate, and say why.
         assert!(report("21").forecast.unwrap().unwrap_err().starts_with("held"));

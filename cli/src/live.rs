@@ -2,6 +2,7 @@
 //! the ledger (`StateSaveLocation/tally/ledger.state`) and how it is read.
 //! `tally share` and `tally explain` read it the same way.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tally_allocator::Snapshot;
@@ -57,6 +58,60 @@ pub fn read_snapshot(path: &Path, config: &Config) -> Result<Snapshot, String> {
         )),
         Err(e) => Err(format!("{}: cannot read: {e}", path.display())),
     }
+}
+
+/// Who runs the report: the user sudo ran it for, else the process's user.
+pub fn caller() -> (String, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid());
+    if let Ok(u) = std::env::var("SUDO_USER") {
+        if uid == 0 && !u.is_empty() {
+            return (u, u32::MAX);
+        }
+    }
+    let name = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    (name, uid)
+}
+
+/// `SlurmUser=` of slurm.conf (default `root`, as Slurm's).
+pub fn slurm_user() -> String {
+    std::fs::read_to_string(slurm_conf())
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+                .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+                .find(|(k, _)| k.eq_ignore_ascii_case("SlurmUser"))
+                .map(|(_, v)| v)
+        })
+        .unwrap_or_else(|| "root".to_string())
+}
+
+/// The accounts a user belongs to: the `[users]` map, the ledger's usage,
+/// and Slurm's associations when sacctmgr answers.
+pub fn accounts_of(user: &str, config: &Config, snap: &Snapshot) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = config.users.get(user).into_iter().cloned().collect();
+    out.extend(snap.ledger.entries().filter(|(_, k, _)| &*k.user == user).map(|(_, k, _)| k.account.to_string()));
+    if let Ok(o) = std::process::Command::new("sacctmgr").args(["-nP", "show", "assoc", &format!("user={user}"), "format=account"]).output() {
+        if o.status.success() {
+            out.extend(String::from_utf8_lossy(&o.stdout).lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from));
+        }
+    }
+    out
+}
+
+/// With `[reports] private` and a caller who is not an admin (root,
+/// SlurmUser, `[reports] admins`): the caller, whose view is private.
+pub fn private_view_for(config: &Config) -> Option<String> {
+    let (me, uid) = caller();
+    let admin = uid == 0 || me == slurm_user() || config.reports.admins.contains(&me);
+    (config.reports.private && !admin).then_some(me)
 }
 
 #[cfg(test)]

@@ -46,6 +46,11 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
+    /// Your cluster's own history (sacct) as a trace, to replay under Tally.
+    History {
+        #[command(subcommand)]
+        command: trace::HistoryCommand,
+    },
     /// Replay a trace through fifo, multifactor and tally, side by side
     /// (`tally sim suite`: the benchmark suite).
     Sim(Box<sim::SimCmd>),
@@ -169,6 +174,7 @@ fn main() -> ExitCode {
         }),
         Command::Demo { config, gpus } => demo::run(config, gpus),
         Command::Trace { command } => trace::run(command),
+        Command::History { command } => trace::run(command.into()),
         Command::Sim(cmd) => match *cmd {
             sim::SimCmd { command: Some(sim::SimCommand::Suite(args)), .. } => suite::run_cmd(args),
             sim::SimCmd { args, .. } => sim::run_cmd(args),

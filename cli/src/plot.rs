@@ -170,19 +170,7 @@ pub fn bar_chart(
         let x_area = if rotate { (widest + 20).clamp(45, 200) } else { 45 };
         let mut builder = builder(&plot, x_area);
         let mut chart = builder.build_cartesian_2d(Categories { n, every: usize::from(!rotate) }, y.clone())?;
-        let category = |v: &f64| labels.get(v.floor() as usize).cloned().unwrap_or_default();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .bold_line_style(GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(INK)
-            .label_style((FONT, LABEL_SIZE).into_font().color(&INK))
-            .axis_desc_style((FONT, DESC_SIZE).into_font().color(&INK))
-            .x_label_formatter(&category)
-            .y_label_formatter(&number)
-            .y_desc(text(y_label, usize::MAX))
-            .draw()?;
+        category_mesh(&mut chart, &labels, LABEL_SIZE, y_label, None)?;
         if rotate {
             // plotters turns a text about its anchor: anchored at its end,
             // an upright label hangs below its group.
@@ -236,15 +224,15 @@ pub fn owed_days(title: &str, teams: &[(String, std::collections::BTreeMap<u64, 
         let body = root.margin(MARGIN, 0, 0, 0).titled(&text(title, usize::MAX), style)?;
         let (key, grid) = body.split_vertically(40);
         let font = (FONT, LABEL_SIZE).into_font().color(&INK);
-        for (k, (name, colour)) in [("owed (min of rate and what was asked, per hour)", owed_c), ("delivered (allocated, ran)", delivered_c)].iter().enumerate() {
-            let x = MARGIN as i32 + 20 + 420 * k as i32;
+        for (k, (name, colour)) in [("owed GPU-hours (per hour, min of rate and what was asked)", owed_c), ("delivered GPU-hours (allocated work that ran)", delivered_c)].iter().enumerate() {
+            let x = MARGIN as i32 + 20 + 440 * k as i32;
             key.draw(&Rectangle::new([(x, 8), (x + 12, 20)], colour.filled()))?;
             key.draw(&Text::new(name.to_string(), (x + 18, 7), font.clone()))?;
         }
         for (panel, (team, per_day)) in grid.split_evenly((rows, cols)).iter().zip(teams) {
             let owed: Vec<f64> = days.iter().map(|d| per_day.get(d).map_or(0.0, |o| o.delivery.owed_gpu_hours)).collect();
             let delivered: Vec<f64> = days.iter().map(|d| per_day.get(d).map_or(0.0, |o| o.delivery.delivered_gpu_hours)).collect();
-            let top = owed.iter().chain(&delivered).fold(0.0f64, |a, &b| a.max(b)).max(1.0) * 1.1;
+            let top = owed.iter().chain(&delivered).fold(0.0f64, |a, &b| a.max(b)).max(0.01) * 1.1;
             let ratio = {
                 let (o, c) = per_day.values().fold((0.0, 0.0), |(o, c), x| (o + x.delivery.owed_gpu_hours, c + x.delivery.credited_gpu_hours));
                 if o > 0.0 { format!(" ({:.0}%)", 100.0 * c / o) } else { String::new() }
@@ -255,18 +243,7 @@ pub fn owed_days(title: &str, teams: &[(String, std::collections::BTreeMap<u64, 
                 .x_label_area_size(22)
                 .y_label_area_size(44)
                 .build_cartesian_2d(Categories { n: days.len(), every: days.len().div_ceil(7).max(1) }, 0.0..top)?;
-            let label = |v: &f64| labels.get(v.floor() as usize).cloned().unwrap_or_default();
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .bold_line_style(GRID)
-                .light_line_style(TRANSPARENT)
-                .axis_style(INK)
-                .label_style((FONT, LABEL_SIZE * 0.85).into_font().color(&INK))
-                .x_label_formatter(&label)
-                .y_label_formatter(&number)
-                .y_labels(4)
-                .draw()?;
+            category_mesh(&mut chart, &labels, LABEL_SIZE * 0.85, "", Some(4))?;
             for (j, (vals, colour)) in [(&owed, owed_c), (&delivered, delivered_c)].into_iter().enumerate() {
                 let bars = vals.iter().enumerate().filter(|(_, v)| **v > 0.0).map(|(i, &v)| {
                     let x = i as f64 + 0.1 + 0.4 * j as f64;
@@ -277,6 +254,30 @@ pub fn owed_days(title: &str, teams: &[(String, std::collections::BTreeMap<u64, 
         }
         Ok(())
     })
+}
+
+/// The mesh of a chart over [`Categories`]: horizontal grid lines only,
+/// category `i` labelled `labels[i]`, `y_labels` ticks (plotters' choice
+/// when `None`), the y axis described by `y_desc` (none when empty).
+fn category_mesh(chart: &mut Chart<Categories>, labels: &[String], label_size: f64, y_desc: &str, y_labels: Option<usize>) -> Res {
+    let category = |v: &f64| labels.get(v.floor() as usize).cloned().unwrap_or_default();
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_x_mesh()
+        .bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(INK)
+        .label_style((FONT, label_size).into_font().color(&INK))
+        .axis_desc_style((FONT, DESC_SIZE).into_font().color(&INK))
+        .x_label_formatter(&category)
+        .y_label_formatter(&number);
+    if !y_desc.is_empty() {
+        mesh.y_desc(text(y_desc, usize::MAX));
+    }
+    if let Some(n) = y_labels {
+        mesh.y_labels(n);
+    }
+    mesh.draw()?;
+    Ok(())
 }
 
 /// An axis of `n` categories (bars, GPUs, steps): category `i` spans

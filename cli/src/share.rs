@@ -144,8 +144,9 @@ impl Row {
     /// decimals, nothing for a missing value).
     fn cell(&self, field: Field, parsable: bool) -> String {
         let num = |v: Option<f64>, d: usize| v.map_or(String::new(), |v| format!("{v:.d$}"));
-        // GPU-hours to a tenth in a table, to 3.6 GPU-seconds when parsed.
-        let hours = if parsable { 3 } else { 1 };
+        // GPU-hours to a hundredth (36 GPU-seconds) in a table, to 3.6
+        // GPU-seconds when parsed.
+        let hours = if parsable { 3 } else { 2 };
         match field {
             Field::Account => {
                 let indent = if self.user.is_some() { self.depth + 1 } else { self.depth };
@@ -398,52 +399,6 @@ fn render(rows: &[Row], cols: &[Col], layout: Layout, header: bool) -> String {
     out
 }
 
-/// Who runs the report: the user sudo ran it for, else the process's user.
-fn caller() -> (String, u32) {
-    use std::os::unix::fs::MetadataExt;
-    let uid = std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid());
-    if let Ok(u) = std::env::var("SUDO_USER") {
-        if uid == 0 && !u.is_empty() {
-            return (u, u32::MAX);
-        }
-    }
-    let name = std::process::Command::new("id")
-        .arg("-un")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    (name, uid)
-}
-
-/// `SlurmUser=` of slurm.conf (default `root`, as Slurm's).
-fn slurm_user() -> String {
-    std::fs::read_to_string(live::slurm_conf())
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
-                .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
-                .find(|(k, _)| k.eq_ignore_ascii_case("SlurmUser"))
-                .map(|(_, v)| v)
-        })
-        .unwrap_or_else(|| "root".to_string())
-}
-
-/// The accounts a user belongs to: the `[users]` map, the ledger's usage,
-/// and Slurm's associations when sacctmgr answers.
-fn accounts_of(user: &str, config: &Config, snap: &Snapshot) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = config.users.get(user).into_iter().cloned().collect();
-    out.extend(snap.ledger.entries().filter(|(_, k, _)| &*k.user == user).map(|(_, k, _)| k.account.to_string()));
-    if let Ok(o) = std::process::Command::new("sacctmgr").args(["-nP", "show", "assoc", &format!("user={user}"), "format=account"]).output() {
-        if o.status.success() {
-            out.extend(String::from_utf8_lossy(&o.stdout).lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from));
-        }
-    }
-    out
-}
-
 fn list(s: &Option<String>) -> Option<BTreeSet<String>> {
     s.as_ref().map(|s| s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(String::from).collect())
 }
@@ -460,10 +415,8 @@ pub fn run(args: Args) -> Result<(), String> {
             return Err(format!("-A: no account `{bad}` in {}", config.source));
         }
     }
-    let (me, uid) = caller();
-    let admin = uid == 0 || me == slurm_user() || config.reports.admins.contains(&me);
-    if config.reports.private && !admin {
-        let mine = accounts_of(&me, &config, &snapshot);
+    if let Some(me) = live::private_view_for(&config) {
+        let mine = live::accounts_of(&me, &config, &snapshot);
         eprintln!("showing the accounts of {me} only ([reports] private = true; an admin sees all)");
         pick.visible = Some(mine);
         // Other users' rows are theirs.
@@ -567,11 +520,11 @@ gpu_hours = 336
         let got = text(&Pick::default(), DEFAULT, Layout::Table);
         let want = "             Account       User     Budget     Used7d    Ratio  Rank ShortNow       Owed  Delivered  Deliv%
 -------------------- ---------- ---------- ---------- -------- ----- -------- ---------- ---------- -------
-root                                             52.0   0.0193     1      0.0       40.0       52.0   100.0
- ops                                  336h        0.0   0.0000     0      0.0
- research                              75%       52.0   0.0258     4      0.0       40.0       52.0   100.0
-  nlp                                  50%       48.0   0.0476     3      0.0       36.0       48.0   100.0
-  vision-and-roboti+                   50%        4.0   0.0040     2      0.0        4.0        4.0   100.0
+root                                            52.00   0.0193     1      0.0      40.00      52.00   100.0
+ ops                                  336h       0.00   0.0000     0      0.0
+ research                              75%      52.00   0.0258     4      0.0      40.00      52.00   100.0
+  nlp                                  50%      48.00   0.0476     3      0.0      36.00      48.00   100.0
+  vision-and-roboti+                   50%       4.00   0.0040     2      0.0       4.00       4.00   100.0
 ";
         assert_eq!(got, want, "\n{got}");
     }

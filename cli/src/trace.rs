@@ -44,6 +44,14 @@ pub struct ImportArgs {
     /// ceil(P / N) GPUs).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub procs_per_gpu: u32,
+    #[command(flatten)]
+    pub io: ImportIo,
+}
+
+/// What every import reads and writes; `--config` and `--seed-ledger`
+/// are for sacct histories.
+#[derive(clap::Args, Debug)]
+pub struct ImportIo {
     /// sacct only: the config whose contract rules read the comments
     /// (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
     #[arg(long, short, value_name = "FILE")]
@@ -61,6 +69,23 @@ pub struct ImportArgs {
     /// Where to write the canonical CSV (default: stdout).
     #[arg(long, short, value_name = "OUTPUT")]
     pub output: Option<PathBuf>,
+}
+
+/// `tally history import`: your cluster's sacct history (the sacct format
+/// of `tally trace import`, under its own name).
+#[derive(clap::Subcommand, Debug)]
+pub enum HistoryCommand {
+    /// Your cluster's history, from `SLURM_TIME_FORMAT=%s sacct -a -X -D -P
+    /// -S START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment`,
+    /// as a canonical trace (`tally trace import --format sacct`); with
+    /// --seed-ledger, the ledger a new install starts from.
+    Import(ImportIo),
+}
+
+impl From<HistoryCommand> for TraceCommand {
+    fn from(HistoryCommand::Import(io): HistoryCommand) -> TraceCommand {
+        TraceCommand::Import(ImportArgs { format: Format::Sacct, procs_per_gpu: 1, io })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -156,15 +181,15 @@ fn describe(trace: &Trace) -> String {
 
 /// `tally trace import --format elasticflow|swf|sacct [--procs-per-gpu N] [--config FILE] INPUT [-o OUTPUT]`.
 pub fn import(args: ImportArgs) -> Result<(), String> {
-    let file = name(&args.input);
-    let text = read_input(&args.input)?;
+    let file = name(&args.io.input);
+    let text = read_input(&args.io.input)?;
     let report = match args.format {
         Format::Elasticflow => import::elasticflow(&text).map(|trace| import::ImportReport { trace, skipped: vec![] }),
         Format::Swf => import::swf(&text, &SwfOptions { procs_per_gpu: args.procs_per_gpu }),
-        Format::Sacct => return import_history(&args, &file, &text),
+        Format::Sacct => return import_history(&args.io, &file, &text),
     }
     .map_err(|e| format!("{file}: {e}"))?;
-    write_output(args.output.as_deref(), &trace::to_csv(&report.trace))?;
+    write_output(args.io.output.as_deref(), &trace::to_csv(&report.trace))?;
     let skipped = match report.skip_summary(5) {
         s if s.is_empty() => "skipped 0 rows".to_string(),
         s => s,
@@ -174,7 +199,7 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
 }
 
 /// `--format sacct`: a cluster's own history (`tally_sim::sacct::history`).
-fn import_history(args: &ImportArgs, file: &str, text: &str) -> Result<(), String> {
+fn import_history(args: &ImportIo, file: &str, text: &str) -> Result<(), String> {
     let (path, config) = crate::config_at(args.config.clone())?;
     let h = tally_sim::sacct::history(text, &config.contracts).map_err(|e| format!("{file}: {e}"))?;
     if let Some(state) = &args.seed_ledger {

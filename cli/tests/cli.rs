@@ -212,6 +212,9 @@ fn a_clusters_sacct_history_becomes_a_trace_the_simulator_replays() {
          8,100,3100,4,vision,bo,training,3600,true,0\n"
     );
     assert!(err.contains("t = 0 is Unix time 1796000000; requeues: 1;") && err.contains("jobs skipped: 1 (1 never started)"), "{err}");
+    // `tally history import` is the same import under the issue's name.
+    let (ok, again, _) = tally(&["history", "import", "--config", "examples/tally.toml", &history]);
+    assert!(ok && again == csv, "{again}");
     // The simulator takes it as it is.
     let trace = temp_config("history.csv", &csv);
     let (ok, out, err) = tally(&["sim", "--trace", &trace, "--config", "examples/tally.toml", "--gpus", "16", "--compare", "tally"]);

@@ -5,8 +5,9 @@
 //! passes.
 //!
 //! The estimate assumes every job runs to its time limit (a job without
-//! one runs `default_duration_s`: in total if pending, from now if
-//! running) and that nothing new is submitted; placement is the
+//! one runs `default_duration_s`, or its contract if that is longer: in
+//! total if pending, from now if running) and that nothing new is
+//! submitted; placement is the
 //! simulator's (whole-node-aware on identical nodes), not the real nodes'
 //! current layout.
 
@@ -81,11 +82,14 @@ pub fn forecast(config: &Config, m: &Moment, target: u64) -> Result<Forecast, Si
     let mut jobs: Vec<&ForecastJob> = m.jobs.iter().collect();
     jobs.sort_by_key(|j| (j.started_s.is_none(), j.eligible_s.max(m.now), j.id));
     for j in jobs {
+        // Without a time limit: the default, or the minimum run the job
+        // declared (its contract) if that is longer.
+        let contract_left = j.contract.min_runtime_s.saturating_sub(j.started_s.map_or(0, |s| m.now.saturating_sub(s)));
         let limit = match j.time_limit_s {
             Some(l) => l.max(1),
             None => {
                 defaulted.push(j.id);
-                m.default_duration_s.max(1)
+                m.default_duration_s.max(contract_left).max(1)
             }
         };
         let index = trace.jobs.len();

@@ -392,6 +392,22 @@ pub fn to_csv(trace: &Trace) -> String {
     String::from_utf8(bytes).expect("CSV of UTF-8 fields is UTF-8")
 }
 
+/// Unix seconds as `YYYY-MM-DDTHH:MM:SS` in UTC (sacct and sbatch times with TZ=UTC, the reports' dates).
+pub fn utc_iso(unix: u64) -> String {
+    let (days, secs) = (unix / 86_400, unix % 86_400);
+    // Civil from days (H. Hinnant's algorithm), days since 1970-01-01.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, (secs / 60) % 60, secs % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -599,5 +615,12 @@ mod tests {
         assert_eq!(t.mean_busy_gpus(), 0.0);
         assert_eq!(Trace::default().span_s(), 0);
         assert_eq!(Trace::default().gpu_hours(), 0.0);
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_iso(0), "1970-01-01T00:00:00");
+        assert_eq!(utc_iso(951_782_400), "2000-02-29T00:00:00");
+        assert_eq!(utc_iso(1_796_246_414), "2026-12-02T21:20:14");
     }
 }

@@ -595,7 +595,7 @@ fn e2e_12_share_shows_the_owed_and_delivered_the_workload_caused() {
     // The table says the same, in sshare's idiom.
     let table = sh(&format!("{}/target/release/tally", root().display()), &["share", "-A", "see_idle", "-c", &config()]);
     assert!(table.lines().any(|l| l.starts_with("             Account       User     Budget")), "{table}");
-    assert!(table.lines().any(|l| l.starts_with(" see_idle ") && l.trim_end().ends_with("0.0")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with(" see_idle ") && l.trim_end().ends_with(" 0.0")), "{table}");
     // `tally explain` of the second waiting job names the first as ahead
     // of it and the full cluster as what blocks it.
     let tally = format!("{}/target/release/tally", root().display());
