@@ -188,10 +188,19 @@ impl OwedBook {
         }
     }
 
-    /// Drop buckets that have left the window at `now` (the ledger's rule).
+    /// Drop buckets that have left the window at `now` (the ledger's rule),
+    /// and, in buckets that are over, the entries of accounts that asked
+    /// for nothing and ran nothing unallocated: their owed is min(entitled,
+    /// 0) = 0 whatever they were entitled to, so they change no figure
+    /// (the current bucket keeps them: its account may still ask).
     pub fn prune(&mut self, now: u64) {
         let first = self.first_bucket(now);
         self.buckets = self.buckets.split_off(&first);
+        let current = now / self.bucket_s;
+        for (_, m) in self.buckets.range_mut(..current) {
+            m.retain(|_, a| a.asked_gs > 0.0 || a.unallocated_gs > 0.0);
+        }
+        self.buckets.retain(|_, m| !m.is_empty());
     }
 
     fn first_bucket(&self, now: u64) -> u64 {
@@ -226,9 +235,14 @@ impl OwedBook {
         for (b, row) in per_bucket {
             let k = group(b * self.bucket_s);
             for (account, (asked, ran_gs)) in row {
-                let o = out.entry(k).or_default().entry(account).or_default();
-                o.delivery.add_hour(asked.entitled_gs / 3600.0, asked.asked_gs / 3600.0, ran_gs / 3600.0);
-                o.unallocated_gpu_hours += asked.unallocated_gs / 3600.0;
+                let mut one = Owed::default();
+                one.delivery.add_hour(asked.entitled_gs / 3600.0, asked.asked_gs / 3600.0, ran_gs / 3600.0);
+                one.unallocated_gpu_hours = asked.unallocated_gs / 3600.0;
+                // An account that was only entitled (asked and ran nothing)
+                // has nothing to show.
+                if one != Owed::default() {
+                    out.entry(k).or_default().entry(account).or_default().add(&one);
+                }
             }
         }
         out
@@ -321,6 +335,14 @@ mod tests {
         let by = book.owed_by(&ledger, now, |t0| t0 / h);
         assert_eq!(by[&10]["t"].delivery.owed_gpu_hours, 4.0);
         assert_eq!(by[&11]["t"].delivery.credited_gpu_hours, 0.5);
+        // An idle account's entitlement in a bucket that is over changes
+        // nothing and is dropped; in the current bucket it stays.
+        let idle: Arc<str> = "idle".into();
+        book.record(&idle, Held { rate_gpus: 4.0, demand_gpus: 0.0, unallocated_gpus: 0.0 }, 10 * h, now + 10);
+        let before = book.owed(&ledger, now);
+        book.prune(now);
+        assert_eq!(book.owed(&ledger, now), before);
+        assert_eq!(book.entries().filter(|(_, a, _)| &***a == "idle").map(|(b, _, _)| b).collect::<Vec<_>>(), vec![12]);
         // The window moves on: bucket 10 leaves with the ledger's.
         let later = 10 * h + 7 * 86_400;
         assert_eq!(book.owed(&ledger, later)["t"].delivery.owed_gpu_hours, 2.0);

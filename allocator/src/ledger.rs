@@ -99,16 +99,6 @@ impl UserUsage {
     pub fn user_gpu_hours(&self, account: &str, user: &str) -> f64 {
         self.0.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0) / 3600.0
     }
-
-    /// A user's place among its account's users, 0 = least usage (ties by
-    /// name); a user without usage is first.
-    pub fn place(&self, account: &str, user: &str) -> u32 {
-        let mine = self.0.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0);
-        self.0
-            .iter()
-            .filter(|(k, v)| &*k.account == account && v.total_cmp(&mine).then((*k.user).cmp(user)) == std::cmp::Ordering::Less)
-            .count() as u32
-    }
 }
 
 /// Add to an entry, cloning the key only when it is new.

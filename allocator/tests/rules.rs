@@ -72,16 +72,6 @@ fn equal_ratios_tie_break_by_name() {
     }
 }
 
-#[test]
-fn users_rank_inside_their_account() {
-    let w = World::new(10).share("a", None, 100.0).used("a", "heavy", 50.0).used("a", "light", 5.0);
-    let users = w.ledger.user_usage(w.now);
-    assert_eq!(users.place("a", "light"), 0);
-    assert_eq!(users.place("a", "heavy"), 1);
-    assert_eq!(users.place("a", "new"), 0);
-    assert_eq!(users.place("nope", "x"), 0);
-}
-
 // ---- Rules 2-3: the ledger charges allocated work only -------------------
 
 #[test]
