@@ -268,26 +268,22 @@ fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) -> Result<Rep
     let walk = tree.walk();
     let n = tree.len();
     let mut sub_owed = vec![Owed::default(); n];
-    let mut sub_now = vec![(0.0, 0.0, 0.0, 0.0); n]; // running, waiting, short, fair
+    let mut sub_now = vec![[0.0; 4]; n]; // running, waiting, short, fair
     for &(id, _) in walk.iter().rev() {
         let node = tree.node(id);
         if let Some(o) = owed.get(&node.name) {
             sub_owed[id].add(o);
         }
         let t = ent.team_at(id);
-        let s = &mut sub_now[id];
-        s.0 += t.running;
-        s.1 += t.demand - t.running;
-        s.2 += t.short();
-        s.3 += t.fair;
+        for (x, v) in sub_now[id].iter_mut().zip([t.running, t.demand - t.running, t.short(), t.fair]) {
+            *x += v;
+        }
         if let Some(p) = node.parent {
             let (o, s) = (sub_owed[id], sub_now[id]);
             sub_owed[p].add(&o);
-            let q = &mut sub_now[p];
-            q.0 += s.0;
-            q.1 += s.1;
-            q.2 += s.2;
-            q.3 += s.3;
+            for (x, v) in sub_now[p].iter_mut().zip(s) {
+                *x += v;
+            }
         }
     }
     let in_subtree_of = |id: usize, set: &BTreeSet<String>| tree.path(id).iter().any(|n| set.contains(*n));
@@ -308,7 +304,7 @@ fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) -> Result<Rep
             }
         }
         let Some(s): Option<&Standing> = fs.standing(&node.name) else { continue };
-        let (running, waiting, short, fair) = sub_now[id];
+        let [running, waiting, short, fair] = sub_now[id];
         let live = running > 0.0 || waiting > 0.0;
         let o = sub_owed[id];
         let touched = o != Owed::default();
@@ -419,11 +415,9 @@ pub fn run(args: Args) -> Result<(), String> {
         let mine = live::accounts_of(&me, &config, &snapshot);
         eprintln!("showing the accounts of {me} only ([reports] private = true; an admin sees all)");
         pick.visible = Some(mine);
-        // Other users' rows are theirs.
-        pick.users = Some(BTreeSet::from([me.clone()]));
-        pick.user_rows = pick.user_rows || args.users.is_some();
-        if !(args.all_users || args.users.is_some()) {
-            pick.users = None;
+        // User rows, when asked for, are the caller's only.
+        if args.all_users || args.users.is_some() {
+            pick.users = Some(BTreeSet::from([me]));
         }
     }
     let rep = report(&config, &snapshot, now, &pick)?;
