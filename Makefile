@@ -6,7 +6,23 @@
 CARGO ?= cargo
 TALLY := target/release/tally
 CONFIG ?= examples/tally.toml
+# Which Slurm the plugins are built for: `host` (the machine's, 22.05.8 on
+# Debian 12) or `24.11` (Debian 13's, in the chroot testbed/trixie.sh makes
+# at $(TRIXIE_ROOT)). Each release gets its own target dir and plugin dir,
+# so switching does not rebuild the other.
+SLURM ?= host
+TRIXIE_ROOT ?= /var/tmp/tally-trixie
+ifeq ($(SLURM),host)
 PLUGIN_DIR := $(CURDIR)/target/plugins
+PLUGIN_ENV :=
+PLUGIN_TARGET := target
+else ifeq ($(SLURM),24.11)
+PLUGIN_DIR := $(CURDIR)/target/plugins-24.11
+PLUGIN_TARGET := target/slurm-24.11
+PLUGIN_ENV := SLURM_INCLUDE_DIR=$(TRIXIE_ROOT)/usr/include CARGO_TARGET_DIR=$(CURDIR)/$(PLUGIN_TARGET)
+else
+$(error SLURM=$(SLURM): supported are SLURM=host (the machine's Slurm) and SLURM=24.11 (the chroot of testbed/trixie.sh))
+endif
 
 .PHONY: demo rules down test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean
 
@@ -52,10 +68,10 @@ build:
 ## The plugins, named as Slurm loads them, in $(PLUGIN_DIR) (the test bed
 ## puts that folder first in PluginDir).
 plugins:
-	$(CARGO) build --release --locked -p tally-priority -p tally-job-submit -p tally-preempt
+	$(PLUGIN_ENV) $(CARGO) build --release --locked -p tally-priority -p tally-job-submit -p tally-preempt
 	mkdir -p $(PLUGIN_DIR)
 	for p in priority_tally job_submit_tally preempt_tally; do \
-	    install -m 0755 target/release/lib$$p.so $(PLUGIN_DIR)/$$p.so; done
+	    install -m 0755 $(PLUGIN_TARGET)/release/lib$$p.so $(PLUGIN_DIR)/$$p.so; done
 
 ## Regenerate slurm-sys/src/bindings.rs from the Slurm source (needs libclang).
 bindings:
