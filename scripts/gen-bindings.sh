@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Regenerate slurm-sys/src/bindings.rs from the Debian source of Slurm.
+# Regenerate slurm-sys/src/bindings/v<release>.rs from the Debian source of Slurm.
+#
+#   scripts/gen-bindings.sh            Slurm 22.05.8, Debian 12's (this machine's)
+#   scripts/gen-bindings.sh 24.11      Slurm 24.11.5, Debian 13's, from the chroot
+#                                      testbed/trixie.sh makes (TRIXIE_ROOT)
 #
 # Normal builds and CI do NOT run this: the bindings are checked in, so they
 # need neither libclang nor the Slurm source. Run it (as root, on Debian 12)
@@ -10,23 +14,36 @@
 # Idempotent: installs only what is missing, fetches the source only if it is
 # not already unpacked, and writes the same file for the same inputs.
 #
+# To add a release: a new case below (its Debian version and where its
+# headers are), run this, then add the release to slurm-sys/build.rs and
+# slurm-sys/src/lib.rs (its layout asserts) and its ABI differences to
+# plugin/ffi/src/release.rs.
+#
 # Environment (all optional):
-#   SLURM_DEB_VERSION  Debian version of source package slurm-wlm (default 22.05.8-4+deb12u3)
+#   SLURM_DEB_VERSION  Debian version of source package slurm-wlm (default: the release's)
 #   SLURM_SRC_PARENT   where the source is unpacked (default /var/tmp/slurm-src; never the repo)
-#   SLURM_INCLUDE_DIR  dir holding slurm/slurm_version.h (default /usr/include, from libslurm-dev)
+#   SLURM_INCLUDE_DIR  dir holding slurm/slurm_version.h (default: the release's libslurm-dev)
+#   TRIXIE_ROOT        the Debian 13 chroot (default /var/tmp/tally-trixie)
 #   GEN_TARGET_DIR     cargo target dir of the generator (default /var/tmp/slurm-sys-gen-target)
 #   SKIP_CHECK=1       do not run `cargo test -p slurm-sys` afterwards
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SLURM_DEB_VERSION=${SLURM_DEB_VERSION:-22.05.8-4+deb12u3}
+RELEASE=${1:-22.05}
+TRIXIE_ROOT=${TRIXIE_ROOT:-/var/tmp/tally-trixie}
+case $RELEASE in
+    22.05) deb_version=22.05.8-4+deb12u3; include=/usr/include; CHROOT= ;;
+    24.11) deb_version=24.11.5-4+deb13u1; include=$TRIXIE_ROOT/usr/include; CHROOT=$TRIXIE_ROOT ;;
+    *) echo "gen-bindings: Slurm $RELEASE is not supported: give 22.05 or 24.11 (to add one, see this script's header)" >&2; exit 2 ;;
+esac
+SLURM_DEB_VERSION=${SLURM_DEB_VERSION:-$deb_version}
 SLURM_SRC_PARENT=${SLURM_SRC_PARENT:-/var/tmp/slurm-src}
-SLURM_INCLUDE_DIR=${SLURM_INCLUDE_DIR:-/usr/include}
+SLURM_INCLUDE_DIR=${SLURM_INCLUDE_DIR:-$include}
 GEN_TARGET_DIR=${GEN_TARGET_DIR:-/var/tmp/slurm-sys-gen-target}
 UPSTREAM_VERSION=${SLURM_DEB_VERSION%%-*}            # 22.05.8
 SRC_DIR=$SLURM_SRC_PARENT/slurm-wlm-$UPSTREAM_VERSION
-STUB_DIR=$SLURM_SRC_PARENT/gen-stub                  # empty config.h + slurm/slurm_version.h
-OUT=$ROOT/slurm-sys/src/bindings.rs
+STUB_DIR=$SLURM_SRC_PARENT/gen-stub-$RELEASE         # empty config.h + slurm/slurm_version.h
+OUT=$ROOT/slurm-sys/src/bindings/v${RELEASE/./_}.rs
 
 log() { printf 'gen-bindings: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -50,7 +67,10 @@ apt_update() {
 need=()
 dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q 'ok installed' || need+=(libclang-dev)
 dpkg-query -W -f='${Status}' dpkg-dev 2>/dev/null | grep -q 'ok installed' || need+=(dpkg-dev)
-if [ ! -f "$SLURM_INCLUDE_DIR/slurm/slurm_version.h" ]; then
+if [ -n "$CHROOT" ]; then
+    [ -f "$SLURM_INCLUDE_DIR/slurm/slurm_version.h" ] ||
+        die "$SLURM_INCLUDE_DIR/slurm/slurm_version.h not found: run 'bash testbed/trixie.sh ensure' first"
+elif [ ! -f "$SLURM_INCLUDE_DIR/slurm/slurm_version.h" ]; then
     [ "$SLURM_INCLUDE_DIR" = /usr/include ] ||
         die "$SLURM_INCLUDE_DIR/slurm/slurm_version.h not found"
     need+=("libslurm-dev=$SLURM_DEB_VERSION")
@@ -64,9 +84,33 @@ fi
 
 # --- 2. Source package, unpacked under $SLURM_SRC_PARENT (never in the repo).
 have_src() {
-    [ -f "$SRC_DIR/debian/changelog" ] &&
-        head -n1 "$SRC_DIR/debian/changelog" | grep -qF "($SLURM_DEB_VERSION)"
+    { [ -f "$SRC_DIR/debian/changelog" ] &&
+        head -n1 "$SRC_DIR/debian/changelog" | grep -qF "slurm-wlm ($SLURM_DEB_VERSION)"; } ||
+        [ -f "$SRC_DIR/.orig-only-$SLURM_DEB_VERSION" ]
 }
+# 24.11: `apt-get source` inside the Debian 13 chroot. deb.debian.org has
+# served the .orig.tar.gz of 24.11.5-4+deb13u1 but 404 for its .dsc and
+# .debian.tar.xz (seen 2026-12-03); then the upstream tarball is used and
+# the bindings' header says so.
+if [ -n "$CHROOT" ] && ! have_src; then
+    grep -q '^deb-src ' "$CHROOT/etc/apt/sources.list" 2>/dev/null ||
+        sed -n 's/^deb /deb-src /p' "$CHROOT/etc/apt/sources.list" >>"$CHROOT/etc/apt/sources.list"
+    chroot "$CHROOT" apt-get update -qq
+    chroot "$CHROOT" bash -c "mkdir -p /var/tmp/slurm-src && cd /var/tmp/slurm-src &&
+        apt-get source -qq slurm-wlm=$SLURM_DEB_VERSION" 2>&1 | grep -v unsandboxed >&2 || true
+    mkdir -p "$SLURM_SRC_PARENT"
+    rm -rf "$SRC_DIR"
+    if [ -d "$CHROOT/var/tmp/slurm-src/slurm-wlm-$UPSTREAM_VERSION/debian" ]; then
+        cp -a "$CHROOT/var/tmp/slurm-src/slurm-wlm-$UPSTREAM_VERSION" "$SRC_DIR"
+    else
+        orig=$CHROOT/var/tmp/slurm-src/slurm-wlm_$UPSTREAM_VERSION.orig.tar.gz
+        [ -f "$orig" ] || die "neither the source package nor $orig could be fetched"
+        log "only the upstream tarball could be fetched: using it (Debian's patches not applied)"
+        mkdir -p "$SRC_DIR"
+        tar -xzf "$orig" -C "$SRC_DIR" --strip-components=1
+        : >"$SRC_DIR/.orig-only-$SLURM_DEB_VERSION"
+    fi
+fi
 if ! have_src; then
     if ! apt-cache showsrc "slurm-wlm=$SLURM_DEB_VERSION" 2>/dev/null | grep -q '^Package:'; then
         apt_update
@@ -109,7 +153,7 @@ log "Slurm $UPSTREAM_VERSION, SLURM_VERSION_NUMBER $header_version"
 tmp=$(mktemp)   # outside the repo, so nothing half-written is ever in the work tree
 trap 'rm -f "$tmp"' EXIT
 start=$(date +%s%N)
-CARGO_TARGET_DIR=$GEN_TARGET_DIR cargo run --quiet --release --locked \
+SLURM_SYS_GEN_OUT=${OUT#"$ROOT"/} CARGO_TARGET_DIR=$GEN_TARGET_DIR cargo run --quiet --release --locked \
     --manifest-path "$ROOT/slurm-sys/gen/Cargo.toml" -- "$SRC_DIR" "$STUB_DIR" "$tmp"
 end=$(date +%s%N)
 if cmp -s "$tmp" "$OUT"; then

@@ -1,28 +1,36 @@
-//! Checks that the Slurm installed here is the one the checked-in bindings were
-//! generated for. Generates nothing and links nothing.
+//! Picks the checked-in bindings (`src/bindings/v<major>_<minor>.rs`) that
+//! match the Slurm installed here, and refuses any other. Generates nothing
+//! and links nothing.
 //!
 //! * `$SLURM_INCLUDE_DIR/slurm/slurm_version.h` (default `/usr/include`, from
-//!   libslurm-dev) exists: its `SLURM_VERSION_NUMBER` must equal the one in
-//!   `src/bindings.rs` (0x160508, Slurm 22.05.8), or the build fails. Slurm
-//!   also refuses to load a plugin whose `plugin_version` differs.
-//! * It does not exist: a warning, and the build goes on (pure-Rust tests must
-//!   build on machines without the Slurm headers).
+//!   libslurm-dev) exists: its `SLURM_VERSION_NUMBER` must equal the one of
+//!   a file in `src/bindings/` (0x160508, Slurm 22.05.8; 0x180b05, Slurm
+//!   24.11.5), or the build fails with how to add a release. Slurm also
+//!   refuses to load a plugin whose `plugin_version` differs.
+//! * It does not exist: a warning, and the 22.05 bindings (pure-Rust tests
+//!   must build on machines without the Slurm headers).
 //!
-//! When found, the number is passed to the crate as the compile-time env var
+//! Tells the crate, and (through `links = "slurm"`) the build scripts of
+//! the crates that depend on it, which release: `cfg(slurm = "22.05")` or
+//! `cfg(slurm = "24.11")` here, `DEP_SLURM_RELEASE` there (plugin/ffi turns
+//! it into the same cfg). The header's number is passed as the env var
 //! `SLURM_VERSION_NUMBER_HEADER` (see `slurm_sys::SLURM_VERSION_NUMBER_HEADER`).
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const BINDINGS: &str = "src/bindings.rs";
+const BINDINGS_DIR: &str = "src/bindings";
+/// The release built when no header is found.
+const DEFAULT_RELEASE: &str = "22.05";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed={BINDINGS}");
+    println!("cargo:rerun-if-changed={BINDINGS_DIR}");
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
+    println!("cargo::rustc-check-cfg=cfg(slurm, values(\"22.05\", \"24.11\"))");
 
-    let expected = bindings_version();
+    let known = bindings_versions();
     let include_dir = env::var_os("SLURM_INCLUDE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/include"));
@@ -35,53 +43,61 @@ fn main() {
     // newest mtime, which changes when slurm/slurm_version.h is installed).
     println!("cargo:rerun-if-changed={}", watch_path(&header).display());
 
-    let text = match fs::read_to_string(&header) {
-        Ok(text) => text,
+    let release = match fs::read_to_string(&header) {
+        Ok(text) => {
+            let found = parse_version(&text).unwrap_or_else(|| {
+                panic!("slurm-sys: no `#define SLURM_VERSION_NUMBER 0x...` in {}", header.display())
+            });
+            let Some((release, _)) = known.iter().find(|(_, v)| *v == found) else {
+                let list: Vec<String> = known.iter().map(|(r, v)| format!("{} ({r})", dotted(*v))).collect();
+                panic!(
+                    "slurm-sys: {} says SLURM_VERSION_NUMBER {found:#x} (Slurm {}), but Tally has bindings for \
+                     Slurm {} only. Struct layouts differ between Slurm releases and Slurm refuses plugins \
+                     built for another version. To add this one: a case in scripts/gen-bindings.sh (its \
+                     Debian version and headers), run it, then add the release to slurm-sys/build.rs and \
+                     slurm-sys/src/lib.rs (layout asserts) and its ABI differences to \
+                     plugin/ffi/src/release.rs. Or point SLURM_INCLUDE_DIR at the headers of a supported \
+                     release.",
+                    header.display(),
+                    dotted(found),
+                    list.join(", "),
+                );
+            };
+            println!("cargo:rustc-env=SLURM_VERSION_NUMBER_HEADER={found:#x}");
+            release.clone()
+        }
         Err(err) => {
             println!(
-                "cargo:warning=slurm-sys: cannot read {} ({err}); the Slurm version could not be \
-                 checked against the bindings (generated for Slurm {}). Install libslurm-dev or \
-                 set SLURM_INCLUDE_DIR to check it.",
+                "cargo:warning=slurm-sys: cannot read {} ({err}); building the Slurm {DEFAULT_RELEASE} \
+                 bindings unchecked. Install libslurm-dev or set SLURM_INCLUDE_DIR to check them.",
                 header.display(),
-                dotted(expected),
             );
-            return;
+            DEFAULT_RELEASE.to_string()
         }
     };
-    let found = parse_version(&text).unwrap_or_else(|| {
-        panic!(
-            "slurm-sys: no `#define SLURM_VERSION_NUMBER 0x...` in {}",
-            header.display()
-        )
-    });
-    if found != expected {
-        panic!(
-            "slurm-sys: {} says SLURM_VERSION_NUMBER {found:#x} (Slurm {}), but the bindings in \
-             slurm-sys/{BINDINGS} were generated for Slurm {} ({expected:#x}). Struct layouts \
-             differ between Slurm releases and Slurm refuses plugins built for another version: \
-             run `make bindings` (or `scripts/gen-bindings.sh`) against your version and re-check \
-             the layout asserts in slurm-sys/src/lib.rs.",
-            header.display(),
-            dotted(found),
-            dotted(expected),
-        );
-    }
-    println!("cargo:rustc-env=SLURM_VERSION_NUMBER_HEADER={found:#x}");
+    println!("cargo:rustc-cfg=slurm=\"{release}\"");
+    println!("cargo:release={release}");
 }
 
-/// `SLURM_VERSION_NUMBER` as generated into the checked-in bindings.
-fn bindings_version() -> u32 {
-    let text = fs::read_to_string(BINDINGS)
-        .unwrap_or_else(|e| panic!("slurm-sys: cannot read {BINDINGS}: {e}"));
-    text.lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("pub const SLURM_VERSION_NUMBER: u32 = ")
-        })
-        .and_then(|v| v.trim_end_matches(';').trim().parse().ok())
-        .unwrap_or_else(|| {
-            panic!("slurm-sys: no `pub const SLURM_VERSION_NUMBER: u32` in {BINDINGS}")
-        })
+/// (`"22.05"`, `SLURM_VERSION_NUMBER`) of each file in `src/bindings/`.
+fn bindings_versions() -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    let dir = fs::read_dir(BINDINGS_DIR).unwrap_or_else(|e| panic!("slurm-sys: cannot read {BINDINGS_DIR}: {e}"));
+    for entry in dir.flatten() {
+        let path = entry.path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.strip_prefix('v')) else {
+            continue;
+        };
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("slurm-sys: cannot read {}: {e}", path.display()));
+        let version = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("pub const SLURM_VERSION_NUMBER: u32 = "))
+            .and_then(|v| v.trim_end_matches(';').trim().parse().ok())
+            .unwrap_or_else(|| panic!("slurm-sys: no `pub const SLURM_VERSION_NUMBER: u32` in {}", path.display()));
+        out.push((stem.replace('_', "."), version));
+    }
+    out.sort();
+    out
 }
 
 /// Reads `#define SLURM_VERSION_NUMBER 0x160508` (hex or decimal).

@@ -5,16 +5,21 @@
  * config.h (no ./configure is run) and a copy of libslurm-dev's
  * slurm/slurm_version.h (the source tree only has slurm_version.h.in).
  */
+#include "slurm/slurm_version.h"
 #include "src/slurmctld/slurmctld.h"    /* job_record_t, job_details, job_list, last_job_update */
 #include "src/slurmctld/locks.h"        /* slurmctld_lock_t, lock_slurmctld */
 #include "src/slurmctld/job_scheduler.h"/* job_queue_rec_t */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+#include "src/interfaces/preempt.h"     /* slurm_preempt_data_type_t (moved in 23.02) */
+#else
 #include "src/slurmctld/preempt.h"      /* slurm_preempt_data_type_t */
-#include "src/common/list.h"            /* List, list_* */
+#endif
+#include "src/common/list.h"            /* List / list_t, list_* */
 #include "src/common/xmalloc.h"         /* slurm_xcalloc, slurm_xfree, xfree_ptr */
 #include "src/common/xstring.h"         /* xstrdup */
 #include "src/common/bitstring.h"       /* bit_test, bit_size (node_bitmap) */
 #include "src/common/read_config.h"     /* slurm_conf */
-#include "src/common/slurm_protocol_defs.h" /* priority_factors_request_msg_t */
+#include "src/common/slurm_protocol_defs.h" /* priority_factors_request_msg_t (before 23.02) */
 #include "slurm/slurm_errno.h"          /* SLURM_SUCCESS, ESLURM_* */
 /*
  * slurm_info/slurm_error/slurm_verbose/slurm_debug: the logging functions

@@ -99,6 +99,7 @@
 
 #![no_std]
 
+#[cfg(slurm = "22.05")]
 mod bindings {
     #![allow(
         non_camel_case_types,
@@ -112,10 +113,51 @@ mod bindings {
         clippy::nursery
     )]
     // Not a `mod` file, so rustfmt leaves the generated code alone.
-    include!("bindings.rs");
+    include!("bindings/v22_05.rs");
+}
+
+#[cfg(slurm = "24.11")]
+mod bindings {
+    #![allow(
+        non_camel_case_types,
+        non_snake_case,
+        non_upper_case_globals,
+        dead_code,
+        missing_debug_implementations,
+        unused_imports,
+        clippy::all,
+        clippy::pedantic,
+        clippy::nursery
+    )]
+    include!("bindings/v24_11.rs");
 }
 
 pub use bindings::*;
+
+/// The Slurm release the bindings are for (`"22.05"` or `"24.11"`), picked
+/// by build.rs from the installed `slurm_version.h`.
+#[cfg(slurm = "22.05")]
+pub const RELEASE: &str = "22.05";
+#[cfg(slurm = "24.11")]
+pub const RELEASE: &str = "24.11";
+
+// 24.11's names for what 22.05 calls otherwise, under the 22.05 spelling:
+// same meaning, same use (what differs in meaning is plugin/ffi's
+// `release` module's business).
+/// `list_t *` (22.05: `List`, a pointer typedef).
+#[cfg(slurm = "24.11")]
+#[allow(non_camel_case_types)]
+pub type List = *mut list_t;
+/// `list_itr_t *` (22.05: `ListIterator`).
+#[cfg(slurm = "24.11")]
+pub type ListIterator = *mut list_itr_t;
+/// `job_details_t` (22.05: `struct job_details`).
+#[cfg(slurm = "24.11")]
+#[allow(non_camel_case_types)]
+pub type job_details = job_details_t;
+/// 24.11's libslurmfull exports `bit_test` only as `slurm_bit_test`.
+#[cfg(slurm = "24.11")]
+pub use bindings::slurm_bit_test as bit_test;
 
 /// `SLURM_VERSION_NUMBER` read by `build.rs` from the installed
 /// `slurm/slurm_version.h` (e.g. `"0x160508"`), or `None` when the header was
@@ -184,58 +226,123 @@ macro_rules! assert_offset {
     };
 }
 
-assert_size!(job_record_t, 1048);
-assert_offset!(job_record_t, account, 8);
-assert_offset!(job_record_t, assoc_ptr, 72);
-assert_offset!(job_record_t, comment, 144);
-assert_offset!(job_record_t, details, 208); // bin
-assert_offset!(job_record_t, direct_set_prio, 216); // bin
-assert_offset!(job_record_t, gres_list_req, 264);
-assert_offset!(job_record_t, job_id, 360);
-assert_offset!(job_record_t, job_state, 408); // bin
-assert_offset!(job_record_t, partition, 584);
-assert_offset!(job_record_t, priority, 656); // bin
-assert_offset!(job_record_t, prio_factors, 672);
-assert_offset!(job_record_t, start_time, 816);
-assert_offset!(job_record_t, time_limit, 872);
-assert_offset!(job_record_t, tres_per_node, 920);
-assert_offset!(job_record_t, tres_req_cnt, 944);
-assert_offset!(job_record_t, user_id, 992); // bin
+#[cfg(slurm = "22.05")]
+mod layout {
+    use super::*;
+    assert_size!(job_record_t, 1048);
+    assert_offset!(job_record_t, account, 8);
+    assert_offset!(job_record_t, assoc_ptr, 72);
+    assert_offset!(job_record_t, comment, 144);
+    assert_offset!(job_record_t, details, 208); // bin
+    assert_offset!(job_record_t, direct_set_prio, 216); // bin
+    assert_offset!(job_record_t, gres_list_req, 264);
+    assert_offset!(job_record_t, job_id, 360);
+    assert_offset!(job_record_t, job_state, 408); // bin
+    assert_offset!(job_record_t, partition, 584);
+    assert_offset!(job_record_t, priority, 656); // bin
+    assert_offset!(job_record_t, prio_factors, 672);
+    assert_offset!(job_record_t, start_time, 816);
+    assert_offset!(job_record_t, time_limit, 872);
+    assert_offset!(job_record_t, tres_per_node, 920);
+    assert_offset!(job_record_t, tres_req_cnt, 944);
+    assert_offset!(job_record_t, user_id, 992); // bin
 
-assert_size!(job_details, 504);
-assert_offset!(job_details, begin_time, 40); // bin
-assert_offset!(job_details, nice, 280); // bin
-assert_offset!(job_details, submit_time, 440); // bin
+    assert_size!(job_details, 504);
+    assert_offset!(job_details, begin_time, 40); // bin
+    assert_offset!(job_details, nice, 280); // bin
+    assert_offset!(job_details, submit_time, 440); // bin
 
-assert_size!(job_queue_rec_t, 48);
-assert_offset!(job_queue_rec_t, job_ptr, 8);
-assert_offset!(job_queue_rec_t, priority, 24);
+    assert_size!(job_queue_rec_t, 48);
+    assert_offset!(job_queue_rec_t, job_ptr, 8);
+    assert_offset!(job_queue_rec_t, priority, 24);
 
-assert_size!(job_desc_msg_t, 880);
-assert_offset!(job_desc_msg_t, comment, 120);
-assert_offset!(job_desc_msg_t, time_limit, 620); // bin
-assert_offset!(job_desc_msg_t, user_id, 680);
+    assert_size!(job_desc_msg_t, 880);
+    assert_offset!(job_desc_msg_t, comment, 120);
+    assert_offset!(job_desc_msg_t, time_limit, 620); // bin
+    assert_offset!(job_desc_msg_t, user_id, 680);
 
-assert_size!(priority_factors_object_t, 136);
-assert_offset!(priority_factors_object_t, job_id, 8);
-assert_offset!(priority_factors_object_t, direct_prio, 80);
-assert_size!(priority_factors_request_msg_t, 24);
+    assert_size!(priority_factors_object_t, 136);
+    assert_offset!(priority_factors_object_t, job_id, 8);
+    assert_offset!(priority_factors_object_t, direct_prio, 80);
+    assert_size!(priority_factors_request_msg_t, 24);
 
-assert_size!(slurmdb_assoc_rec_t, 312);
-assert_offset!(slurmdb_assoc_rec_t, acct, 8);
-assert_offset!(slurmdb_assoc_rec_t, usage, 288);
-assert_offset!(slurmdb_assoc_rec_t, user, 296);
+    assert_size!(slurmdb_assoc_rec_t, 312);
+    assert_offset!(slurmdb_assoc_rec_t, acct, 8);
+    assert_offset!(slurmdb_assoc_rec_t, usage, 288);
+    assert_offset!(slurmdb_assoc_rec_t, user, 296);
 
-assert_size!(slurm_conf_t, 1544);
-assert_offset!(slurm_conf_t, cluster_name, 232);
-assert_offset!(slurm_conf_t, priority_decay_hl, 840);
-assert_offset!(slurm_conf_t, priority_calc_period, 844);
-assert_offset!(slurm_conf_t, private_data, 912); // bin
-assert_offset!(slurm_conf_t, state_save_location, 1368);
+    assert_size!(slurm_conf_t, 1544);
+    assert_offset!(slurm_conf_t, cluster_name, 232);
+    assert_offset!(slurm_conf_t, priority_decay_hl, 840);
+    assert_offset!(slurm_conf_t, priority_calc_period, 844);
+    assert_offset!(slurm_conf_t, private_data, 912); // bin
+    assert_offset!(slurm_conf_t, state_save_location, 1368);
 
-assert_size!(slurmctld_lock_t, 20);
-assert_size!(lock_level_t, 4);
-assert_size!(slurm_preempt_data_type_t, 4);
+    assert_size!(slurmctld_lock_t, 20);
+    assert_size!(lock_level_t, 4);
+    assert_size!(slurm_preempt_data_type_t, 4);
+}
+
+// Slurm 24.11.5: gcc offsetof on the upstream headers (the .orig.tar.gz;
+// the Debian revision's patches could not be fetched); "bin" = also read
+// off the disassembly of Debian 13's priority_basic.so (priority_p_set).
+#[cfg(slurm = "24.11")]
+mod layout {
+    use super::*;
+    assert_size!(job_record_t, 1160);
+    assert_offset!(job_record_t, account, 8);
+    assert_offset!(job_record_t, assoc_ptr, 72);
+    assert_offset!(job_record_t, comment, 144);
+    assert_offset!(job_record_t, details, 216); // bin
+    assert_offset!(job_record_t, direct_set_prio, 224); // bin
+    assert_offset!(job_record_t, gres_list_req, 296);
+    assert_offset!(job_record_t, job_id, 392);
+    assert_offset!(job_record_t, job_state, 448);
+    assert_offset!(job_record_t, partition, 656);
+    assert_offset!(job_record_t, priority, 728); // bin
+    assert_offset!(job_record_t, prio_factors, 736);
+    assert_offset!(job_record_t, start_time, 920);
+    assert_offset!(job_record_t, time_limit, 984);
+    assert_offset!(job_record_t, tres_per_node, 1032);
+    assert_offset!(job_record_t, tres_req_cnt, 1056);
+    assert_offset!(job_record_t, user_id, 1104);
+
+    assert_size!(job_details, 528);
+    assert_offset!(job_details, begin_time, 48);
+    assert_offset!(job_details, nice, 288); // bin
+    assert_offset!(job_details, submit_time, 464);
+
+    assert_size!(job_queue_rec_t, 56);
+    assert_offset!(job_queue_rec_t, job_ptr, 8);
+    assert_offset!(job_queue_rec_t, priority, 24);
+
+    assert_size!(job_desc_msg_t, 912);
+    assert_offset!(job_desc_msg_t, comment, 120);
+    assert_offset!(job_desc_msg_t, time_limit, 660);
+    assert_offset!(job_desc_msg_t, user_id, 720);
+
+    assert_size!(priority_factors_object_t, 64);
+    assert_offset!(priority_factors_object_t, direct_prio, 16);
+    assert_offset!(priority_factors_object_t, job_id, 24);
+    assert_offset!(priority_factors_object_t, prio_factors, 40);
+    assert_size!(priority_factors_t, 96);
+
+    assert_size!(slurmdb_assoc_rec_t, 336);
+    assert_offset!(slurmdb_assoc_rec_t, acct, 8);
+    assert_offset!(slurmdb_assoc_rec_t, usage, 312);
+    assert_offset!(slurmdb_assoc_rec_t, user, 320);
+
+    assert_size!(slurm_conf_t, 1544);
+    assert_offset!(slurm_conf_t, cluster_name, 248);
+    assert_offset!(slurm_conf_t, priority_decay_hl, 840);
+    assert_offset!(slurm_conf_t, priority_calc_period, 844);
+    assert_offset!(slurm_conf_t, private_data, 912);
+    assert_offset!(slurm_conf_t, state_save_location, 1344);
+
+    assert_size!(slurmctld_lock_t, 20);
+    assert_size!(lock_level_t, 4);
+    assert_size!(slurm_preempt_data_type_t, 4);
+}
 
 #[cfg(test)]
 mod tests {
@@ -253,10 +360,15 @@ mod tests {
     }
 
     #[test]
-    fn version_is_22_05_8() {
-        assert_eq!(SLURM_VERSION_NUMBER, 0x16_05_08);
+    fn version_is_the_releases() {
+        let want = match RELEASE {
+            "22.05" => 0x16_05_08,
+            "24.11" => 0x18_0b_05,
+            other => panic!("unknown release {other}"),
+        };
+        assert_eq!(SLURM_VERSION_NUMBER, want);
         if let Some(header) = SLURM_VERSION_NUMBER_HEADER {
-            assert_eq!(header, "0x160508");
+            assert_eq!(u32::from_str_radix(header.trim_start_matches("0x"), 16), Ok(want));
         }
     }
 

@@ -9,10 +9,12 @@
 //! preempt hooks with the job lock, job_submit's with the request owned by
 //! the RPC). Nothing here walks `job_list`; see [`crate::host`] for that.
 
+#[cfg(slurm = "22.05")]
+use slurm_sys::priority_factors_request_msg_t;
 use slurm_sys::{
-    job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, priority_factors_request_msg_t,
-    slurm_preempt_data_type_t, List, JOB_RUNNING, JOB_STATE_BASE, NICE_OFFSET, NO_VAL, PREEMPT_DATA_ENABLED,
-    PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
+    job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, slurm_preempt_data_type_t, List,
+    JOB_RUNNING, JOB_STATE_BASE, NO_VAL, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE,
+    PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
 };
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;
@@ -21,7 +23,7 @@ use tally_engine::submit::SubmitView;
 use tally_engine::view::JobView;
 
 use crate::slurm_log::c_text;
-use crate::view::{c_string, read_job, read_job_desc};
+use crate::view::{read_job, read_job_desc};
 
 /// `SLURM_SUCCESS`, `SLURM_ERROR`.
 pub const SUCCESS: c_int = 0;
@@ -101,6 +103,11 @@ impl DescArg<'_> {
 pub struct ErrMsgArg<'a>(*mut *mut c_char, PhantomData<&'a mut *mut c_char>);
 
 impl ErrMsgArg<'_> {
+    /// No slot (22.05's `job_modify` has none): a message set goes nowhere.
+    pub fn none() -> Self {
+        ErrMsgArg(std::ptr::null_mut(), PhantomData)
+    }
+
     /// Hand `text` to sbatch (nothing when Slurm gave no slot).
     pub fn set(self, text: &str) {
         if self.0.is_null() {
@@ -125,7 +132,8 @@ impl<'a> QueueRecArg<'a> {
     }
 }
 
-/// sprio's request (`priority_factors_request_msg_t *`), lent for the call.
+/// sprio's request (`priority_factors_request_msg_t *`, 22.05 only), lent for the call.
+#[cfg(slurm = "22.05")]
 #[repr(transparent)]
 #[derive(Debug, Clone, Copy)]
 pub struct FactorsRequestArg<'a>(*mut priority_factors_request_msg_t, PhantomData<&'a priority_factors_request_msg_t>);
@@ -138,12 +146,13 @@ pub struct FactorsFilter {
     pub partitions: Option<Vec<String>>,
 }
 
+#[cfg(slurm = "22.05")]
 impl FactorsRequestArg<'_> {
     pub fn filter(self) -> FactorsFilter {
         // SAFETY: NULL or a valid request for this call.
         let Some(q) = (unsafe { self.0.as_ref() }) else { return FactorsFilter::default() };
         // SAFETY: `partitions` is NULL or a C string owned by the request.
-        let partitions = unsafe { c_string(q.partitions) }.map(|s| s.split(',').map(str::to_string).collect());
+        let partitions = unsafe { crate::view::c_string(q.partitions) }.map(|s| s.split(',').map(str::to_string).collect());
         // SAFETY: the request's lists of uint32_t *, NULL or valid.
         unsafe { FactorsFilter { job_ids: u32_list(q.job_id_list), uids: u32_list(q.uid_list), partitions } }
     }
@@ -153,6 +162,7 @@ impl FactorsRequestArg<'_> {
 ///
 /// # Safety
 /// `list` is NULL or a `List` of `uint32_t *` valid for the call.
+#[cfg(slurm = "22.05")]
 unsafe fn u32_list(list: List) -> Option<Vec<u32>> {
     if list.is_null() {
         return None;
@@ -204,26 +214,14 @@ pub fn factors_list(items: impl IntoIterator<Item = Factors>) -> List {
         if obj.is_null() {
             continue;
         }
-        let c = f.columns;
         // SAFETY: freshly allocated, zeroed, exclusively ours until appended.
         unsafe {
-            let o = &mut *obj;
-            o.job_id = f.job_id;
-            o.user_id = f.user_id;
-            // No partition: slurmctld packs this list after the job
-            // lock is released, and a job's partition string (or
-            // the job) can be freed meanwhile (`scontrol update
-            // job … Partition=`, a purge). The destructor does not
-            // free it, so a copy would leak on every sprio.
-            o.partition = std::ptr::null_mut();
-            o.priority_site = NICE_OFFSET + c.site;
-            o.priority_js = c.jobsize;
-            o.priority_part = c.partition;
-            o.priority_fs = c.fairshare;
-            o.priority_qos = c.qos;
-            o.nice = (i64::from(NICE_OFFSET) + c.nice) as u32;
-            o.priority_age = c.age;
-            slurm_sys::list_append(out, obj.cast());
+            if crate::release::fill_factors(&mut *obj, &f) {
+                slurm_sys::list_append(out, obj.cast());
+            } else {
+                let mut p = obj.cast::<c_void>();
+                slurm_sys::slurm_xfree(&mut p);
+            }
         }
     }
     // SAFETY: our own list.

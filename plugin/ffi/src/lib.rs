@@ -26,9 +26,11 @@
 
 pub mod abi;
 pub mod host;
+pub mod release;
 pub mod slurm_log;
 pub mod view;
 
+pub use libc;
 pub use slurm_sys;
 pub use tally_engine;
 

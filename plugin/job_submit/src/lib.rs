@@ -28,7 +28,7 @@ use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
 use tally_engine::submit::{check, check_update, Refusal, SubmitView, UpdateView};
 use tally_engine::view::RunState;
-use tally_ffi::abi::{DescArg, ErrMsgArg, JobArg, SUCCESS};
+use tally_ffi::abi::{DescArg, ErrMsgArg, SUCCESS};
 use tally_ffi::host::Host;
 use tally_ffi::slurm_log::{self, SlurmLogger};
 
@@ -107,11 +107,13 @@ tally_ffi::export! {
             }
         }
     }
+}
 
+tally_ffi::export_job_modify! {
     /// An update (`scontrol update job …`): see `submit::check_update` (a
     /// started job's contract is fixed; a pending job's new comment, time
     /// limit or GPUs are judged like a submission).
-    fn job_modify(job_desc: DescArg<'_>, job_ptr: JobArg<'_>, submit_uid: u32) -> c_int;
+    fn job_modify(job_desc, job_ptr, submit_uid, err_msg);
     fallback || unchecked(&format!("update by uid {submit_uid} accepted UNCHECKED (internal error above)"));
     {
         let Some(config) = config_or(|| format!("update by uid {submit_uid}")) else { return SUCCESS };
@@ -136,6 +138,7 @@ tally_ffi::export! {
             }
             Err(r) => {
                 log::info!("refused an update of job {} by uid {submit_uid}: {}", job.job_id, r.message);
+                err_msg.set(&r.message);
                 code(r.refusal)
             }
         }

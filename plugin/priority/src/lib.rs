@@ -37,7 +37,7 @@
 // Slurm pointer is read through `tally_ffi`'s handles.
 #![forbid(unsafe_code)]
 
-use slurm_sys::{slurmdb_assoc_rec_t, List};
+use slurm_sys::slurmdb_assoc_rec_t;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::path::PathBuf;
@@ -52,7 +52,7 @@ use tally_engine::planner::replan;
 use tally_engine::statefile::{self, Loaded};
 use tally_engine::view::{JobView, RunState};
 use tally_engine::worker::{Wake, Worker};
-use tally_ffi::abi::{conf, factors_list, FactorsRequestArg, Factors, JobArg, SUCCESS};
+use tally_ffi::abi::{conf, factors_list, Factors, JobArg, SUCCESS};
 use tally_ffi::host::Host;
 use tally_ffi::slurm_log::{self, SlurmLogger};
 
@@ -442,16 +442,30 @@ tally_ffi::export! {
         0.0
     }
 
+    /// A job ended: poke the recalculation thread (at most one extra run a
+    /// second), which charges the run to its end and re-ranks, so the GPUs it
+    /// freed go by the fresh order. Called with the job write lock held: it
+    /// only signals (the engine's mutex is never waited on here).
+    fn priority_p_job_end(job: JobArg<'_>);
+    fallback || ();
+    {
+        let _ = job;
+        if let Some(w) = lock(&PLUGIN).as_ref().and_then(|r| r.worker.as_ref()) {
+            w.poke();
+        }
+    }
+}
+
+tally_ffi::export_factors_list! {
     /// sprio: one line per pending job (eligible, not held), filtered as
     /// asked and by `PrivateData=jobs`; an empty list on a panic.
-    fn priority_p_get_priority_factors_list(req: FactorsRequestArg<'_>, uid: libc::uid_t) -> List;
+    fn priority_p_get_priority_factors_list(want, uid);
     fallback std::ptr::null_mut;
     {
         let Some(host) = Host::lookup() else { return std::ptr::null_mut() };
         let Some(r) = current_ranking() else { return std::ptr::null_mut() };
         let plan = current_plan();
         let t = now();
-        let want = req.filter();
         let private = conf::private_jobs();
         let shown = |v: &JobView| {
             v.state == RunState::Pending
@@ -473,17 +487,6 @@ tally_ffi::export! {
             columns: priority_of(&r, v, plan.as_deref()).sprio(),
         }))
     }
-
-    /// A job ended: poke the recalculation thread (at most one extra run a
-    /// second), which charges the run to its end and re-ranks, so the GPUs it
-    /// freed go by the fresh order. Called with the job write lock held: it
-    /// only signals (the engine's mutex is never waited on here).
-    fn priority_p_job_end(job: JobArg<'_>);
-    fallback || ();
-    {
-        let _ = job;
-        if let Some(w) = lock(&PLUGIN).as_ref().and_then(|r| r.worker.as_ref()) {
-            w.poke();
-        }
-    }
 }
+
+tally_ffi::export_priority_release_hooks!();

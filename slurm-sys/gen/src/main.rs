@@ -23,11 +23,9 @@ use bindgen::callbacks::{EnumVariantCustomBehavior, EnumVariantValue, IntKind, P
 const TYPES: &[&str] = &[
     "job_record_t",
     "job_record",
-    "job_details",
     "job_queue_rec_t",
     "job_desc_msg_t",
     "priority_factors_object_t",
-    "priority_factors_request_msg_t",
     "slurmdb_assoc_rec_t",
     "slurm_conf_t",
     "slurmctld_lock_t",
@@ -35,10 +33,28 @@ const TYPES: &[&str] = &[
     "slurm_preempt_data_type_t",
     "job_states",
     "slurm_err_t",
-    "List",
-    "ListIterator",
     "ListDelF",
 ];
+
+/// Types whose name depends on the release: (22.05, 24.11). Between the two,
+/// `List`/`ListIterator` became `list_t`/`list_itr_t`, `struct job_details`
+/// the anonymous `job_details_t` (in src/common/job_record.h), and
+/// `priority_factors_request_msg_t` went (sprio filters on its side; the
+/// factors moved into `priority_factors_t`). slurm-sys's lib.rs gives the
+/// 24.11 names the 22.05 ones where the meaning is the same.
+const TYPES_BY_RELEASE: &[(&str, &str)] = &[
+    ("List", "list_t"),
+    ("ListIterator", "list_itr_t"),
+    ("job_details", "job_details_t"),
+    ("priority_factors_request_msg_t", "priority_factors_t"),
+];
+
+/// Functions likewise: 24.11's libslurmfull exports `bit_test` only as
+/// `slurm_bit_test` (its bitstring.h `#define`s the short name).
+const FUNCTIONS_BY_RELEASE: &[(&str, &str)] = &[("bit_test", "slurm_bit_test")];
+
+/// The first release whose names are the right-hand side of [`TYPES_BY_RELEASE`].
+const RENAMED_IN: u32 = 0x17_0b_00; // 23.11.0
 
 /// Functions. All are exported by libslurmfull.so except `lock_slurmctld` and
 /// `unlock_slurmctld`, which exist only in the slurmctld binary.
@@ -62,8 +78,8 @@ const FUNCTIONS: &[&str] = &[
     "slurm_destroy_priority_factors_object",
     "lock_slurmctld",
     "unlock_slurmctld",
-    // A running job's nodes (job_record_t.node_bitmap), for the planner.
-    "bit_test",
+    // A running job's nodes (job_record_t.node_bitmap), for the planner
+    // (and bit_test: FUNCTIONS_BY_RELEASE).
     "bit_size",
 ];
 
@@ -128,6 +144,11 @@ const FORWARD: &[&str] = &[
     "slurmdb_user_rec",
 ];
 
+/// More of them in 24.11, where `part_record_t` and `slurmctld_resv_t` are
+/// reached by their struct tags, and job_record_t gained pointers to
+/// `identity_t`, `elem_t` (extra constraints) and `slurm_addr_t`.
+const FORWARD_24_11: &[&str] = &["elem", "identity_t", "part_record", "slurm_addr_t", "slurmctld_resv"];
+
 /// Types bindgen would still emit (reached only from the FORWARD types above)
 /// although nothing in the output refers to them.
 const UNUSED: &[&str] = &[
@@ -190,6 +211,25 @@ fn first_line(path: &Path) -> String {
         .to_owned()
 }
 
+/// `SLURM_VERSION_NUMBER` of the stub dir's `slurm/slurm_version.h`, as written there.
+fn header_version(stub: &Path) -> String {
+    let version_h = stub.join("slurm/slurm_version.h");
+    fs::read_to_string(&version_h)
+        .unwrap_or_else(|e| die(&format!("cannot read {}: {e}", version_h.display())))
+        .lines()
+        .find_map(|l| l.strip_prefix("#define SLURM_VERSION_NUMBER").map(|v| v.trim().to_owned()))
+        .unwrap_or_else(|| die(&format!("no SLURM_VERSION_NUMBER in {}", version_h.display())))
+}
+
+/// 0x180b05 -> "24.11.5"
+fn slurm_version_dotted(v: u32) -> String {
+    format!("{}.{:02}.{}", (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff)
+}
+
+fn parse_hex(v: &str) -> Option<u32> {
+    u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16).ok()
+}
+
 fn die(msg: &str) -> ! {
     eprintln!("slurm-sys-gen: {msg}");
     process::exit(1)
@@ -201,7 +241,29 @@ fn main() {
         die("usage: slurm-sys-gen <slurm source dir> <stub include dir> <output file>")
     };
     let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("wrapper.h");
-    let changelog = first_line(&src.join("debian/changelog"));
+    let slurm_version = header_version(stub);
+    let version_number = parse_hex(&slurm_version)
+        .unwrap_or_else(|| die(&format!("SLURM_VERSION_NUMBER {slurm_version} is not hex")));
+    // The Debian source package's changelog, or (an upstream tarball, e.g.
+    // the .orig.tar.gz when the mirror has no .debian.tar.xz) the dir's name.
+    // (Upstream's tarball carries a debian/ of its own, for "slurm-smd".)
+    let changelog = src.join("debian/changelog");
+    let line = if changelog.exists() { first_line(&changelog) } else { String::new() };
+    let package = if line.starts_with("slurm-wlm ") {
+        // "slurm-wlm (22.05.8-4+deb12u3) bookworm-security; urgency=medium" -> name, version
+        let name = line.split_once(')').map_or(line.as_str(), |(head, _)| head).replace(" (", " ");
+        format!("Debian source package {name} (`apt-get source slurm-wlm`)")
+    } else {
+        format!(
+            "the .orig.tar.gz of Debian's source package slurm-wlm {} (Debian's patches not applied)",
+            slurm_version_dotted(version_number)
+        )
+    };
+    let types: Vec<&str> = TYPES
+        .iter()
+        .copied()
+        .chain(TYPES_BY_RELEASE.iter().map(|&(old, new)| if version_number >= RENAMED_IN { new } else { old }))
+        .collect();
 
     let mut builder = bindgen::Builder::default()
         .header(wrapper.to_string_lossy())
@@ -222,10 +284,15 @@ fn main() {
         .merge_extern_blocks(true)
         .sort_semantically(true)
         .parse_callbacks(Box::new(Callbacks));
-    for t in TYPES {
+    for t in &types {
         builder = builder.allowlist_type(format!("^{t}$"));
     }
-    for f in FUNCTIONS {
+    let functions: Vec<&str> = FUNCTIONS
+        .iter()
+        .copied()
+        .chain(FUNCTIONS_BY_RELEASE.iter().map(|&(old, new)| if version_number >= RENAMED_IN { new } else { old }))
+        .collect();
+    for f in &functions {
         builder = builder.allowlist_function(format!("^{f}$"));
     }
     for v in VARS {
@@ -234,7 +301,12 @@ fn main() {
     for u in UNUSED {
         builder = builder.blocklist_type(format!("^{u}$"));
     }
-    for f in FORWARD {
+    let forward: Vec<&str> = FORWARD
+        .iter()
+        .chain(if version_number >= RENAMED_IN { FORWARD_24_11 } else { &[] })
+        .copied()
+        .collect();
+    for f in forward {
         builder = builder.blocklist_type(format!("^{f}$")).raw_line(format!(
             "#[repr(C)]\n#[derive(Debug)]\npub struct {f} {{\n    _unused: [u8; 0],\n}}"
         ));
@@ -247,9 +319,9 @@ fn main() {
 
     // An allowlist entry that matches nothing (renamed or removed in another
     // Slurm release) must fail loudly, not vanish from the bindings.
-    let missing: Vec<&str> = TYPES
+    let missing: Vec<&str> = types
         .iter()
-        .chain(FUNCTIONS)
+        .chain(&functions)
         .chain(VARS)
         .chain(ERRNOS)
         .copied()
@@ -280,25 +352,6 @@ fn main() {
         ));
     }
 
-    // "slurm-wlm (22.05.8-4+deb12u3) bookworm-security; urgency=medium" -> name, version
-    let package = changelog
-        .split_once(')')
-        .map_or(changelog.as_str(), |(head, _)| head)
-        .replace(" (", " ");
-    let version_h = stub.join("slurm/slurm_version.h");
-    let slurm_version = fs::read_to_string(&version_h)
-        .unwrap_or_else(|e| die(&format!("cannot read {}: {e}", version_h.display())))
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("#define SLURM_VERSION_NUMBER")
-                .map(|v| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| {
-            die(&format!(
-                "no SLURM_VERSION_NUMBER in {}",
-                version_h.display()
-            ))
-        });
     let clang = bindgen::clang_version().full;
 
     let mut text = String::new();
@@ -306,15 +359,17 @@ fn main() {
         text,
         "// @generated by slurm-sys/gen -- DO NOT EDIT; regenerate with scripts/gen-bindings.sh\n\
          //\n\
-         // Source:  Debian source package {package} (`apt-get source slurm-wlm`),\n\
+         // Source:  {package},\n\
          //          unpacked in {src}, SLURM_VERSION_NUMBER {slurm_version}\n\
          // Headers: slurm-sys/gen/wrapper.h (src/slurmctld/*.h, src/common/*.h, slurm/*.h), plus a\n\
          //          stub dir: an empty config.h and libslurm-dev's slurm/slurm_version.h\n\
          // Allowlist: slurm-sys/gen/src/main.rs\n\
          // Tools:   bindgen {BINDGEN_VERSION}, {clang}\n\
          // Command: scripts/gen-bindings.sh\n\
-         //          = slurm-sys-gen {src} <stub dir> slurm-sys/src/bindings.rs\n\n",
+         //          = slurm-sys-gen {src} <stub dir> {out}\n\n",
         src = src.display(),
+        // The script writes to a temporary file first and names the real one.
+        out = env::var("SLURM_SYS_GEN_OUT").unwrap_or_else(|_| out.display().to_string()),
     );
     text.push_str(&bindings);
     fs::write(out, text).unwrap_or_else(|e| die(&format!("cannot write {}: {e}", out.display())));

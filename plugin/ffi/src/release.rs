@@ -1,0 +1,187 @@
+//! What differs between the Slurm releases Tally supports (22.05.8 and
+//! 24.11.5), in one place. slurm-sys picks the bindings; everything here is
+//! `cfg(slurm = …)` (set by this crate's build.rs from slurm-sys's), and no
+//! other file of the plugins names a release.
+//!
+//! | | 22.05 | 24.11 |
+//! |---|---|---|
+//! | `job_modify` | `(desc, job, uid)` | `(desc, job, uid, char **err_msg)` |
+//! | `priority_p_get_priority_factors_list` | `(request, uid)`: the plugin filters by job, user and partition | `(uid)`: sprio filters on its side |
+//! | `priority_factors_object_t` | the factors inline; `partition` not freed by Slurm | the factors in an xmalloc'd `priority_factors_t` (`prio_factors`), freed with the object |
+//! | priority plugin symbols | six | eight: also `priority_p_recover` and `priority_p_thread_start` |
+//! | `List`, `struct job_details`, `bit_test` | as named | `list_t *`, `job_details_t`, `slurm_bit_test` (slurm-sys aliases them) |
+//! | `plugin_version` | `0x160508`, exactly | `0x180b05`, exactly |
+//! | `scontrol reconfigure` | reloads in place (no `fini`) | restarts slurmctld (`fini`, then a new process) |
+//!
+//! The job record's fields Tally reads keep their names and meaning; their
+//! offsets differ and are asserted in slurm-sys.
+
+use crate::abi::Factors;
+use slurm_sys::priority_factors_object_t;
+
+/// The release the plugins are built for (`"22.05"` or `"24.11"`).
+pub const RELEASE: &str = slurm_sys::RELEASE;
+
+/// Write one sprio line's factors into a zeroed object Slurm will free.
+/// `false`: no memory (the object is to be dropped).
+///
+/// # Safety
+/// `o` was just allocated zeroed with `slurm_xcalloc` and is exclusively ours.
+#[cfg(slurm = "22.05")]
+pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors) -> bool {
+    let c = f.columns;
+    o.job_id = f.job_id;
+    o.user_id = f.user_id;
+    // No partition: slurmctld packs this list after the job lock is
+    // released, and a job's partition string (or the job) can be freed
+    // meanwhile (`scontrol update job … Partition=`, a purge). The
+    // destructor does not free it, so a copy would leak on every sprio.
+    o.partition = std::ptr::null_mut();
+    o.priority_site = slurm_sys::NICE_OFFSET + c.site;
+    o.priority_js = c.jobsize;
+    o.priority_part = c.partition;
+    o.priority_fs = c.fairshare;
+    o.priority_qos = c.qos;
+    o.nice = (i64::from(slurm_sys::NICE_OFFSET) + c.nice) as u32;
+    o.priority_age = c.age;
+    true
+}
+
+/// As above; 24.11 keeps the factors in their own `priority_factors_t`,
+/// which `slurm_destroy_priority_factors_object` frees with the object
+/// (`tres_cnt` 0: no TRES arrays). No partition: sprio only prints it.
+///
+/// # Safety
+/// As above.
+#[cfg(slurm = "24.11")]
+pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors) -> bool {
+    use slurm_sys::priority_factors_t;
+    use std::ffi::c_int;
+    // SAFETY: xmalloc equivalent, zeroed; freed by Slurm with the object.
+    let p = unsafe {
+        slurm_sys::slurm_xcalloc(
+            1,
+            std::mem::size_of::<priority_factors_t>(),
+            true,
+            false,
+            c"priority_tally".as_ptr(),
+            line!() as c_int,
+            c"priority_p_get_priority_factors_list".as_ptr(),
+        )
+    }
+    .cast::<priority_factors_t>();
+    // SAFETY: NULL or freshly allocated and zeroed.
+    let Some(pf) = (unsafe { p.as_mut() }) else { return false };
+    let c = f.columns;
+    o.job_id = f.job_id;
+    o.user_id = f.user_id;
+    pf.priority_site = slurm_sys::NICE_OFFSET + c.site;
+    pf.priority_js = c.jobsize;
+    pf.priority_part = c.partition;
+    pf.priority_fs = c.fairshare;
+    pf.priority_qos = c.qos;
+    pf.nice = (i64::from(slurm_sys::NICE_OFFSET) + c.nice) as u32;
+    pf.priority_age = c.age;
+    o.prio_factors = p;
+    true
+}
+
+/// Define job_submit's `job_modify` with the release's prototype. The body
+/// sees `$err` as an [`ErrMsgArg`](crate::abi::ErrMsgArg) in both: 22.05
+/// has no slot, so a message set there goes nowhere.
+#[cfg(slurm = "22.05")]
+#[macro_export]
+macro_rules! export_job_modify {
+    ($(#[$meta:meta])* fn job_modify($d:ident, $j:ident, $u:ident, $e:ident); fallback $fb:expr; $body:block) => {
+        $crate::export! {
+            $(#[$meta])*
+            fn job_modify($d: $crate::abi::DescArg<'_>, $j: $crate::abi::JobArg<'_>, $u: u32) -> ::std::ffi::c_int;
+            fallback $fb;
+            { let $e = $crate::abi::ErrMsgArg::none(); $body }
+        }
+    };
+}
+
+#[cfg(slurm = "24.11")]
+#[macro_export]
+macro_rules! export_job_modify {
+    ($(#[$meta:meta])* fn job_modify($d:ident, $j:ident, $u:ident, $e:ident); fallback $fb:expr; $body:block) => {
+        $crate::export! {
+            $(#[$meta])*
+            fn job_modify(
+                $d: $crate::abi::DescArg<'_>,
+                $j: $crate::abi::JobArg<'_>,
+                $u: u32,
+                $e: $crate::abi::ErrMsgArg<'_>,
+            ) -> ::std::ffi::c_int;
+            fallback $fb;
+            $body
+        }
+    };
+}
+
+/// Define `priority_p_get_priority_factors_list` with the release's
+/// prototype. The body sees `$filter` (a
+/// [`FactorsFilter`](crate::abi::FactorsFilter): what sprio asked for in
+/// 22.05, no filter in 24.11, where sprio filters itself) and `$uid`.
+#[cfg(slurm = "22.05")]
+#[macro_export]
+macro_rules! export_factors_list {
+    ($(#[$meta:meta])* fn priority_p_get_priority_factors_list($f:ident, $u:ident); fallback $fb:expr; $body:block) => {
+        $crate::export! {
+            $(#[$meta])*
+            fn priority_p_get_priority_factors_list(
+                req: $crate::abi::FactorsRequestArg<'_>,
+                $u: $crate::libc::uid_t,
+            ) -> $crate::slurm_sys::List;
+            fallback $fb;
+            { let $f = req.filter(); $body }
+        }
+    };
+}
+
+#[cfg(slurm = "24.11")]
+#[macro_export]
+macro_rules! export_factors_list {
+    ($(#[$meta:meta])* fn priority_p_get_priority_factors_list($f:ident, $u:ident); fallback $fb:expr; $body:block) => {
+        $crate::export! {
+            $(#[$meta])*
+            fn priority_p_get_priority_factors_list($u: $crate::libc::uid_t) -> $crate::slurm_sys::List;
+            fallback $fb;
+            { let $f = $crate::abi::FactorsFilter::default(); $body }
+        }
+    };
+}
+
+/// The priority plugin's symbols that only some releases ask for: none in
+/// 22.05; in 24.11 `priority_p_recover` (priority/basic's boost after a
+/// state recovery: Tally sets its own priorities, so no boost, as
+/// multifactor with slurmdbd) and `priority_p_thread_start` (Tally's
+/// threads start in `init`, inside slurmctld only, as in 22.05: nothing
+/// more to do).
+#[cfg(slurm = "22.05")]
+#[macro_export]
+macro_rules! export_priority_release_hooks {
+    () => {};
+}
+
+#[cfg(slurm = "24.11")]
+#[macro_export]
+macro_rules! export_priority_release_hooks {
+    () => {
+        $crate::export! {
+            /// After a state recovery: no priority boost (Tally's own order).
+            fn priority_p_recover(prio_boost: u32) -> u32;
+            fallback || 0;
+            {
+                let _ = prio_boost;
+                0
+            }
+
+            /// Once slurmctld is in control: the threads already run.
+            fn priority_p_thread_start();
+            fallback || ();
+            {}
+        }
+    };
+}
