@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod contract;
+pub mod drain;
 pub mod duration;
 pub mod entitlement;
 pub mod fairness;
@@ -49,6 +50,7 @@ pub mod tree;
 pub mod tres;
 
 pub use contract::{parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
+pub use drain::{drain_plan, DrainPlan, OnDraining};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use fairness::{summarize, Asked, Delivery, FairnessSummary, Held, Owed, OwedBook};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};

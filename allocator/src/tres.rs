@@ -30,9 +30,80 @@ pub fn gpu_count(spec: &str) -> Option<u32> {
     total
 }
 
+/// GPUs in a TRES/GRES string by type: `gpu:h100:8` → `[(Some("h100"),
+/// 8)]`, `gres/gpu:2` → `[(None, 2)]`, `gpu:h100:4,gpu:b200:4` → both.
+/// Allocated TRES (`gres/gpu=4,gres/gpu:h100=4`) lists the total and then
+/// each type: when typed entries are present the untyped total is left out.
+/// Empty when no GPU entry is present. The counterpart of [`gpu_count`]
+/// for GPU types (a node's `Gres=`, a job's request or allocation).
+pub fn gpu_types(spec: &str) -> Vec<(Option<&str>, u32)> {
+    let mut typed = Vec::new();
+    let mut untyped: Option<u32> = None;
+    for entry in spec.split(',') {
+        let e = entry.trim();
+        let rest = e.strip_prefix("gres:").or_else(|| e.strip_prefix("gres/")).unwrap_or(e);
+        let Some(rest) = rest.strip_prefix("gpu") else { continue };
+        // `(S:0-1)` socket affinity, as gres.conf-style strings carry.
+        let rest = rest.split('(').next().unwrap_or(rest);
+        let (ty, count) = match rest.chars().next() {
+            None => (None, Some(1)),
+            Some('=') => (None, rest[1..].parse::<u32>().ok()),
+            Some(':') => {
+                let body = &rest[1..];
+                match body.split_once([':', '=']) {
+                    Some((t, n)) => (Some(t), n.parse::<u32>().ok()),
+                    None => match body.parse::<u32>() {
+                        Ok(n) => (None, Some(n)),
+                        Err(_) => (Some(body), Some(1)),
+                    },
+                }
+            }
+            _ => (None, None),
+        };
+        match (ty, count) {
+            (Some(t), Some(n)) if !t.is_empty() => typed.push((Some(t), n)),
+            (None, Some(n)) => untyped = Some(untyped.unwrap_or(0).saturating_add(n)),
+            _ => {}
+        }
+    }
+    if typed.is_empty() {
+        untyped.map(|n| vec![(None, n)]).unwrap_or_default()
+    } else {
+        typed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_types_read_every_spelling() {
+        type Typed<'a> = &'a [(Option<&'a str>, u32)];
+        let cases: &[(&str, Typed)] = &[
+            ("gpu:h100:8", &[(Some("h100"), 8)]),
+            ("gpu:8", &[(None, 8)]),
+            ("gres/gpu:2", &[(None, 2)]),
+            ("gres:gpu:fake:4", &[(Some("fake"), 4)]),
+            ("gres/gpu:b200", &[(Some("b200"), 1)]),
+            ("gpu:h100:4,gpu:b200:4", &[(Some("h100"), 4), (Some("b200"), 4)]),
+            ("cpu=4,mem=1G,node=1,billing=4,gres/gpu=4,gres/gpu:h100=4", &[(Some("h100"), 4)]),
+            ("cpu=4,gres/gpu=2", &[(None, 2)]),
+            ("gpu:h100:8(S:0-1)", &[(Some("h100"), 8)]),
+            ("cpu=4,mem=1G", &[]),
+            ("gpus:2", &[]),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(gpu_types(spec), want.to_vec(), "{spec}");
+            // The same total as the untyped reading wherever both apply
+            // (gpu_count does not read gres.conf's socket affinity).
+            if spec.contains('(') {
+                continue;
+            }
+            let total: u32 = gpu_types(spec).iter().map(|t| t.1).sum();
+            assert_eq!(gpu_count(spec).unwrap_or(0), total, "{spec}");
+        }
+    }
 
     #[test]
     fn gpu_strings() {

@@ -28,3 +28,15 @@
  * there); slurm/spank.h declares all of them.
  */
 #include "slurm/spank.h"
+/*
+ * Node state flags are SLURM_BIT() macros, which bindgen does not expand;
+ * clang evaluates these constants (NODE_STATE_DOWN/FUTURE/BASE are plain
+ * enum values and #defines, allowlisted directly).
+ */
+static const uint32_t NODE_STATE_FLAG_DRAIN = NODE_STATE_DRAIN;
+static const uint32_t NODE_STATE_FLAG_RES = NODE_STATE_RES;
+static const uint32_t NODE_STATE_FLAG_POWERED_DOWN = NODE_STATE_POWERED_DOWN;
+static const uint32_t NODE_STATE_FLAG_POWERING_DOWN = NODE_STATE_POWERING_DOWN;
+static const uint32_t NODE_STATE_FLAG_NO_RESPOND = NODE_STATE_NO_RESPOND;
+static const uint32_t NODE_STATE_FLAG_FAIL = NODE_STATE_FAIL;
+static const uint32_t NODE_STATE_FLAG_MAINT = NODE_STATE_MAINT;

@@ -187,6 +187,28 @@ pub mod slurmctld_only {
     /// `void unlock_slurmctld(slurmctld_lock_t)` — see [`LockSlurmctldFn`].
     pub const UNLOCK_SLURMCTLD: &CStr = c"unlock_slurmctld";
 
+    /// `int job_requeue(uid_t, uint32_t job_id, slurm_msg_t *msg, bool
+    /// preempt, uint32_t flags)` — see [`JobRequeueFn`]. Call it with
+    /// the job and node write locks and the federation read lock (as
+    /// `_slurm_rpc_requeue` does), `msg` NULL.
+    pub const JOB_REQUEUE: &CStr = c"job_requeue";
+    /// `extern node_record_t **node_record_table_ptr;` (NULL entries are
+    /// holes) — cast the `dlsym` result to `*mut *mut *mut node_record_t`.
+    /// Also in libslurmfull.so; looked up like the rest so that the copy
+    /// slurmctld uses is the one read.
+    pub const NODE_RECORD_TABLE_PTR: &CStr = c"node_record_table_ptr";
+    /// `extern int node_record_count;` — cast to `*mut c_int`.
+    pub const NODE_RECORD_COUNT: &CStr = c"node_record_count";
+
+    /// Type of `job_requeue`.
+    pub type JobRequeueFn = unsafe extern "C" fn(
+        uid: crate::uid_t,
+        job_id: u32,
+        msg: *mut crate::slurm_msg_t,
+        preempt: bool,
+        flags: u32,
+    ) -> core::ffi::c_int;
+
     /// Type of `lock_slurmctld` and `unlock_slurmctld`. The 20-byte
     /// [`slurmctld_lock_t`] is passed by value.
     pub type LockSlurmctldFn = unsafe extern "C" fn(lock_levels: slurmctld_lock_t);
@@ -278,6 +300,22 @@ mod layout {
     assert_offset!(slurm_conf_t, private_data, 912); // bin
     assert_offset!(slurm_conf_t, state_save_location, 1368);
 
+
+    assert_size!(node_record_t, 472);
+    assert_offset!(node_record_t, config_ptr, 64);
+    assert_offset!(node_record_t, gres, 168);
+    assert_offset!(node_record_t, index, 184);
+    assert_offset!(node_record_t, name, 232);
+    assert_offset!(node_record_t, node_state, 280);
+    assert_offset!(node_record_t, part_cnt, 302);
+    assert_offset!(node_record_t, part_pptr, 304);
+    assert_offset!(node_record_t, reason, 352);
+    assert_size!(config_record_t, 128);
+    assert_offset!(config_record_t, gres, 40);
+    assert_size!(part_record_t, 328);
+    assert_offset!(part_record_t, name, 200);
+    assert_offset!(part_record_t, priority_tier, 254);
+    assert_offset!(part_record_t, state_up, 274);
     assert_size!(slurmctld_lock_t, 20);
     assert_size!(lock_level_t, 4);
     assert_size!(slurm_preempt_data_type_t, 4);
@@ -338,6 +376,22 @@ mod layout {
     assert_offset!(slurm_conf_t, priority_calc_period, 844);
     assert_offset!(slurm_conf_t, private_data, 912);
     assert_offset!(slurm_conf_t, state_save_location, 1344);
+
+    assert_size!(node_record_t, 536);
+    assert_offset!(node_record_t, config_ptr, 72);
+    assert_offset!(node_record_t, gres, 192);
+    assert_offset!(node_record_t, index, 208);
+    assert_offset!(node_record_t, name, 272);
+    assert_offset!(node_record_t, node_state, 320);
+    assert_offset!(node_record_t, part_cnt, 342);
+    assert_offset!(node_record_t, part_pptr, 344);
+    assert_offset!(node_record_t, reason, 384);
+    assert_size!(config_record_t, 128);
+    assert_offset!(config_record_t, gres, 40);
+    assert_size!(part_record_t, 360);
+    assert_offset!(part_record_t, name, 232);
+    assert_offset!(part_record_t, priority_tier, 286);
+    assert_offset!(part_record_t, state_up, 306);
 
     assert_size!(slurmctld_lock_t, 20);
     assert_size!(lock_level_t, 4);

@@ -619,3 +619,57 @@ fn unix(t: &str) -> Option<u64> {
     let out = Command::new("date").args(["-d", t, "+%s"]).output().ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
+
+/// Resumes a node when the test ends, however it ends.
+struct Undrain(&'static str);
+
+impl Drop for Undrain {
+    fn drop(&mut self) {
+        let _ = Command::new("scontrol").args(["update", &format!("NodeName={}", self.0), "State=RESUME"]).status();
+    }
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+#[test]
+fn e2e_13_a_drained_node_empties_as_its_contracts_end() {
+    clean();
+    // Node n1: a resumable job with a 1-minute contract and one that cannot
+    // checkpoint with a 2-minute contract (max_requeues = 0 in this config:
+    // preemption would never take it; a drain does, at its contract's end).
+    let resumable = try_submit("cb", 4, "contract=1m,resumable", 900, &["-w", "n1"]).unwrap();
+    let plain = try_submit("cb", 4, "contract=2m", 900, &["-w", "n1"]).unwrap();
+    wait_until(60, "both jobs to run on n1", || state(resumable) == "RUNNING" && state(plain) == "RUNNING");
+    let start = |id| field(id, "%S").and_then(|t| unix(&t)).expect("a start time");
+    let (end_r, end_p) = (start(resumable) + 60, start(plain) + 120);
+    sh("scontrol", &["update", "NodeName=n1", "State=DRAIN", "Reason=e2e: failing GPU"]);
+    let _resume = Undrain("n1");
+    // Inside its contract a job stays, drain or not (a second of slack for
+    // squeue's whole-second start times).
+    while now_s() + 1 < end_r {
+        assert_eq!(state(resumable), "RUNNING", "requeued inside its contract");
+        assert_eq!(state(plain), "RUNNING", "requeued inside its contract");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    // Then each goes within a few calc periods of its contract's end.
+    wait_until(30, "the resumable job to be requeued after its contract", || state(resumable) != "RUNNING");
+    println!("resumable job requeued {} s after its contract ended", now_s().saturating_sub(end_r));
+    while now_s() + 1 < end_p {
+        assert_eq!(state(plain), "RUNNING", "the non-resumable job was requeued inside its contract");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    wait_until(30, "the non-resumable job to be requeued at its contract's end", || state(plain) != "RUNNING");
+    println!("non-resumable job requeued {} s after its contract ended", now_s().saturating_sub(end_p));
+    // Back in the queue (not lost), and n1 empty: DRAINED.
+    for j in [resumable, plain] {
+        assert!(matches!(state(j).as_str(), "PENDING" | "REQUEUED" | "CONFIGURING"), "job {j}: {}", state(j));
+    }
+    wait_until(60, "n1 to be drained", || sh("sinfo", &["-h", "-n", "n1", "-o", "%t"]).trim() == "drain");
+    // The log said what the drain waited for, and on which contract.
+    let log = std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld.log")).unwrap_or_default();
+    assert!(log.contains(&format!("host drain: n1 waits on job {plain}, inside its contract")), "no drain wait line for job {plain}");
+    assert!(log.contains(&format!("host drain: requeueing job {resumable}: past its contract, resumable")), "no requeue line");
+    clean();
+}

@@ -25,7 +25,7 @@ use tally_allocator::names::ByName;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tally_allocator::{
-    job_priority, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Held, Job, Load, Priority, QueueOrder,
+    drain_plan, job_priority, DrainPlan, OnDraining, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Held, Job, Load, Priority, QueueOrder,
     RunBook, RunRecord, Seen, Snapshot, TeamLoad,
 };
 use tally_config::Config;
@@ -415,6 +415,23 @@ impl Engine {
         &self.config
     }
 
+    /// The drain rule ([`tally_allocator::drain`]) for running jobs on
+    /// draining nodes (job id → those nodes), read from the last tick's
+    /// jobs and run book: which to requeue now and which the drain waits
+    /// for. Jobs the last tick did not see are left to the next one.
+    pub fn drain_plan(&self, now: u64, on: &[(u32, Vec<Arc<str>>)]) -> DrainPlan {
+        if on.is_empty() {
+            return DrainPlan::default();
+        }
+        let nodes: FxHashMap<u32, &[Arc<str>]> = on.iter().map(|(id, n)| (*id, n.as_slice())).collect();
+        let views: Vec<JobView> =
+            self.last_jobs.iter().filter(|v| v.state == RunState::Running && nodes.contains_key(&v.job_id)).cloned().collect();
+        let jobs = classify(&self.config, &views, &self.snapshot.runs, now, self.preempt_window_s);
+        let on: Vec<OnDraining> =
+            jobs.iter().zip(&views).map(|((_, job), v)| OnDraining { job, nodes: nodes[&v.job_id] }).collect();
+        drain_plan(&on, &self.ranking.ent, now)
+    }
+
     pub fn ranking(&self) -> Arc<Ranking> {
         self.ranking.clone()
     }
@@ -602,5 +619,32 @@ fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
     Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone(), owed, load: old.load.clone() }
 }
 
+
+/// What a drain does and waits for, in words for slurmctld's log: one line
+/// per job requeued, one per job waited for (its contract's end, UTC).
+pub fn drain_lines(plan: &DrainPlan, now: u64) -> Vec<String> {
+    use tally_allocator::VictimClass;
+    let hms = |t: u64| format!("{:02}:{:02}:{:02} UTC", t % 86_400 / 3600, t % 3600 / 60, t % 60);
+    let mut out = Vec::new();
+    for (id, class) in &plan.requeue {
+        let why = match class {
+            VictimClass::Unallocated => "unallocated (no contract)",
+            VictimClass::PastContractResumable => "past its contract, resumable",
+            VictimClass::PastContract => "past its contract",
+        };
+        out.push(format!("host drain: requeueing job {id}: {why}"));
+    }
+    for w in &plan.waiting {
+        let nodes: Vec<&str> = w.nodes.iter().map(|n| &**n).collect();
+        out.push(format!(
+            "host drain: {} waits on job {}, inside its contract for {} more (until {}); requeued then",
+            nodes.join(","),
+            w.job_id,
+            tally_allocator::format_duration(w.until_s.saturating_sub(now)),
+            hms(w.until_s)
+        ));
+    }
+    out
+}
 #[cfg(test)]
 mod tests;

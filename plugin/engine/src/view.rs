@@ -138,6 +138,47 @@ impl Names {
 
 pub use tally_allocator::tres::gpu_count;
 
+/// A node of slurmctld's table, copied with the jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeView {
+    /// Its index in slurmctld's node table (the bits of a job's `node_bitmap`).
+    pub index: u32,
+    pub name: Arc<str>,
+    /// Its GPUs as configured (`Gres=gpu:h100:8`), by type (`None`: untyped).
+    pub gpus: Vec<(Option<Arc<str>>, u32)>,
+    pub state: NodeState,
+    /// Why it is down or draining, as the admin or Slurm wrote it.
+    pub reason: Option<String>,
+    /// The partitions it is in.
+    pub partitions: Vec<Arc<str>>,
+}
+
+impl NodeView {
+    pub fn gpu_total(&self) -> u32 {
+        self.gpus.iter().map(|g| g.1).sum()
+    }
+}
+
+/// What of a node's state Tally acts on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeState {
+    /// DOWN, or not yet known (UNKNOWN, FUTURE).
+    pub down: bool,
+    /// DRAIN (draining or drained) or FAIL: an admin wants it emptied.
+    pub drain: bool,
+    /// In an advanced reservation (RESERVED).
+    pub reserved: bool,
+    /// Powered down, powering down, not responding, or in maintenance.
+    pub unavailable: bool,
+}
+
+impl NodeState {
+    /// Can start any job now (the planner plans only on these).
+    pub fn usable(self) -> bool {
+        !(self.down || self.drain || self.reserved || self.unavailable)
+    }
+}
+
 /// A GPU request in Slurm's ways of asking.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GpuAsk {

@@ -1,16 +1,20 @@
 //! The slurmctld-only symbols, found at run time.
 //!
 //! `job_list`, `last_job_update`, `lock_slurmctld` and `unlock_slurmctld`
-//! live in the slurmctld executable. Client tools (sshare, sprio's own
+//! (and `job_requeue`, and the copy of the node table slurmctld uses) live
+//! in the slurmctld executable. Client tools (sshare, sprio's own
 //! process) dlopen the priority plugin too, and rustc links with `-z now`: a
 //! direct reference would make the plugin fail to load there. So they are
 //! looked up with `dlsym(RTLD_DEFAULT, …)`; if any is missing we are not in
 //! slurmctld, and no thread is started.
 
-use crate::view::{job_nodes, job_pointers, read_job_named};
+use crate::view::{job_nodes, job_pointers, read_job_named, read_nodes};
 use slurm_sys::{
-    job_record_t, lock_level_t, slurmctld_lock_t, slurmctld_only, time_t, List, JOB_PENDING, JOB_STATE_BASE, NO_LOCK, READ_LOCK, WRITE_LOCK,
+    job_record_t, lock_level_t, node_record_t, slurmctld_lock_t, slurmctld_only, time_t, List, JOB_PENDING, JOB_RUNNING,
+    JOB_STATE_BASE, NO_LOCK, READ_LOCK, WRITE_LOCK,
 };
+use std::sync::Arc;
+use tally_engine::view::NodeView;
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
@@ -27,6 +31,10 @@ pub struct Host {
     unlock: LockFn,
     job_list: *mut List,
     last_job_update: *mut time_t,
+    /// The node table and `job_requeue`: found in slurmctld (a fake host
+    /// may leave them out; then no node is read and nothing is requeued).
+    nodes: Option<(*mut *mut *mut node_record_t, *mut libc::c_int)>,
+    requeue: Option<slurmctld_only::JobRequeueFn>,
 }
 
 // SAFETY: the pointers are addresses of process-wide globals of slurmctld;
@@ -46,15 +54,18 @@ pub enum Access {
     ReadJobs,
     /// Job write, partition read (as multifactor's decay thread).
     WriteJobs,
+    /// Job write, node write, federation read (as `scontrol requeue`'s RPC).
+    Requeue,
 }
 
 impl Access {
     fn levels(self) -> slurmctld_lock_t {
-        let (job, node, part): (lock_level_t, lock_level_t, lock_level_t) = match self {
-            Access::ReadJobs => (READ_LOCK, READ_LOCK, READ_LOCK),
-            Access::WriteJobs => (WRITE_LOCK, NO_LOCK, READ_LOCK),
+        let (job, node, part, fed): (lock_level_t, lock_level_t, lock_level_t, lock_level_t) = match self {
+            Access::ReadJobs => (READ_LOCK, READ_LOCK, READ_LOCK, NO_LOCK),
+            Access::WriteJobs => (WRITE_LOCK, NO_LOCK, READ_LOCK, NO_LOCK),
+            Access::Requeue => (WRITE_LOCK, WRITE_LOCK, NO_LOCK, READ_LOCK),
         };
-        slurmctld_lock_t { conf: NO_LOCK, job, node, part, fed: NO_LOCK }
+        slurmctld_lock_t { conf: NO_LOCK, job, node, part, fed }
     }
 }
 
@@ -73,7 +84,14 @@ impl Host {
         let (lock, unlock) = unsafe {
             (std::mem::transmute::<*mut libc::c_void, LockFn>(lock), std::mem::transmute::<*mut libc::c_void, LockFn>(unlock))
         };
-        Some(Host { lock, unlock, job_list: job_list.cast(), last_job_update: last.cast() })
+        let (table, count) = (sym(slurmctld_only::NODE_RECORD_TABLE_PTR), sym(slurmctld_only::NODE_RECORD_COUNT));
+        let nodes = (!table.is_null() && !count.is_null()).then(|| (table.cast(), count.cast()));
+        let requeue = sym(slurmctld_only::JOB_REQUEUE);
+        // SAFETY: slurmctld's `int job_requeue(uid_t, uint32_t, slurm_msg_t *,
+        // bool, uint32_t)` (slurmctld.h, the same in 22.05 and 24.11).
+        let requeue = (!requeue.is_null())
+            .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, slurmctld_only::JobRequeueFn>(requeue) });
+        Some(Host { lock, unlock, job_list: job_list.cast(), last_job_update: last.cast(), nodes, requeue })
     }
 
     /// Run `f` with slurmctld's lock held and the current `job_list`
@@ -106,33 +124,91 @@ impl Host {
     /// Copy every job under the job *read* lock, names shared through one
     /// [`Names`]: the jobs, and how long the lock was waited for and held.
     pub fn copy_jobs(&self) -> Copied<JobView> {
-        self.copy(|_, view| view)
+        self.copy(false, |_, view| view)
+    }
+
+    /// [`Host::copy_jobs`], with the node table and, for each running job
+    /// on a draining node, those nodes (the recalculation thread's copy).
+    pub fn copy_jobs_and_nodes(&self) -> Copied<JobView> {
+        self.copy(true, |_, view| view)
     }
 
     /// [`Host::copy_jobs`], with the nodes each running job holds (the
     /// planner thread's copy).
     pub fn copy_placed(&self) -> Copied<Placed> {
-        self.copy(|p, view| {
+        self.copy(true, |p, view| {
             // SAFETY: a live job under the read lock `copy` holds.
             let nodes = if view.state == RunState::Running { unsafe { job_nodes(p) } } else { Vec::new() };
             Placed { view, nodes }
         })
     }
 
-    fn copy<T>(&self, mut each: impl FnMut(*mut job_record_t, JobView) -> T) -> Copied<T> {
+    fn copy<T>(&self, with_nodes: bool, mut each: impl FnMut(*mut job_record_t, JobView) -> T) -> Copied<T> {
         let asked = Instant::now();
         self.with_jobs(Access::ReadJobs, |list| {
             let locked = Instant::now();
             let mut names = Names::new();
+            let nodes = match self.nodes.filter(|_| with_nodes) {
+                // SAFETY: slurmctld's node table and count, read under the
+                // node and partition read locks ReadJobs holds.
+                Some((table, count)) => unsafe { read_nodes(*table, *count, &mut names) },
+                None => Vec::new(),
+            };
+            let draining: Vec<Option<Arc<str>>> = if nodes.iter().any(|n| n.state.drain) {
+                let mut by_index = vec![None; nodes.last().map_or(0, |n| n.index as usize + 1)];
+                for n in nodes.iter().filter(|n| n.state.drain) {
+                    by_index[n.index as usize] = Some(n.name.clone());
+                }
+                by_index
+            } else {
+                Vec::new()
+            };
             let mut jobs = Vec::new();
+            let mut on_draining = Vec::new();
             // SAFETY: job_list under the job read lock; pointers not kept.
             for p in unsafe { job_pointers(list) } {
                 // SAFETY: a live job under the lock.
                 if let Some(view) = unsafe { read_job_named(p, &mut names) } {
+                    if !draining.is_empty() && view.state == RunState::Running {
+                        // SAFETY: as above.
+                        let on: Vec<Arc<str>> = unsafe { job_nodes(p) }
+                            .into_iter()
+                            .filter_map(|i| draining.get(i as usize).cloned().flatten())
+                            .collect();
+                        if !on.is_empty() {
+                            on_draining.push((view.job_id, on));
+                        }
+                    }
                     jobs.push(each(p, view));
                 }
             }
-            Copied { jobs, waited: locked.duration_since(asked), held: locked.elapsed() }
+            Copied { jobs, nodes, on_draining, waited: locked.duration_since(asked), held: locked.elapsed() }
+        })
+    }
+
+    /// Requeue each of `ids` that is still running, as `scontrol requeue`
+    /// does (slurmctld's `job_requeue` as SlurmUser, under the job and node
+    /// write locks): one lock hold for all of them. Returns each job's
+    /// Slurm return code (0 = requeued); empty without `job_requeue`.
+    pub fn requeue(&self, ids: &[u32]) -> Vec<(u32, i32)> {
+        let Some(requeue) = self.requeue.filter(|_| !ids.is_empty()) else { return Vec::new() };
+        // SAFETY: the global config, one integer read.
+        let uid = unsafe { slurm_sys::slurm_conf.slurm_user_id };
+        self.with_jobs(Access::Requeue, |list| {
+            // SAFETY: job_list under the job write lock.
+            let running: std::collections::HashSet<u32> = unsafe { job_pointers(list) }
+                .into_iter()
+                // SAFETY: live jobs under the lock.
+                .filter_map(|p| unsafe { p.as_ref() })
+                .filter(|j| j.job_state & JOB_STATE_BASE == JOB_RUNNING)
+                .map(|j| j.job_id)
+                .collect();
+            ids.iter()
+                .filter(|id| running.contains(id))
+                // SAFETY: slurmctld's job_requeue with the locks its RPC
+                // takes, no message to answer (NULL), not a preemption.
+                .map(|&id| (id, unsafe { requeue(uid, id, std::ptr::null_mut(), false, 0) }))
+                .collect()
         })
     }
 
@@ -172,6 +248,10 @@ impl Host {
 #[derive(Debug)]
 pub struct Copied<T> {
     pub jobs: Vec<T>,
+    /// The node table (when asked for).
+    pub nodes: Vec<NodeView>,
+    /// Running jobs on draining nodes: (job id, those nodes).
+    pub on_draining: Vec<(u32, Vec<Arc<str>>)>,
     /// The job read lock: waited for, then held.
     pub waited: Duration,
     pub held: Duration,

@@ -3,11 +3,16 @@
 //! the only code that dereferences Slurm's pointers; everything after it
 //! (`tally_engine`) works on owned values.
 
-use slurm_sys::{job_desc_msg_t, job_record_t, List, INFINITE, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE, JOB_SUSPENDED, NICE_OFFSET, NO_VAL};
+use slurm_sys::{
+    job_desc_msg_t, job_record_t, node_record_t, part_record_t, List, INFINITE, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE,
+    JOB_SUSPENDED, NICE_OFFSET, NODE_STATE_BASE, NODE_STATE_DOWN, NODE_STATE_FLAG_DRAIN, NODE_STATE_FLAG_FAIL,
+    NODE_STATE_FLAG_MAINT, NODE_STATE_FLAG_NO_RESPOND, NODE_STATE_FLAG_POWERED_DOWN, NODE_STATE_FLAG_POWERING_DOWN,
+    NODE_STATE_FLAG_RES, NODE_STATE_FUTURE, NODE_STATE_UNKNOWN, NO_VAL,
+};
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 use tally_engine::submit::SubmitView;
-use tally_engine::view::{gpu_count, GpuAsk, JobView, Names, RunState};
+use tally_engine::view::{gpu_count, GpuAsk, JobView, Names, NodeState, NodeView, RunState};
 
 /// Copy a C string; `None` for NULL or empty.
 ///
@@ -132,6 +137,65 @@ pub unsafe fn job_nodes(job: *const job_record_t) -> Vec<u32> {
     // SAFETY: a live bitmap of the job (same lock); bit_size/bit_test only read it.
     let n = unsafe { slurm_sys::bit_size(bits) }.max(0);
     (0..n).filter(|&i| unsafe { slurm_sys::bit_test(bits, i) } != 0).map(|i| i as u32).collect()
+}
+
+/// A node state word (`node_state`: a base state ORed with flags) in the
+/// terms Tally acts on.
+pub fn node_state(word: u32) -> NodeState {
+    let base = word & NODE_STATE_BASE;
+    NodeState {
+        down: base == NODE_STATE_DOWN || base == NODE_STATE_FUTURE || base == NODE_STATE_UNKNOWN,
+        drain: word & (NODE_STATE_FLAG_DRAIN | NODE_STATE_FLAG_FAIL) != 0,
+        reserved: word & NODE_STATE_FLAG_RES != 0,
+        unavailable: word
+            & (NODE_STATE_FLAG_POWERED_DOWN | NODE_STATE_FLAG_POWERING_DOWN | NODE_STATE_FLAG_NO_RESPOND | NODE_STATE_FLAG_MAINT)
+            != 0,
+    }
+}
+
+/// Every node of slurmctld's node table (holes and defunct slots skipped).
+///
+/// # Safety
+/// `table` is NULL or slurmctld's `node_record_table_ptr` with `count`
+/// slots, and the node lock (read or write) and partition read lock are
+/// held for the duration of the call.
+pub unsafe fn read_nodes(table: *const *mut node_record_t, count: i32, names: &mut Names) -> Vec<NodeView> {
+    let mut out = Vec::new();
+    if table.is_null() {
+        return out;
+    }
+    for i in 0..count.max(0) as usize {
+        // SAFETY: `count` slots, each NULL or a live node under the lock.
+        let Some(n) = (unsafe { (*table.add(i)).as_ref() }) else { continue };
+        // SAFETY (c_name/c_string): the node's strings, NUL-terminated or NULL.
+        let Some(name) = (unsafe { c_name(names, n.name) }) else { continue };
+        // The configured GRES (the node's own `gres` is for state save only).
+        // SAFETY: `config_ptr` is NULL or the node's config record.
+        let gres = unsafe { n.config_ptr.as_ref() }.and_then(|c| unsafe { c_string(c.gres) });
+        let gpus = gres
+            .as_deref()
+            .map(|g| tally_allocator::tres::gpu_types(g).into_iter().map(|(t, c)| (t.map(|t| names.intern(t)), c)).collect())
+            .unwrap_or_default();
+        let mut partitions = Vec::new();
+        if !n.part_pptr.is_null() {
+            for k in 0..usize::from(n.part_cnt) {
+                // SAFETY: `part_cnt` pointers to live partitions (partition read lock).
+                let part = unsafe { (*n.part_pptr.add(k)).cast::<part_record_t>().as_ref() };
+                if let Some(p) = part.and_then(|p| unsafe { c_name(names, p.name) }) {
+                    partitions.push(p);
+                }
+            }
+        }
+        out.push(NodeView {
+            index: i as u32,
+            name,
+            gpus,
+            state: node_state(n.node_state),
+            reason: unsafe { c_string(n.reason) },
+            partitions,
+        });
+    }
+    out
 }
 
 /// Read a submission or update request.

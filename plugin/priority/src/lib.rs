@@ -74,6 +74,9 @@ struct Shared {
     /// Why the ledger file must not be written now (it could not be read:
     /// saving would overwrite what it holds); retried every period.
     hold: Mutex<Option<String>>,
+    /// The jobs a host drain waited for at the last tick (job id, contract
+    /// end): logged again only when that changes.
+    drain_waits: Mutex<Vec<(u64, u64)>>,
 }
 
 #[derive(Debug)]
@@ -141,7 +144,7 @@ tally_ffi::export! {
             Start::LastGood(c) => Some(c),
             Start::None => None,
         };
-        let shared = Arc::new(Shared { engine: Mutex::new(None), config_path, state_path, hold: Mutex::new(None) });
+        let shared = Arc::new(Shared { engine: Mutex::new(None), config_path, state_path, hold: Mutex::new(None), drain_waits: Mutex::new(Vec::new()) });
         if let Some(config) = config {
             start_engine(&shared, config, t);
         }
@@ -247,25 +250,29 @@ fn tick(host: &Host, shared: &Shared) {
         return;
     }
     retry_held_ledger(shared, t);
-    // 1. Copy the jobs under the job READ lock: slurmctld's readers (RPCs,
-    //    sprio) go on meanwhile.
-    let copied = host.copy_jobs();
+    // 1. Copy the jobs (and the node table) under the job READ lock:
+    //    slurmctld's readers (RPCs, sprio) go on meanwhile.
+    let copied = host.copy_jobs_and_nodes();
     let views = copied.jobs;
+    let on_draining = copied.on_draining;
     let ids: Vec<u32> = views.iter().map(|v| v.job_id).collect();
     // 2. Charge, rank and walk the queue with no slurmctld lock held (the
     //    engine's mutex is never taken on Slurm's call paths).
     let plan = current_plan();
-    let (report, changes) = {
+    let (report, changes, drain) = {
         let mut guard = lock(&shared.engine);
         let Some(engine) = guard.as_mut() else { return };
         let report = engine.tick(t, views, plan.as_deref());
         publish(engine);
         let changes: HashMap<u32, u32> = report.priorities.iter().map(|&(i, p)| (ids[i], p)).collect();
-        (report, changes)
+        (report, changes, engine.drain_plan(t, &on_draining))
     };
     drop(ids);
     // 3. Set the priorities that changed under the job WRITE lock.
     let written = host.write_priorities(&changes, t);
+    // 4. Host drain: requeue what is past its contract on draining nodes
+    //    (job and node WRITE locks, only when there is something to do).
+    drain_nodes(host, shared, &drain, t);
     // The figures of docs/reliability.md's load test: slurmctld's job write
     // lock (waited for, then held), then the read lock of the copy.
     log::debug!(
@@ -280,6 +287,34 @@ fn tick(host: &Host, shared: &Shared) {
     );
     drop(report); // the previous views, freed with no lock held
     save(shared);
+}
+
+/// Requeue the jobs a drain lets go, and say what it waits for (again only
+/// when that changes).
+fn drain_nodes(host: &Host, shared: &Shared, plan: &tally_allocator::DrainPlan, t: u64) {
+    let waits: Vec<(u64, u64)> = plan.waiting.iter().map(|w| (w.job_id, w.until_s)).collect();
+    let changed = {
+        let mut last = lock(&shared.drain_waits);
+        let changed = *last != waits;
+        *last = waits;
+        changed
+    };
+    let lines = tally_engine::engine::drain_lines(plan, t);
+    let (requeues, waits) = lines.split_at(plan.requeue.len());
+    for l in requeues {
+        log::info!("{l}");
+    }
+    if changed {
+        for l in waits {
+            log::info!("{l}");
+        }
+    }
+    let ids: Vec<u32> = plan.requeue.iter().filter_map(|&(id, _)| u32::try_from(id).ok()).collect();
+    for (id, rc) in host.requeue(&ids) {
+        if rc != 0 {
+            log::error!("host drain: Slurm refused to requeue job {id} (error {rc}): it runs on; `scontrol requeue {id}` says why");
+        }
+    }
 }
 
 /// A ledger that could not be read at start-up: try again, and take what

@@ -32,8 +32,14 @@ const TYPES: &[&str] = &[
     "lock_level_t",
     "slurm_preempt_data_type_t",
     "job_states",
+    "node_states",
     "slurm_err_t",
     "ListDelF",
+    // The node table: state, GPUs (config_ptr->gres), partitions, for the
+    // planner thread, GPU types and host drain.
+    "node_record_t",
+    "config_record_t",
+    "part_record_t",
 ];
 
 /// Types whose name depends on the release: (22.05, 24.11). Between the two,
@@ -78,6 +84,8 @@ const FUNCTIONS: &[&str] = &[
     "slurm_destroy_priority_factors_object",
     "lock_slurmctld",
     "unlock_slurmctld",
+    // slurmctld only, like the two above: requeue a job (host drain).
+    "job_requeue",
     // A running job's nodes (job_record_t.node_bitmap), for the planner
     // (and bit_test: FUNCTIONS_BY_RELEASE).
     "bit_size",
@@ -89,6 +97,18 @@ const VARS: &[&str] = &[
     "slurm_conf",
     "job_list",
     "last_job_update",
+    "node_record_table_ptr",
+    "node_record_count",
+    "NODE_STATE_BASE",
+    "NODE_STATE_DOWN",
+    "NODE_STATE_FUTURE",
+    "NODE_STATE_FLAG_DRAIN",
+    "NODE_STATE_FLAG_RES",
+    "NODE_STATE_FLAG_POWERED_DOWN",
+    "NODE_STATE_FLAG_POWERING_DOWN",
+    "NODE_STATE_FLAG_NO_RESPOND",
+    "NODE_STATE_FLAG_FAIL",
+    "NODE_STATE_FLAG_MAINT",
     "SLURM_VERSION_NUMBER",
     "SLURM_SUCCESS",
     "SLURM_ERROR",
@@ -128,7 +148,12 @@ const ERRNOS: &[&str] = &[
 /// anonymous `typedef struct {..} x_t` types, hence this route.) To read one,
 /// move it out of this list and regenerate.
 const FORWARD: &[&str] = &[
+    "acct_gather_energy_t",
+    "bf_part_data_t",
     "cron_entry_t",
+    "ext_sensors_data_t",
+    "power_mgmt_data_t",
+    "slurm_msg_t",
     "dynamic_plugin_data",
     "front_end_record_t",
     "het_job_details_t",
@@ -136,7 +161,6 @@ const FORWARD: &[&str] = &[
     "job_fed_details_t",
     "job_resources",
     "multi_core_data",
-    "part_record_t",
     "slurmctld_resv_t",
     "slurmdb_assoc_usage",
     "slurmdb_bf_usage",
@@ -147,20 +171,12 @@ const FORWARD: &[&str] = &[
 /// More of them in 24.11, where `part_record_t` and `slurmctld_resv_t` are
 /// reached by their struct tags, and job_record_t gained pointers to
 /// `identity_t`, `elem_t` (extra constraints) and `slurm_addr_t`.
-const FORWARD_24_11: &[&str] = &["elem", "identity_t", "part_record", "slurm_addr_t", "slurmctld_resv"];
+const FORWARD_24_11: &[&str] = &["elem", "identity_t", "slurm_addr_t", "slurmctld_resv"];
 
 /// Types bindgen would still emit (reached only from the FORWARD types above)
 /// although nothing in the output refers to them.
 const UNUSED: &[&str] = &[
-    "__gid_t",
-    "__uid_t",
-    "bf_part_data_t",
-    "gid_t",
-    "sa_family_t",
-    "slurm_addr_t",
     "slurmdb_qos_usage_t",
-    "sockaddr_storage",
-    "uid_t",
     "xhash_st",
     "xhash_t",
 ];

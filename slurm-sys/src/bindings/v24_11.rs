@@ -13,7 +13,32 @@
 
 #[repr(C)]
 #[derive(Debug)]
+pub struct acct_gather_energy_t {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug)]
+pub struct bf_part_data_t {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug)]
 pub struct cron_entry_t {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug)]
+pub struct ext_sensors_data_t {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug)]
+pub struct power_mgmt_data_t {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug)]
+pub struct slurm_msg_t {
     _unused: [u8; 0],
 }
 #[repr(C)]
@@ -53,11 +78,6 @@ pub struct multi_core_data {
 }
 #[repr(C)]
 #[derive(Debug)]
-pub struct part_record_t {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug)]
 pub struct slurmctld_resv_t {
     _unused: [u8; 0],
 }
@@ -93,11 +113,6 @@ pub struct identity_t {
 }
 #[repr(C)]
 #[derive(Debug)]
-pub struct part_record {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug)]
 pub struct slurm_addr_t {
     _unused: [u8; 0],
 }
@@ -107,11 +122,19 @@ pub struct slurmctld_resv {
     _unused: [u8; 0],
 }
 
+pub type __uid_t = ::core::ffi::c_uint;
+pub type __gid_t = ::core::ffi::c_uint;
 pub type __time_t = ::core::ffi::c_long;
 pub type time_t = __time_t;
+pub type __pthread_list_t = __pthread_internal_list;
+pub type pthread_t = ::core::ffi::c_ulong;
+pub type gid_t = __gid_t;
+pub type uid_t = __uid_t;
 pub type slurm_err_t = ::core::ffi::c_uint;
+pub type sa_family_t = ::core::ffi::c_ushort;
 pub type job_resources_t = job_resources;
 pub type job_states = ::core::ffi::c_uint;
+pub type node_states = ::core::ffi::c_uint;
 pub type list_t = xlist;
 pub type list_itr_t = listIterator;
 pub type ListDelF = ::core::option::Option<
@@ -122,6 +145,7 @@ pub type bitoff_t = bitstr_t;
 pub type dynamic_plugin_data_t = dynamic_plugin_data;
 pub type job_desc_msg_t = job_descriptor;
 pub type priority_factors_object_t = priority_factors_object;
+pub type data_t = data_s;
 pub type op_t = ::core::ffi::c_uint;
 pub type elem_t = elem;
 pub type slurmdb_assoc_flags_t = ::core::ffi::c_uint;
@@ -129,12 +153,60 @@ pub type slurmdb_assoc_usage_t = slurmdb_assoc_usage;
 pub type slurmdb_bf_usage_t = slurmdb_bf_usage;
 pub type slurmdb_user_rec_t = slurmdb_user_rec;
 pub type slurmdb_assoc_rec_t = slurmdb_assoc_rec;
+pub type part_record_t = part_record;
+pub type persist_conn_type_t = ::core::ffi::c_uint;
 pub type job_record_t = job_record;
+pub type conmgr_fd_t = conmgr_fd_s;
+pub type forward_t = forward;
+pub type forward_struct_t = forward_struct;
 pub type multi_core_data_t = multi_core_data;
 pub type job_array_struct_t = job_array_struct;
+pub type node_record_t = node_record;
 pub type lock_level_t = ::core::ffi::c_uint;
 pub type job_queue_rec_t = job_queue_rec;
 pub type slurm_preempt_data_type_t = ::core::ffi::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct __atomic_wide_counter__bindgen_ty_1 {
+    pub __low: ::core::ffi::c_uint,
+    pub __high: ::core::ffi::c_uint,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct __pthread_internal_list {
+    pub __prev: *mut __pthread_internal_list,
+    pub __next: *mut __pthread_internal_list,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct __pthread_mutex_s {
+    pub __lock: ::core::ffi::c_int,
+    pub __count: ::core::ffi::c_uint,
+    pub __owner: ::core::ffi::c_int,
+    pub __nusers: ::core::ffi::c_uint,
+    pub __kind: ::core::ffi::c_int,
+    pub __spins: ::core::ffi::c_short,
+    pub __elision: ::core::ffi::c_short,
+    pub __list: __pthread_list_t,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct __pthread_cond_s {
+    pub __wseq: __atomic_wide_counter,
+    pub __g1_start: __atomic_wide_counter,
+    pub __g_refs: [::core::ffi::c_uint; 2usize],
+    pub __g_size: [::core::ffi::c_uint; 2usize],
+    pub __g1_orig_size: ::core::ffi::c_uint,
+    pub __wrefs: ::core::ffi::c_uint,
+    pub __g_signals: [::core::ffi::c_uint; 2usize],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct sockaddr_storage {
+    pub ss_family: sa_family_t,
+    pub __ss_padding: [::core::ffi::c_char; 118usize],
+    pub __ss_align: ::core::ffi::c_ulong,
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct slurm_hash_t {
@@ -150,6 +222,27 @@ pub struct xlist {
 #[derive(Debug)]
 pub struct listIterator {
     _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct acct_gather_energy {
+    pub ave_watts: u32,
+    pub base_consumed_energy: u64,
+    pub consumed_energy: u64,
+    pub current_watts: u32,
+    pub last_adjustment: u64,
+    pub previous_consumed_energy: u64,
+    pub poll_time: time_t,
+    pub slurmd_start_time: time_t,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct slurm_node_alias_addrs_t {
+    pub expiration: time_t,
+    pub net_cred: *mut ::core::ffi::c_char,
+    pub node_addrs: *mut slurm_addr_t,
+    pub node_cnt: u32,
+    pub node_list: *mut ::core::ffi::c_char,
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -315,6 +408,15 @@ pub struct priority_factors_object {
     pub prio_factors: *mut priority_factors_t,
     pub qos: *mut ::core::ffi::c_char,
     pub user_id: u32,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct slurm_trigger_callbacks_t {
+    pub acct_full: ::core::option::Option<unsafe extern "C" fn()>,
+    pub dbd_fail: ::core::option::Option<unsafe extern "C" fn()>,
+    pub dbd_resumed: ::core::option::Option<unsafe extern "C" fn()>,
+    pub db_fail: ::core::option::Option<unsafe extern "C" fn()>,
+    pub db_resumed: ::core::option::Option<unsafe extern "C" fn()>,
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -548,6 +650,21 @@ pub struct slurm_conf_t {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct buf_t {
+    pub magic: u32,
+    pub head: *mut ::core::ffi::c_char,
+    pub size: u32,
+    pub processed: u32,
+    pub mmaped: bool,
+    pub shadow: bool,
+}
+#[repr(C)]
+#[derive(Debug)]
+pub struct data_s {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct slurmdb_assoc_rec {
     pub accounting_list: *mut list_t,
     pub acct: *mut ::core::ffi::c_char,
@@ -597,6 +714,162 @@ pub struct slurmdb_assoc_rec {
     pub usage: *mut slurmdb_assoc_usage_t,
     pub user: *mut ::core::ffi::c_char,
     pub user_rec: *mut slurmdb_user_rec_t,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct part_record {
+    pub magic: u32,
+    pub allow_accts_list: *mut list_t,
+    pub allow_accounts: *mut ::core::ffi::c_char,
+    pub allow_account_array: *mut *mut ::core::ffi::c_char,
+    pub allow_alloc_nodes: *mut ::core::ffi::c_char,
+    pub allow_groups: *mut ::core::ffi::c_char,
+    pub allow_uids: *mut uid_t,
+    pub allow_uids_cnt: ::core::ffi::c_int,
+    pub allow_qos: *mut ::core::ffi::c_char,
+    pub allow_qos_bitstr: *mut bitstr_t,
+    pub alternate: *mut ::core::ffi::c_char,
+    pub billing_weights: *mut f64,
+    pub billing_weights_str: *mut ::core::ffi::c_char,
+    pub cpu_bind: u32,
+    pub def_mem_per_cpu: u64,
+    pub default_time: u32,
+    pub deny_accounts: *mut ::core::ffi::c_char,
+    pub deny_accts_list: *mut list_t,
+    pub deny_account_array: *mut *mut ::core::ffi::c_char,
+    pub deny_qos: *mut ::core::ffi::c_char,
+    pub deny_qos_bitstr: *mut bitstr_t,
+    pub flags: u32,
+    pub grace_time: u32,
+    pub job_defaults_list: *mut list_t,
+    pub max_cpus_per_node: u32,
+    pub max_cpus_per_socket: u32,
+    pub max_mem_per_cpu: u64,
+    pub max_nodes: u32,
+    pub max_nodes_orig: u32,
+    pub max_share: u16,
+    pub max_time: u32,
+    pub num_sched_jobs: u32,
+    pub min_nodes: u32,
+    pub min_nodes_orig: u32,
+    pub name: *mut ::core::ffi::c_char,
+    pub node_bitmap: *mut bitstr_t,
+    pub nodes: *mut ::core::ffi::c_char,
+    pub orig_nodes: *mut ::core::ffi::c_char,
+    pub nodesets: *mut ::core::ffi::c_char,
+    pub norm_priority: f64,
+    pub over_time_limit: u16,
+    pub preempt_mode: u16,
+    pub priority_job_factor: u16,
+    pub priority_tier: u16,
+    pub qos_char: *mut ::core::ffi::c_char,
+    pub qos_ptr: *mut slurmdb_qos_rec_t,
+    pub resume_timeout: u16,
+    pub state_up: u16,
+    pub suspend_time: u32,
+    pub suspend_timeout: u16,
+    pub total_nodes: u32,
+    pub total_cpus: u32,
+    pub max_cpu_cnt: u32,
+    pub max_core_cnt: u32,
+    pub cr_type: u16,
+    pub tres_cnt: *mut u64,
+    pub tres_fmt_str: *mut ::core::ffi::c_char,
+    pub bf_data: *mut bf_part_data_t,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct persist_msg_t {
+    pub conn: *mut ::core::ffi::c_void,
+    pub data: *mut ::core::ffi::c_void,
+    pub msg_type: u16,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct persist_conn_t {
+    pub auth_cred: *mut ::core::ffi::c_void,
+    pub auth_uid: uid_t,
+    pub auth_gid: gid_t,
+    pub auth_ids_set: bool,
+    pub callback_proc: ::core::option::Option<
+        unsafe extern "C" fn(
+            arg: *mut ::core::ffi::c_void,
+            msg: *mut persist_msg_t,
+            out_buffer: *mut *mut buf_t,
+        ) -> ::core::ffi::c_int,
+    >,
+    pub callback_fini: ::core::option::Option<
+        unsafe extern "C" fn(arg: *mut ::core::ffi::c_void),
+    >,
+    pub cluster_name: *mut ::core::ffi::c_char,
+    pub comm_fail_time: time_t,
+    pub my_port: u16,
+    pub fd: ::core::ffi::c_int,
+    pub flags: u16,
+    pub inited: bool,
+    pub persist_type: persist_conn_type_t,
+    pub r_uid: uid_t,
+    pub rem_host: *mut ::core::ffi::c_char,
+    pub rem_port: u16,
+    pub shutdown: *mut time_t,
+    pub thread_id: pthread_t,
+    pub timeout: ::core::ffi::c_int,
+    pub tls_conn: *mut ::core::ffi::c_void,
+    pub trigger_callbacks: slurm_trigger_callbacks_t,
+    pub version: u16,
+}
+#[repr(C)]
+#[derive(Debug)]
+pub struct conmgr_fd_s {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct forward {
+    pub alias_addrs: slurm_node_alias_addrs_t,
+    pub cnt: u16,
+    pub init: u16,
+    pub nodelist: *mut ::core::ffi::c_char,
+    pub timeout: u32,
+    pub tree_width: u16,
+    pub tree_depth: u16,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct forward_struct {
+    pub alias_addrs: *mut slurm_node_alias_addrs_t,
+    pub buf: *mut ::core::ffi::c_char,
+    pub buf_len: ::core::ffi::c_int,
+    pub fwd_cnt: u16,
+    pub forward_mutex: pthread_mutex_t,
+    pub notify: pthread_cond_t,
+    pub ret_list: *mut list_t,
+    pub timeout: u32,
+}
+#[repr(C)]
+pub struct slurm_msg {
+    pub address: slurm_addr_t,
+    pub auth_cred: *mut ::core::ffi::c_void,
+    pub auth_index: ::core::ffi::c_int,
+    pub auth_uid: uid_t,
+    pub auth_gid: gid_t,
+    pub auth_ids_set: bool,
+    pub restrict_uid: uid_t,
+    pub restrict_uid_set: bool,
+    pub body_offset: u32,
+    pub buffer: *mut buf_t,
+    pub conn: *mut persist_conn_t,
+    pub conn_fd: ::core::ffi::c_int,
+    pub conmgr_fd: *mut conmgr_fd_t,
+    pub data: *mut ::core::ffi::c_void,
+    pub flags: u16,
+    pub hash_index: u8,
+    pub msg_type: u16,
+    pub protocol_version: u16,
+    pub forward: forward_t,
+    pub forward_struct: *mut forward_struct_t,
+    pub orig_addr: slurm_addr_t,
+    pub ret_list: *mut list_t,
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -867,6 +1140,114 @@ pub struct job_record {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct config_record_t {
+    pub boards: u16,
+    pub core_spec_cnt: u16,
+    pub cores: u16,
+    pub cpu_bind: u32,
+    pub cpu_spec_list: *mut ::core::ffi::c_char,
+    pub cpus: u16,
+    pub feature: *mut ::core::ffi::c_char,
+    pub gres: *mut ::core::ffi::c_char,
+    pub magic: u32,
+    pub mem_spec_limit: u64,
+    pub node_bitmap: *mut bitstr_t,
+    pub nodes: *mut ::core::ffi::c_char,
+    pub real_memory: u64,
+    pub res_cores_per_gpu: u16,
+    pub threads: u16,
+    pub tmp_disk: u32,
+    pub tot_sockets: u16,
+    pub tres_weights: *mut f64,
+    pub tres_weights_str: *mut ::core::ffi::c_char,
+    pub weight: u32,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct node_record {
+    pub arch: *mut ::core::ffi::c_char,
+    pub bcast_address: *mut ::core::ffi::c_char,
+    pub boards: u16,
+    pub boot_req_time: time_t,
+    pub boot_time: time_t,
+    pub cert_token: *mut ::core::ffi::c_char,
+    pub comm_name: *mut ::core::ffi::c_char,
+    pub comment: *mut ::core::ffi::c_char,
+    pub comp_job_cnt: u16,
+    pub config_ptr: *mut config_record_t,
+    pub core_spec_cnt: u16,
+    pub cores: u16,
+    pub cpu_bind: u32,
+    pub cpu_load: u32,
+    pub cpu_load_time: time_t,
+    pub cpu_spec_list: *mut ::core::ffi::c_char,
+    pub cpus: u16,
+    pub cpus_efctv: u16,
+    pub energy: *mut acct_gather_energy_t,
+    pub extra: *mut ::core::ffi::c_char,
+    pub extra_data: *mut data_t,
+    pub features: *mut ::core::ffi::c_char,
+    pub features_act: *mut ::core::ffi::c_char,
+    pub free_mem: u64,
+    pub free_mem_time: time_t,
+    pub gpu_spec: *mut ::core::ffi::c_char,
+    pub gpu_spec_bitmap: *mut bitstr_t,
+    pub gres: *mut ::core::ffi::c_char,
+    pub gres_list: *mut list_t,
+    pub index: u32,
+    pub instance_id: *mut ::core::ffi::c_char,
+    pub instance_type: *mut ::core::ffi::c_char,
+    pub last_busy: time_t,
+    pub last_response: time_t,
+    pub magic: u32,
+    pub mcs_label: *mut ::core::ffi::c_char,
+    pub mem_spec_limit: u64,
+    pub name: *mut ::core::ffi::c_char,
+    pub next_state: u32,
+    pub no_share_job_cnt: u16,
+    pub node_hostname: *mut ::core::ffi::c_char,
+    pub node_next: *mut node_record_t,
+    pub node_rank: u32,
+    pub node_spec_bitmap: *mut bitstr_t,
+    pub node_state: u32,
+    pub not_responding: bool,
+    pub os: *mut ::core::ffi::c_char,
+    pub owner: u32,
+    pub owner_job_cnt: u16,
+    pub part_cnt: u16,
+    pub part_pptr: *mut *mut ::core::ffi::c_void,
+    pub port: u16,
+    pub power_save_req_time: time_t,
+    pub protocol_version: u16,
+    pub real_memory: u64,
+    pub reason: *mut ::core::ffi::c_char,
+    pub reason_time: time_t,
+    pub reason_uid: u32,
+    pub res_cores_per_gpu: u16,
+    pub resume_after: time_t,
+    pub resume_timeout: u16,
+    pub resv_name: *mut ::core::ffi::c_char,
+    pub run_job_cnt: u16,
+    pub sched_weight: u64,
+    pub select_nodeinfo: *mut dynamic_plugin_data_t,
+    pub slurmd_start_time: time_t,
+    pub sus_job_cnt: u16,
+    pub suspend_time: u32,
+    pub suspend_timeout: u16,
+    pub tres_cnt: *mut u64,
+    pub tres_fmt_str: *mut ::core::ffi::c_char,
+    pub tres_str: *mut ::core::ffi::c_char,
+    pub threads: u16,
+    pub tmp_disk: u32,
+    pub tot_cores: u16,
+    pub tot_sockets: u16,
+    pub up_time: u32,
+    pub version: *mut ::core::ffi::c_char,
+    pub tpc: u16,
+    pub weight: u32,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct slurmctld_lock_t {
     pub conf: lock_level_t,
     pub job: lock_level_t,
@@ -898,6 +1279,7 @@ pub const NO_VAL64: u64 = 18446744073709551614;
 pub const JOB_STATE_BASE: u32 = 255;
 pub const JOB_STATE_FLAGS: u32 = 4294967040;
 pub const NICE_OFFSET: u32 = 2147483648;
+pub const NODE_STATE_BASE: u32 = 15;
 pub const PREEMPT_MODE_OFF: u16 = 0;
 pub const PREEMPT_MODE_SUSPEND: u16 = 1;
 pub const PREEMPT_MODE_REQUEUE: u16 = 2;
@@ -925,6 +1307,14 @@ pub const JOB_BOOT_FAIL: job_states = 9;
 pub const JOB_DEADLINE: job_states = 10;
 pub const JOB_OOM: job_states = 11;
 pub const JOB_END: job_states = 12;
+pub const NODE_STATE_UNKNOWN: node_states = 0;
+pub const NODE_STATE_DOWN: node_states = 1;
+pub const NODE_STATE_IDLE: node_states = 2;
+pub const NODE_STATE_ALLOCATED: node_states = 3;
+pub const NODE_STATE_ERROR: node_states = 4;
+pub const NODE_STATE_MIXED: node_states = 5;
+pub const NODE_STATE_FUTURE: node_states = 6;
+pub const NODE_STATE_END: node_states = 7;
 pub const OP_NONE: op_t = 0;
 pub const OP_CHILD_AND: op_t = 1;
 pub const OP_CHILD_AND_COMMA: op_t = 2;
@@ -943,6 +1333,12 @@ pub const ASSOC_FLAG_USER_COORD_NO: slurmdb_assoc_flags_t = 8;
 pub const ASSOC_FLAG_BASE: slurmdb_assoc_flags_t = 65535;
 pub const ASSOC_FLAG_USER_COORD: slurmdb_assoc_flags_t = 65536;
 pub const ASSOC_FLAG_INVALID: slurmdb_assoc_flags_t = 65537;
+pub const PERSIST_TYPE_NONE: persist_conn_type_t = 0;
+pub const PERSIST_TYPE_DBD: persist_conn_type_t = 1;
+pub const PERSIST_TYPE_FED: persist_conn_type_t = 2;
+pub const PERSIST_TYPE_HA_CTL: persist_conn_type_t = 3;
+pub const PERSIST_TYPE_HA_DBD: persist_conn_type_t = 4;
+pub const PERSIST_TYPE_ACCT_UPDATE: persist_conn_type_t = 5;
 pub const NO_LOCK: lock_level_t = 0;
 pub const READ_LOCK: lock_level_t = 1;
 pub const WRITE_LOCK: lock_level_t = 2;
@@ -950,6 +1346,33 @@ pub const PREEMPT_DATA_ENABLED: slurm_preempt_data_type_t = 0;
 pub const PREEMPT_DATA_MODE: slurm_preempt_data_type_t = 1;
 pub const PREEMPT_DATA_PRIO: slurm_preempt_data_type_t = 2;
 pub const PREEMPT_DATA_GRACE_TIME: slurm_preempt_data_type_t = 3;
+pub const NODE_STATE_FLAG_DRAIN: u32 = 512;
+pub const NODE_STATE_FLAG_RES: u32 = 32;
+pub const NODE_STATE_FLAG_POWERED_DOWN: u32 = 4096;
+pub const NODE_STATE_FLAG_POWERING_DOWN: u32 = 262144;
+pub const NODE_STATE_FLAG_NO_RESPOND: u32 = 2048;
+pub const NODE_STATE_FLAG_FAIL: u32 = 8192;
+pub const NODE_STATE_FLAG_MAINT: u32 = 32768;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union __atomic_wide_counter {
+    pub __value64: ::core::ffi::c_ulonglong,
+    pub __value32: __atomic_wide_counter__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union pthread_mutex_t {
+    pub __data: __pthread_mutex_s,
+    pub __size: [::core::ffi::c_char; 40usize],
+    pub __align: ::core::ffi::c_long,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union pthread_cond_t {
+    pub __data: __pthread_cond_s,
+    pub __size: [::core::ffi::c_char; 48usize],
+    pub __align: ::core::ffi::c_longlong,
+}
 extern "C" {
     pub fn slurm_bit_test(b: *mut bitstr_t, bit: bitoff_t) -> ::core::ffi::c_int;
     pub fn bit_size(b: *mut bitstr_t) -> bitoff_t;
@@ -966,6 +1389,8 @@ extern "C" {
     pub fn slurm_destroy_priority_factors_object(object: *mut ::core::ffi::c_void);
     pub static mut last_job_update: time_t;
     pub static mut slurm_conf: slurm_conf_t;
+    pub static mut node_record_table_ptr: *mut *mut node_record_t;
+    pub static mut node_record_count: ::core::ffi::c_int;
     pub fn slurm_xcalloc(
         arg1: usize,
         arg2: usize,
@@ -978,6 +1403,13 @@ extern "C" {
     pub fn slurm_xfree(arg1: *mut *mut ::core::ffi::c_void);
     pub fn xfree_ptr(arg1: *mut ::core::ffi::c_void);
     pub static mut job_list: *mut list_t;
+    pub fn job_requeue(
+        uid: uid_t,
+        job_id: u32,
+        msg: *mut slurm_msg_t,
+        preempt: bool,
+        flags: u32,
+    ) -> ::core::ffi::c_int;
     pub fn lock_slurmctld(lock_levels: slurmctld_lock_t);
     pub fn unlock_slurmctld(lock_levels: slurmctld_lock_t);
     pub fn xstrdup(str_: *const ::core::ffi::c_char) -> *mut ::core::ffi::c_char;
