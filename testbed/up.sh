@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tally test bed: bring up a loopback Slurm 22.05 cluster on this machine (as root).
+# Tally test bed: bring up a loopback Slurm cluster on this machine (as root): Slurm 22.05 on
+# Debian 12, 24.11 on Debian 13 (the chroot of testbed/trixie.sh: own run dir and ports).
 #
 #   munged -> mariadbd (127.0.0.1) -> slurmdbd -> sacctmgr (cluster, accounts, users)
 #          -> slurmctld -> one `slurmd -N nK` per node, then wait until every node is idle.
@@ -35,7 +36,7 @@
 #                        the default line for that key
 #   TALLY_ENV            environment assignments for slurmctld, shell-quoted words,
 #                        e.g. "TALLY_CONFIG=/x/tally.toml TALLY_LOG=debug"
-#   TALLY_RUN_DIR        run dir (default /var/tmp/tally-testbed)
+#   TALLY_RUN_DIR        run dir (default /var/tmp/tally-testbed; on 24.11 /var/tmp/tally-testbed-24.11)
 #   TALLY_KEEP_STATE=1   keep slurmctld's saved state on a fresh start
 set -euo pipefail
 # shellcheck source=testbed/lib.sh
@@ -162,7 +163,7 @@ SlurmctldLogFile=$TB_LOG/slurmctld.log
 SlurmdLogFile=$TB_LOG/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-SlurmctldPort=6817
+SlurmctldPort=$TB_CTLD_PORT
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
@@ -183,7 +184,7 @@ InactiveLimit=0
 Waittime=0
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort=6819
+AccountingStoragePort=$TB_DBD_PORT
 AccountingStorageTRES=gres/gpu
 AccountingStorageEnforce=associations,limits
 AccountingStoreFlags=job_comment
@@ -228,13 +229,19 @@ write_other_confs() {
     printf '%s\n' "# Written by testbed/up.sh of Tally." "AutoDetect=off" \
         "Name=gpu Type=fake File=$TB_RUN/gpu/nvidia[0-$(( GPUS_PER_NODE - 1 ))]" >"$TB_SLURM_ETC/gres.conf"
     chmod 0644 "$TB_SLURM_ETC/gres.conf"
-    rm -f "$TB_SLURM_ETC/cgroup.conf"   # 22.05 slurmd must autodetect; a cgroup.conf breaks it here
+    if [[ $TB_SLURM_RELEASE == 22.05 ]]; then
+        rm -f "$TB_SLURM_ETC/cgroup.conf"   # 22.05 slurmd must autodetect; a cgroup.conf breaks it here
+    else
+        # 24.11 slurmd initialises a cgroup plugin unless told not to; the chroot has no cgroup fs.
+        printf '%s\n' "# Written by testbed/up.sh of Tally." "CgroupPlugin=disabled" >"$TB_SLURM_ETC/cgroup.conf"
+        chmod 0644 "$TB_SLURM_ETC/cgroup.conf"
+    fi
     (umask 077; cat >"$TB_SLURM_ETC/slurmdbd.conf" <<EOF
 # Written by testbed/up.sh of Tally.
 AuthType=auth/munge
 DbdHost=$HOST
 DbdAddr=127.0.0.1
-DbdPort=6819
+DbdPort=$TB_DBD_PORT
 SlurmUser=root
 PidFile=$TB_PID/slurmdbd.pid
 LogFile=$TB_LOG/slurmdbd.log
@@ -348,6 +355,14 @@ start_mariadb() {
     db_sql -e "CREATE USER IF NOT EXISTS '$TB_DB_USER'@'127.0.0.1' IDENTIFIED BY '$TB_DB_PASS';
                GRANT ALL ON \`$TB_DB_NAME\`.* TO '$TB_DB_USER'@'127.0.0.1';" \
         || fail "cannot create the database user for slurmdbd" mariadbd
+    # 24.11 (Debian 13, libmariadb 11.8.9): when slurmdbd has to create the database itself, it
+    # reconnects on the handle whose first connect failed, and every query with a result then
+    # fails ("5027 Number of columns in result (=1) set execeeds maxmimum allowed number of
+    # columns (=0)"): slurmdbd dies in _check_mysql_concat_is_sane. So the database exists first.
+    if [[ $TB_SLURM_RELEASE != 22.05 ]]; then
+        db_sql -e "CREATE DATABASE IF NOT EXISTS \`$TB_DB_NAME\`" \
+            || fail "cannot create the database for slurmdbd" mariadbd
+    fi
 }
 
 # Job ids continue after the last one recorded, so that sacct never sees two jobs with one id.
