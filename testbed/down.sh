@@ -10,7 +10,7 @@
 #
 # Environment:
 #   TALLY_RUN_DIR         run dir (default: the one recorded in /etc/slurm/slurm.conf,
-#                         else /var/tmp/tally-testbed)
+#                         else /var/tmp/tally-testbed; /var/tmp/tally-testbed-24.11 on Debian 13)
 #   TALLY_DRAIN_TIMEOUT   seconds to wait for cancelled jobs to leave the queue (default 90)
 set -euo pipefail
 # shellcheck source=testbed/lib.sh
@@ -35,6 +35,7 @@ if (( purge )); then
     rm -rf -- "$TB_RUN"
     if grep -qF "$TB_CONF_MARKER" "$TB_SLURM_CONF" 2>/dev/null; then
         rm -f "$TB_SLURM_CONF" "$TB_SLURM_ETC/gres.conf" "$TB_SLURM_ETC/slurmdbd.conf"
+        [[ $TB_SLURM_RELEASE == 22.05 ]] || rm -f "$TB_SLURM_ETC/cgroup.conf"
     fi
 fi
 log "down: done in $(elapsed "$t0")s"

@@ -2,8 +2,12 @@
 # Tally: install what the project needs (Debian 12, as root): the loopback Slurm cluster's
 # packages, and what the planner's HiGHS solver builds with (cmake, a C++ compiler, libclang
 # for the highs-sys bindings).
+# On Debian 13 (the chroot of testbed/trixie.sh, which runs this inside it) only the test
+# bed's packages: Slurm 24.11, munge, MariaDB and the commands the bed scripts and the tests
+# call (nothing is built there).
 # Idempotent: a fast no-op when everything is already installed at the right version.
-# Slurm packages are pinned to 22.05.8-4+deb12u3; nothing is installed with recommends.
+# Slurm packages are pinned (22.05.8-4+deb12u3 on Debian 12, 24.11.5-4+deb13u1 on Debian 13);
+# nothing is installed with recommends.
 # The emulator packages (slurm-wlm-emulator, slurm-client-emulator) are never installed: they
 # take over /usr/sbin/slurmctld and slurmd.
 #
@@ -13,8 +17,16 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SLURM_PKGS=(slurmctld slurmd slurm-client libslurm-dev slurm-wlm-basic-plugins-dev slurmdbd)
-OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils
-            cmake g++ libclang-dev)
+if [[ $TB_SLURM_RELEASE == 22.05 ]]; then
+    OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils
+                cmake g++ libclang-dev)
+    WHAT="cmake and libclang for HiGHS"
+else
+    # findutils: find of lib.sh; libstdc++6: target/release/tally (HiGHS is C++).
+    OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils hostname
+                findutils libstdc++6)
+    WHAT="munge and MariaDB"
+fi
 
 [[ $(id -u) == 0 ]] || die "install.sh must run as root"
 
@@ -34,7 +46,7 @@ missing() {
 t0=$(now)
 mapfile -t todo < <(missing)
 if (( ${#todo[@]} == 0 )); then
-    log "install: all packages present (${TB_SLURM_VERSION} for Slurm, cmake and libclang for HiGHS) [$(elapsed "$t0")s]"
+    log "install: all packages present (${TB_SLURM_VERSION} for Slurm, $WHAT) [$(elapsed "$t0")s]"
     exit 0
 fi
 log "install: to install: ${todo[*]}"

@@ -16,28 +16,48 @@
 #   tb_stop                                  stop the whole loopback cluster (used by up.sh/down.sh)
 #
 # Environment:
-#   TALLY_RUN_DIR   run dir of the test bed (default /var/tmp/tally-testbed; when unset and a
-#                   test bed config exists in /etc/slurm, the run dir recorded there is used)
+#   TALLY_RUN_DIR   run dir of the test bed (default /var/tmp/tally-testbed on Debian 12,
+#                   /var/tmp/tally-testbed-24.11 on Debian 13; when unset and a test bed config
+#                   exists in /etc/slurm, the run dir recorded there is used)
+#
+# Two Slurm releases, picked by the distribution this runs on: Debian 12 (the host) has Slurm
+# 22.05.8, Debian 13 (the chroot of testbed/trixie.sh) 24.11.5. The 24.11 bed has its own run
+# dir and ports, so both beds can run at the same time on one machine.
 
 TB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # ---- constants -------------------------------------------------------------------------------
-TB_SLURM_VERSION=22.05.8-4+deb12u3
+TB_DEBIAN=$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/dev/null || true)
+if [[ $TB_DEBIAN == 13 ]]; then
+    TB_SLURM_RELEASE=24.11
+    TB_SLURM_VERSION=24.11.5-4+deb13u1
+    TB_RUN_DEFAULT=/var/tmp/tally-testbed-24.11
+    TB_CTLD_PORT=6917
+    TB_DBD_PORT=6919
+    TB_DB_PORT=13406
+    TB_NODE_PORT0=18000
+else
+    TB_SLURM_RELEASE=22.05
+    TB_SLURM_VERSION=22.05.8-4+deb12u3
+    TB_RUN_DEFAULT=/var/tmp/tally-testbed
+    TB_CTLD_PORT=6817           # SlurmctldPort
+    TB_DBD_PORT=6819            # slurmdbd's DbdPort
+    TB_DB_PORT=13306            # our own mariadbd, away from a system one on 3306
+    TB_NODE_PORT0=17000         # node nK listens on TB_NODE_PORT0 + K
+fi
 TB_SLURM_ETC=/etc/slurm
 TB_SLURM_CONF=$TB_SLURM_ETC/slurm.conf
 TB_SLURM_LIBDIR=/usr/lib/x86_64-linux-gnu/slurm-wlm
 TB_CLUSTER=tally
-TB_DB_PORT=13306            # our own mariadbd, away from a system one on 3306
 TB_DB_NAME=slurm_acct_db
 TB_DB_USER=slurm
 TB_DB_PASS=tally-testbed
-TB_NODE_PORT0=17000         # node nK listens on TB_NODE_PORT0 + K
 TB_CONF_MARKER='# tally-testbed run dir:'
 
 # Run dir: explicit setting, else the one recorded in the current config, else the default.
 if [[ -z "${TALLY_RUN_DIR:-}" ]]; then
     TALLY_RUN_DIR=$(sed -n "s|^$TB_CONF_MARKER ||p" "$TB_SLURM_CONF" 2>/dev/null | head -n1 || true)
-    TALLY_RUN_DIR=${TALLY_RUN_DIR:-/var/tmp/tally-testbed}
+    TALLY_RUN_DIR=${TALLY_RUN_DIR:-$TB_RUN_DEFAULT}
 fi
 export TALLY_RUN_DIR
 TB_RUN=$TALLY_RUN_DIR
@@ -47,6 +67,10 @@ TB_DB_SOCK=$TB_RUN/mysql/run/mysqld.sock
 # Every daemon up.sh starts carries TB_TAG in its environment, so leftovers are found without
 # touching anybody else's processes (see is_tagged).
 TB_TAG="TALLY_TESTBED_RUN=$TB_RUN"
+# Our root directory (device:inode): a chroot sees the host's /proc, so processes are only ours
+# when their root is ours too (the 24.11 bed in the chroot and the host's bed never stop each
+# other's daemons, even with the same run dir).
+TB_ROOT_ID=$(stat -c %d:%i /)
 
 export DEBIAN_FRONTEND=noninteractive
 
@@ -149,9 +173,10 @@ stop_pids() {
     sleep 0.2
 }
 
-# is_tagged <pid>: the process carries TB_TAG, or (slurmstepd, whose process title overwrites
-# its environment) has a file of the run dir open, e.g. its slurmd's log.
+# is_tagged <pid>: the process has our root directory and carries TB_TAG, or (slurmstepd, whose
+# process title overwrites its environment) has a file of the run dir open, e.g. its slurmd's log.
 is_tagged() {
+    [[ $(stat -L -c %d:%i "/proc/$1/root/" 2>/dev/null) == "$TB_ROOT_ID" ]] || return 1
     tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF -- "$TB_TAG" && return 0
     find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname "$TB_RUN/*" 2>/dev/null | grep -q .
 }

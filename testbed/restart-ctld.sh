@@ -10,6 +10,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ $(id -u) == 0 ]] || die "restart-ctld.sh must run as root"
 [[ -f $TB_RUN/slurmctld.env ]] || die "no test bed under $TB_RUN (run testbed/up.sh first)"
 eval "CTLD_ENV_ARGS=($(cat "$TB_RUN/slurmctld.env"))"
+# Without TALLY_ENV up.sh's `printf '%q '` wrote a lone '' (an empty word, not a command for env).
+[[ ${#CTLD_ENV_ARGS[@]} != 1 || -n ${CTLD_ENV_ARGS[0]} ]] || CTLD_ENV_ARGS=()
 
 t=$(now)
 if pid=$(pid_of "$TB_PID/slurmctld.pid"); then

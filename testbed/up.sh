@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tally test bed: bring up a loopback Slurm 22.05 cluster on this machine (as root).
+# Tally test bed: bring up a loopback Slurm cluster on this machine (as root): Slurm 22.05 on
+# Debian 12, 24.11 on Debian 13 (the chroot of testbed/trixie.sh: own run dir and ports).
 #
 #   munged -> mariadbd (127.0.0.1) -> slurmdbd -> sacctmgr (cluster, accounts, users)
 #          -> slurmctld -> one `slurmd -N nK` per node, then wait until every node is idle.
@@ -13,6 +14,11 @@
 #
 # Environment (all optional):
 #   TALLY_NODES          number of nodes n[1-N], each 64 CPUs and 8 fake GPUs (default 4)
+#   TALLY_GPU_TYPES      GPU types, space-separated, cycled over the nodes (node nK gets type
+#                        number (K-1) mod <count>), e.g. "h100 b200"; default "fake". With more
+#                        than one, gres.conf has a line per type and AccountingStorageTRES lists
+#                        gres/gpu:<type> for each
+#   TALLY_DEBUG_PARTITION=1  a second partition "debug" with node n1 only, MaxTime=30
 #   TALLY_PRIORITY_TYPE  PriorityType (default priority/multifactor; e.g. priority/tally)
 #   TALLY_PLUGIN_DIR     folder searched for plugins before Slurm's own
 #                        (PluginDir=<dir>:/usr/lib/x86_64-linux-gnu/slurm-wlm)
@@ -35,7 +41,7 @@
 #                        the default line for that key
 #   TALLY_ENV            environment assignments for slurmctld, shell-quoted words,
 #                        e.g. "TALLY_CONFIG=/x/tally.toml TALLY_LOG=debug"
-#   TALLY_RUN_DIR        run dir (default /var/tmp/tally-testbed)
+#   TALLY_RUN_DIR        run dir (default /var/tmp/tally-testbed; on 24.11 /var/tmp/tally-testbed-24.11)
 #   TALLY_KEEP_STATE=1   keep slurmctld's saved state on a fresh start
 set -euo pipefail
 # shellcheck source=testbed/lib.sh
@@ -49,6 +55,8 @@ PLUGIN_DIR=${TALLY_PLUGIN_DIR:-}
 ACCOUNTS_FILE=${TALLY_ACCOUNTS:-}
 SLURM_EXTRA=${TALLY_SLURM_EXTRA:-}
 CTLD_ENV=${TALLY_ENV:-}
+GPU_TYPES_SPEC=${TALLY_GPU_TYPES:-fake}
+DEBUG_PARTITION=${TALLY_DEBUG_PARTITION:-0}
 HOST=$(hostname -s)
 NODE_CPUS=64
 NODE_MEM=512000
@@ -57,6 +65,13 @@ GPUS_PER_NODE=8
 [[ $NODES =~ ^[1-9][0-9]*$ ]] || die "TALLY_NODES must be a positive integer, got '$NODES'"
 (( NODES <= 999 )) || die "TALLY_NODES too large: $NODES"
 [[ $PRIORITY_TYPE == priority/* ]] || die "TALLY_PRIORITY_TYPE must be priority/<name>, got '$PRIORITY_TYPE'"
+read -r -a GPU_TYPES <<<"$GPU_TYPES_SPEC" || true
+(( ${#GPU_TYPES[@]} )) || die "TALLY_GPU_TYPES is empty"
+for t in "${GPU_TYPES[@]}"; do
+    [[ $t =~ ^[A-Za-z0-9_]+$ ]] || die "TALLY_GPU_TYPES: not a GPU type name: '$t'"
+done
+[[ $(printf '%s\n' "${GPU_TYPES[@]}" | sort | uniq -d) == "" ]] || die "TALLY_GPU_TYPES has a type twice: $GPU_TYPES_SPEC"
+[[ $DEBUG_PARTITION == [01] ]] || die "TALLY_DEBUG_PARTITION must be 0 or 1, got '$DEBUG_PARTITION'"
 if [[ -n $PLUGIN_DIR ]]; then
     [[ -d $PLUGIN_DIR ]] || die "TALLY_PLUGIN_DIR is not a directory: $PLUGIN_DIR"
     PLUGIN_DIR=$(cd "$PLUGIN_DIR" && pwd)
@@ -144,6 +159,56 @@ ACCOUNTS_SPEC=$(for i in "${!QOS_NAME[@]}"; do echo "qos ${QOS_NAME[$i]}${QOS_SE
 # ---- config files ----------------------------------------------------------------------------
 plugin_dir_value() { echo "${PLUGIN_DIR:+$PLUGIN_DIR:}$TB_SLURM_LIBDIR"; }
 
+# GPU TRES in accounting: gres/gpu, and each type when there are several.
+tres_value() {
+    local t v=gres/gpu
+    if (( ${#GPU_TYPES[@]} > 1 )); then
+        for t in "${GPU_TYPES[@]}"; do v+=",gres/gpu:$t"; done
+    fi
+    echo "$v"
+}
+
+# ranges <int...> (ascending): "1-3,5".
+ranges() {
+    local out='' first='' last='' x
+    for x in "$@" ''; do
+        if [[ -n $x && -n $last ]] && (( x == last + 1 )); then last=$x; continue; fi
+        if [[ -n $first ]]; then
+            out+="${out:+,}$first"
+            [[ $last == "$first" ]] || out+="-$last"
+        fi
+        first=$x; last=$x
+    done
+    echo "$out"
+}
+
+# nodes_of_type <index>: the node numbers of GPU type number <index> (0-based).
+nodes_of_type() {
+    local k
+    for (( k = $1 + 1; k <= NODES; k += ${#GPU_TYPES[@]} )); do echo "$k"; done
+}
+
+# The NodeName lines: one for all nodes with one GPU type; else one per type.
+node_lines() {
+    local i t k
+    local -a ks ports
+    if (( ${#GPU_TYPES[@]} == 1 )); then
+        echo "NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1" \
+             "Port=$(( TB_NODE_PORT0 + 1 ))-$(( TB_NODE_PORT0 + NODES ))" \
+             "CPUs=$NODE_CPUS RealMemory=$NODE_MEM Gres=gpu:${GPU_TYPES[0]}:$GPUS_PER_NODE State=UNKNOWN"
+        return
+    fi
+    for i in "${!GPU_TYPES[@]}"; do
+        t=${GPU_TYPES[$i]}
+        mapfile -t ks < <(nodes_of_type "$i")
+        (( ${#ks[@]} )) || continue
+        mapfile -t ports < <(for k in "${ks[@]}"; do echo $(( TB_NODE_PORT0 + k )); done)
+        echo "NodeName=n[$(ranges "${ks[@]}")] NodeHostname=$HOST NodeAddr=127.0.0.1" \
+             "Port=$(ranges "${ports[@]}")" \
+             "CPUs=$NODE_CPUS RealMemory=$NODE_MEM Gres=gpu:$t:$GPUS_PER_NODE State=UNKNOWN"
+    done
+}
+
 # Default slurm.conf "Key=value" lines; a key set in TALLY_SLURM_EXTRA drops the default one.
 base_conf() {
     cat <<EOF
@@ -162,7 +227,7 @@ SlurmctldLogFile=$TB_LOG/slurmctld.log
 SlurmdLogFile=$TB_LOG/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-SlurmctldPort=6817
+SlurmctldPort=$TB_CTLD_PORT
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
@@ -183,8 +248,8 @@ InactiveLimit=0
 Waittime=0
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort=6819
-AccountingStorageTRES=gres/gpu
+AccountingStoragePort=$TB_DBD_PORT
+AccountingStorageTRES=$(tres_value)
 AccountingStorageEnforce=associations,limits
 AccountingStoreFlags=job_comment
 PriorityType=$PRIORITY_TYPE
@@ -210,11 +275,13 @@ write_slurm_conf() {   # $1 = FirstJobId
             grep -qixF -- "$key" <<<"$extra_keys" || echo "$line"
         done
         echo "FirstJobId=$1"
-        echo "NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1" \
-             "Port=$(( TB_NODE_PORT0 + 1 ))-$(( TB_NODE_PORT0 + NODES ))" \
-             "CPUs=$NODE_CPUS RealMemory=$NODE_MEM Gres=gpu:fake:$GPUS_PER_NODE State=UNKNOWN"
+        node_lines
         echo "PartitionName=gpu Nodes=n[1-$NODES] Default=YES MaxTime=INFINITE State=UP" \
              "TRESBillingWeights=\"CPU=0,GRES/gpu=1.0\""
+        if (( DEBUG_PARTITION )); then
+            echo "PartitionName=debug Nodes=n1 Default=NO MaxTime=30 State=UP" \
+                 "TRESBillingWeights=\"CPU=0,GRES/gpu=1.0\""
+        fi
         if [[ -n $SLURM_EXTRA ]]; then
             echo "# TALLY_SLURM_EXTRA"
             printf '%s\n' "$SLURM_EXTRA"
@@ -225,16 +292,33 @@ write_slurm_conf() {   # $1 = FirstJobId
 }
 
 write_other_confs() {
-    printf '%s\n' "# Written by testbed/up.sh of Tally." "AutoDetect=off" \
-        "Name=gpu Type=fake File=$TB_RUN/gpu/nvidia[0-$(( GPUS_PER_NODE - 1 ))]" >"$TB_SLURM_ETC/gres.conf"
+    local files="File=$TB_RUN/gpu/nvidia[0-$(( GPUS_PER_NODE - 1 ))]" i k
+    local -a ks
+    {
+        printf '%s\n' "# Written by testbed/up.sh of Tally." "AutoDetect=off"
+        if (( ${#GPU_TYPES[@]} == 1 )); then
+            echo "Name=gpu Type=${GPU_TYPES[0]} $files"
+        else
+            for i in "${!GPU_TYPES[@]}"; do
+                mapfile -t ks < <(nodes_of_type "$i")
+                (( ${#ks[@]} == 0 )) || echo "NodeName=n[$(ranges "${ks[@]}")] Name=gpu Type=${GPU_TYPES[$i]} $files"
+            done
+        fi
+    } >"$TB_SLURM_ETC/gres.conf"
     chmod 0644 "$TB_SLURM_ETC/gres.conf"
-    rm -f "$TB_SLURM_ETC/cgroup.conf"   # 22.05 slurmd must autodetect; a cgroup.conf breaks it here
+    if [[ $TB_SLURM_RELEASE == 22.05 ]]; then
+        rm -f "$TB_SLURM_ETC/cgroup.conf"   # 22.05 slurmd must autodetect; a cgroup.conf breaks it here
+    else
+        # 24.11 slurmd initialises a cgroup plugin unless told not to; the chroot has no cgroup fs.
+        printf '%s\n' "# Written by testbed/up.sh of Tally." "CgroupPlugin=disabled" >"$TB_SLURM_ETC/cgroup.conf"
+        chmod 0644 "$TB_SLURM_ETC/cgroup.conf"
+    fi
     (umask 077; cat >"$TB_SLURM_ETC/slurmdbd.conf" <<EOF
 # Written by testbed/up.sh of Tally.
 AuthType=auth/munge
 DbdHost=$HOST
 DbdAddr=127.0.0.1
-DbdPort=6819
+DbdPort=$TB_DBD_PORT
 SlurmUser=root
 PidFile=$TB_PID/slurmdbd.pid
 LogFile=$TB_LOG/slurmdbd.log
@@ -253,7 +337,7 @@ EOF
 # Fingerprint of everything that needs a restart when it changes.
 fingerprint() {
     {
-        echo "run=$TB_RUN nodes=$NODES host=$HOST"
+        echo "run=$TB_RUN nodes=$NODES host=$HOST gpu_types=${GPU_TYPES[*]} debug_partition=$DEBUG_PARTITION"
         base_conf
         printf 'extra:\n%s\nenv:%s\naccounts:\n%s\n' "$SLURM_EXTRA" "${CTLD_ENV_ARGS[*]}" "$ACCOUNTS_SPEC"
         if [[ -n $PLUGIN_DIR ]]; then
@@ -348,6 +432,14 @@ start_mariadb() {
     db_sql -e "CREATE USER IF NOT EXISTS '$TB_DB_USER'@'127.0.0.1' IDENTIFIED BY '$TB_DB_PASS';
                GRANT ALL ON \`$TB_DB_NAME\`.* TO '$TB_DB_USER'@'127.0.0.1';" \
         || fail "cannot create the database user for slurmdbd" mariadbd
+    # 24.11 (Debian 13, libmariadb 11.8.9): when slurmdbd has to create the database itself, it
+    # reconnects on the handle whose first connect failed, and every query with a result then
+    # fails ("5027 Number of columns in result (=1) set execeeds maxmimum allowed number of
+    # columns (=0)"): slurmdbd dies in _check_mysql_concat_is_sane. So the database exists first.
+    if [[ $TB_SLURM_RELEASE != 22.05 ]]; then
+        db_sql -e "CREATE DATABASE IF NOT EXISTS \`$TB_DB_NAME\`" \
+            || fail "cannot create the database for slurmdbd" mariadbd
+    fi
 }
 
 # Job ids continue after the last one recorded, so that sacct never sees two jobs with one id.

@@ -13,7 +13,18 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const RUN_DIR: &str = "/var/tmp/tally-testbed";
+/// The test bed's run dir: `TALLY_RUN_DIR` when set (the 24.11 bed's inside
+/// `testbed/trixie.sh run`), else the host bed's default.
+struct RunDir;
+impl std::fmt::Display for RunDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dir = std::env::var("TALLY_RUN_DIR")
+            .ok()
+            .filter(|d| !d.is_empty());
+        f.write_str(dir.as_deref().unwrap_or("/var/tmp/tally-testbed"))
+    }
+}
+const RUN_DIR: RunDir = RunDir;
 const ALLOCATED: u64 = 1 << 31;
 
 fn root() -> PathBuf {
