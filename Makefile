@@ -4,7 +4,9 @@
 #   make test   every test (what CI runs through .ci/run)
 
 CARGO ?= cargo
-TALLY := target/release/tally
+# Where cargo puts what it builds: $CARGO_TARGET_DIR when set, as cargo does.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+TALLY := $(TARGET_DIR)/release/tally
 CONFIG ?= examples/tally.toml
 # Which Slurm the plugins are built for: `host` (the machine's, 22.05.8 on
 # Debian 12) or `24.11` (Debian 13's, in the chroot testbed/trixie.sh makes
@@ -15,7 +17,7 @@ TRIXIE_ROOT ?= /var/tmp/tally-trixie
 ifeq ($(SLURM),host)
 PLUGIN_DIR := $(CURDIR)/target/plugins
 PLUGIN_ENV :=
-PLUGIN_TARGET := target
+PLUGIN_TARGET := $(TARGET_DIR)
 else ifeq ($(SLURM),24.11)
 PLUGIN_DIR := $(CURDIR)/target/plugins-24.11
 PLUGIN_TARGET := target/slurm-24.11
