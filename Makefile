@@ -45,7 +45,7 @@ INSTALL_PROGRAM ?= $(INSTALL) -m 0755
 INSTALL_DATA ?= $(INSTALL) -m 0644
 
 .PHONY: demo rules down test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean \
-	install install-strip uninstall installable install-check
+	install install-strip uninstall installable install-check deb deb-check
 
 ## The main job: a real Slurm with priority/tally and a demo workload.
 demo:
@@ -142,6 +142,17 @@ installable:
 ## uninstall` must leave no file behind.
 install-check: build plugins
 	bash scripts/install-check.sh
+
+## The Debian package for $(SLURM)'s Slurm release:
+## target/deb/tally-slurm-<major.minor>_<version>_<arch>.deb (scripts/mkdeb.sh).
+deb: build plugins
+	SLURM=$(SLURM) SLURM_HEADER=$(SLURM_HEADER) bash scripts/mkdeb.sh
+
+## The package in a throwaway root (dpkg --root; the host's dpkg database is
+## not touched): files, Depends, plugin_version, refusal by another Slurm,
+## clean removal.
+deb-check: deb
+	bash scripts/deb-check.sh --header $(SLURM_HEADER) "$$(SLURM=$(SLURM) SLURM_HEADER=$(SLURM_HEADER) bash scripts/mkdeb.sh --path)"
 
 ## Regenerate slurm-sys/src/bindings.rs from the Slurm source (needs libclang).
 bindings:
