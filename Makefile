@@ -42,6 +42,8 @@ EXAMPLEDIR ?= $(SYSCONFDIR)/tally
 PLUGINDIR ?= /usr/lib/x86_64-linux-gnu/slurm-wlm
 INSTALL ?= install
 INSTALL_PROGRAM ?= $(INSTALL) -m 0755
+# Shared objects are dlopen()ed, not run: 0644, as Debian ships Slurm's own.
+INSTALL_LIB ?= $(INSTALL) -m 0644
 INSTALL_DATA ?= $(INSTALL) -m 0644
 
 .PHONY: demo rules down test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean \
@@ -103,7 +105,7 @@ plugins:
 ## release's plugins.
 install: installable
 	$(INSTALL) -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(EXAMPLEDIR)
-	for p in $(PLUGINS); do $(INSTALL_PROGRAM) $(PLUGIN_DIR)/$$p.so $(DESTDIR)$(PLUGINDIR)/$$p.so || exit 1; done
+	for p in $(PLUGINS); do $(INSTALL_LIB) $(PLUGIN_DIR)/$$p.so $(DESTDIR)$(PLUGINDIR)/$$p.so || exit 1; done
 	$(INSTALL_PROGRAM) $(TALLY) $(DESTDIR)$(BINDIR)/tally
 	pages=$$(mktemp -d) && trap 'rm -rf "$$pages"' EXIT && \
 	    $(TALLY) man --out "$$pages" >/dev/null && $(INSTALL_DATA) "$$pages"/*.1 $(DESTDIR)$(MANDIR)/man1/
@@ -112,7 +114,7 @@ install: installable
 
 ## The same, with the symbols and debug information stripped (106 MB -> 15 MB).
 install-strip:
-	$(MAKE) install INSTALL_PROGRAM='$(INSTALL) -m 0755 -s'
+	$(MAKE) install INSTALL_PROGRAM='$(INSTALL) -m 0755 -s' INSTALL_LIB='$(INSTALL) -m 0644 -s'
 
 ## Remove exactly what `make install` (same variables) put there. The man
 ## pages are the ones the installed tally writes (else the built one).

@@ -91,6 +91,8 @@ for f in "${want_files[@]}"; do check "ships /$f" grep -qx "$f" "$scratch/paths"
 check "nothing under /etc" bash -c "! grep -q '^etc' '$scratch/paths'"
 check "every man page gzipped" bash -c "! grep '^usr/share/man/man[0-9]/.' '$scratch/paths' | grep -qv '\.gz$'"
 check "every entry root/root" bash -c "! awk '\$2 != \"root/root\"' '$scratch/listing' | grep -q ."
+check "plugins -rw-r--r-- (as Debian's Slurm plugins), tally -rwxr-xr-x" \
+    test "$(awk '$6 ~ /_tally\.so$|bin\/tally$/ { print $1 }' "$scratch/listing" | LC_ALL=C sort | uniq -c | awk '{ printf "%s %s;", $1, $2 }')" = "3 -rw-r--r--;1 -rwxr-xr-x;"
 
 mkdir "$scratch/x"
 dpkg-deb -x "$deb" "$scratch/x"

@@ -63,8 +63,8 @@ check "install: 3 plugins, tally, $npages man1 pages, tally.toml(5), the example
 check "installed tally runs" "$d/usr/local/bin/tally" --version
 check "installed plugins carry a Slurm plugin_version" \
     bash "$ROOT/scripts/plugin-version.sh" "$d"/usr/lib/x86_64-linux-gnu/slurm-wlm/{priority,job_submit,preempt}_tally.so
-check "plugins are executable (0755)" \
-    test "$(stat -c %a "$d"/usr/lib/x86_64-linux-gnu/slurm-wlm/priority_tally.so)" = 755
+check "plugins are 0644 (as Debian's Slurm plugins), tally 0755" \
+    test "$(stat -c %a "$d"/usr/lib/x86_64-linux-gnu/slurm-wlm/{priority,job_submit,preempt}_tally.so "$d/usr/local/bin/tally" | tr '\n' ' ')" = "644 644 644 755 "
 check "man pages are 0644" test "$(stat -c %a "$d/usr/local/share/man/man5/tally.toml.5")" = 644
 check "tally.1 and a subcommand page installed" test -s "$d/usr/local/share/man/man1/tally.1" -a -s "$d/usr/local/share/man/man1/tally-config-check.1"
 check "the example is examples/tally.toml" cmp -s "$ROOT/examples/tally.toml" "$d/etc/tally/tally.toml.example"
