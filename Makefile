@@ -4,7 +4,9 @@
 #   make test   every test (what CI runs through .ci/run)
 
 CARGO ?= cargo
-TALLY := target/release/tally
+# Where cargo puts what it builds: $CARGO_TARGET_DIR when set, as cargo does.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+TALLY := $(TARGET_DIR)/release/tally
 CONFIG ?= examples/tally.toml
 # Which Slurm the plugins are built for: `host` (the machine's, 22.05.8 on
 # Debian 12) or `24.11` (Debian 13's, in the chroot testbed/trixie.sh makes
@@ -15,7 +17,7 @@ TRIXIE_ROOT ?= /var/tmp/tally-trixie
 ifeq ($(SLURM),host)
 PLUGIN_DIR := $(CURDIR)/target/plugins
 PLUGIN_ENV :=
-PLUGIN_TARGET := target
+PLUGIN_TARGET := $(TARGET_DIR)
 else ifeq ($(SLURM),24.11)
 PLUGIN_DIR := $(CURDIR)/target/plugins-24.11
 PLUGIN_TARGET := target/slurm-24.11
@@ -23,8 +25,29 @@ PLUGIN_ENV := SLURM_INCLUDE_DIR=$(TRIXIE_ROOT)/usr/include CARGO_TARGET_DIR=$(CU
 else
 $(error SLURM=$(SLURM): supported are SLURM=host (the machine's Slurm) and SLURM=24.11 (the chroot of testbed/trixie.sh))
 endif
+# The slurm_version.h the plugins of $(SLURM) are built against.
+SLURM_HEADER := $(if $(filter host,$(SLURM)),$(or $(SLURM_INCLUDE_DIR),/usr/include),$(TRIXIE_ROOT)/usr/include)/slurm/slurm_version.h
+PLUGINS := priority_tally job_submit_tally preempt_tally
 
-.PHONY: demo rules down test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean
+# `make install`: the usual names. DESTDIR stages (packaging, tests).
+DESTDIR ?=
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+# tally.toml.example goes here; the plugins and tally read /etc/slurm/tally.toml
+# (or $TALLY_CONFIG): copying the example there is the admin's step.
+EXAMPLEDIR ?= $(SYSCONFDIR)/tally
+# Where slurmctld loads plugins from (Debian 12 and 13: slurm-wlm's PluginDir).
+PLUGINDIR ?= /usr/lib/x86_64-linux-gnu/slurm-wlm
+INSTALL ?= install
+INSTALL_PROGRAM ?= $(INSTALL) -m 0755
+# Shared objects are dlopen()ed, not run: 0644, as Debian ships Slurm's own.
+INSTALL_LIB ?= $(INSTALL) -m 0644
+INSTALL_DATA ?= $(INSTALL) -m 0644
+
+.PHONY: demo rules down test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean \
+	install install-strip uninstall installable install-check deb deb-check
 
 ## The main job: a real Slurm with priority/tally and a demo workload.
 demo:
@@ -40,8 +63,9 @@ rules: build
 down:
 	bash testbed/down.sh
 
-## Every test: pure, fake host, and end to end against a real Slurm.
-test: slurm-packages test-unit fuzz-smoke e2e
+## Every test: pure, fake host, end to end against a real Slurm, and make
+## install/uninstall into a scratch DESTDIR.
+test: slurm-packages test-unit fuzz-smoke e2e install-check
 
 ## Slurm 22.05.8 from Debian 12 (pinned), MariaDB, munge: the fake-host test
 ## loads the real libslurmfull.so; the end-to-end tests run the daemons.
@@ -72,6 +96,65 @@ plugins:
 	mkdir -p $(PLUGIN_DIR)
 	for p in priority_tally job_submit_tally preempt_tally; do \
 	    install -m 0755 $(PLUGIN_TARGET)/release/lib$$p.so $(PLUGIN_DIR)/$$p.so; done
+
+## Install what `make build` and `make plugins` built: the three plugins into
+## $(PLUGINDIR), tally into $(BINDIR), its man pages and tally.toml(5) into
+## $(MANDIR), tally.toml.example into $(EXAMPLEDIR) (a tally.toml is never
+## written). Compiles nothing, so `sudo make install` after a build as
+## yourself does not rebuild as root elsewhere; SLURM=24.11 installs that
+## release's plugins.
+install: installable
+	$(INSTALL) -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(EXAMPLEDIR)
+	for p in $(PLUGINS); do $(INSTALL_LIB) $(PLUGIN_DIR)/$$p.so $(DESTDIR)$(PLUGINDIR)/$$p.so || exit 1; done
+	$(INSTALL_PROGRAM) $(TALLY) $(DESTDIR)$(BINDIR)/tally
+	pages=$$(mktemp -d) && trap 'rm -rf "$$pages"' EXIT && \
+	    $(TALLY) man --out "$$pages" >/dev/null && $(INSTALL_DATA) "$$pages"/*.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL_DATA) docs/man/tally.toml.5 $(DESTDIR)$(MANDIR)/man5/tally.toml.5
+	$(INSTALL_DATA) examples/tally.toml $(DESTDIR)$(EXAMPLEDIR)/tally.toml.example
+
+## The same, with the symbols and debug information stripped (106 MB -> 15 MB).
+install-strip:
+	$(MAKE) install INSTALL_PROGRAM='$(INSTALL) -m 0755 -s' INSTALL_LIB='$(INSTALL) -m 0644 -s'
+
+## Remove exactly what `make install` (same variables) put there. The man
+## pages are the ones the installed tally writes (else the built one).
+uninstall:
+	@bin=$(DESTDIR)$(BINDIR)/tally; [ -x "$$bin" ] || bin=$(TALLY); \
+	pages=$$(mktemp -d) && trap 'rm -rf "$$pages"' EXIT && \
+	if ! "$$bin" man --out "$$pages" >/dev/null 2>&1; then \
+	    echo "make uninstall: cannot list the manual pages: neither $(DESTDIR)$(BINDIR)/tally nor $(TALLY) runs \`tally man\`;" \
+	        "remove $(DESTDIR)$(MANDIR)/man1/tally.1 and tally-*.1 by hand, or run make build first" >&2; exit 1; fi; \
+	for f in "$$pages"/*.1; do echo "rm -f $(DESTDIR)$(MANDIR)/man1/$${f##*/}"; rm -f "$(DESTDIR)$(MANDIR)/man1/$${f##*/}"; done
+	for p in $(PLUGINS); do rm -f $(DESTDIR)$(PLUGINDIR)/$$p.so; done
+	rm -f $(DESTDIR)$(BINDIR)/tally $(DESTDIR)$(MANDIR)/man5/tally.toml.5 $(DESTDIR)$(EXAMPLEDIR)/tally.toml.example
+	if [ -d $(DESTDIR)$(EXAMPLEDIR) ]; then rmdir --ignore-fail-on-non-empty $(DESTDIR)$(EXAMPLEDIR); fi
+
+## What install needs, with what to run when it is missing; the plugins must
+## carry the plugin_version of the headers they are for (Slurm checks it).
+installable:
+	@test -x $(TALLY) || { echo "make install: $(TALLY) is missing: run \`make build\` first (make install builds nothing; if cargo builds elsewhere, pass CARGO_TARGET_DIR=DIR)" >&2; exit 1; }
+	@for p in $(PLUGINS); do test -f $(PLUGIN_DIR)/$$p.so || { \
+	    echo "make install: $(PLUGIN_DIR)/$$p.so is missing: run \`make plugins$(if $(filter host,$(SLURM)),, SLURM=$(SLURM))\` first" >&2; exit 1; }; done
+	@if [ -r $(SLURM_HEADER) ]; then \
+	    bash scripts/plugin-version.sh --header $(SLURM_HEADER) $(foreach p,$(PLUGINS),$(PLUGIN_DIR)/$(p).so) >/dev/null || { \
+	        echo "make install: the plugins in $(PLUGIN_DIR) are not for the Slurm of $(SLURM_HEADER): run \`make plugins$(if $(filter host,$(SLURM)),, SLURM=$(SLURM))\`" >&2; exit 1; }; \
+	else echo "make install: $(SLURM_HEADER) not found: the plugins' Slurm version was not checked" >&2; fi
+
+## `make install` into a scratch DESTDIR, each file checked, then `make
+## uninstall` must leave no file behind.
+install-check: build plugins
+	bash scripts/install-check.sh
+
+## The Debian package for $(SLURM)'s Slurm release:
+## target/deb/tally-slurm-<major.minor>_<version>_<arch>.deb (scripts/mkdeb.sh).
+deb: build plugins
+	SLURM=$(SLURM) SLURM_HEADER=$(SLURM_HEADER) bash scripts/mkdeb.sh
+
+## The package in a throwaway root (dpkg --root; the host's dpkg database is
+## not touched): files, Depends, plugin_version, refusal by another Slurm,
+## clean removal.
+deb-check: deb
+	bash scripts/deb-check.sh --header $(SLURM_HEADER) "$$(SLURM=$(SLURM) SLURM_HEADER=$(SLURM_HEADER) bash scripts/mkdeb.sh --path)"
 
 ## Regenerate slurm-sys/src/bindings.rs from the Slurm source (needs libclang).
 bindings:

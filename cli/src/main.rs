@@ -5,7 +5,7 @@
 // Unsafe code only where allowed by name (the SIGPIPE reset in `main`).
 #![deny(unsafe_code)]
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,6 +14,7 @@ mod check;
 mod demo;
 mod explain;
 mod live;
+mod man;
 mod share;
 mod slurm_json;
 mod plan;
@@ -74,6 +75,14 @@ enum Command {
         /// Cluster size in GPUs (default: [cluster] gpus of the file).
         #[arg(long)]
         gpus: Option<u32>,
+    },
+    /// Write the manual pages (tally.1 and tally-SUBCOMMAND.1) into a
+    /// directory and print their paths; `make install` and `make deb` call it.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
     },
 }
 
@@ -182,6 +191,11 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan::run_cmd(args),
         Command::Budget(args) => budget::run_cmd(args),
         Command::Explain(args) => explain::run_cmd(args),
+        Command::Man { out } => man::write_pages(Cli::command(), &out).map(|paths| {
+            for p in paths {
+                println!("{}", p.display());
+            }
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

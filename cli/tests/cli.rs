@@ -390,3 +390,87 @@ fn trace_augment_refuses_more_debug_jobs_than_it_can_hold() {
     assert!(ok, "{err}");
     assert!(err.contains("debug jobs added"), "{err}");
 }
+
+/// The subcommands `tally PATH --help` lists (without `help`).
+fn help_subcommands(path: &[&str]) -> Vec<String> {
+    let mut args = path.to_vec();
+    args.push("--help");
+    let (ok, out, err) = tally(&args);
+    assert!(ok, "{err}");
+    out.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn man_writes_one_page_per_command_the_help_lists() {
+    // The pages a user can find from `tally --help`, walked down every level.
+    let mut want = vec!["tally".to_string()];
+    let mut todo = vec![Vec::<String>::new()];
+    while let Some(path) = todo.pop() {
+        let refs: Vec<&str> = path.iter().map(String::as_str).collect();
+        for sub in help_subcommands(&refs) {
+            let mut p = path.clone();
+            p.push(sub);
+            want.push(format!("tally-{}", p.join("-")));
+            todo.push(p);
+        }
+    }
+    want.sort();
+    assert!(want.len() > 10, "{want:?}");
+    assert!(want.contains(&"tally-config-check".to_string()), "{want:?}");
+
+    let dir = std::env::temp_dir().join(format!("tally-cli-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, out, err) = tally(&["man", "--out", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let printed: Vec<&str> = out.lines().collect();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut names: Vec<String> = files.iter().map(|f| f.strip_suffix(".1").expect("section 1 pages only").to_string()).collect();
+    names.sort();
+    assert_eq!(names, want, "one page per command of `tally --help`, none for the hidden `man`");
+    assert_eq!(printed.len(), files.len(), "{out}");
+    assert!(printed[0].ends_with("/tally.1"), "{out}");
+
+    let page = |name: &str| std::fs::read_to_string(dir.join(format!("{name}.1"))).unwrap();
+    let top = page("tally");
+    assert!(top.contains("\n.TH tally 1 "), "{top}");
+    for name in &want[1..] {
+        assert!(top.contains(&format!(".BR {name} (1)")), "tally.1 refers to {name}(1)");
+        assert!(page(name).contains(".BR tally (1)"), "{name}.1 refers back to tally(1)");
+    }
+    assert!(top.contains(".BR tally.toml (5)") && top.contains("TALLY_CONFIG"), "{top}");
+    // Options come from the clap definitions.
+    let share = page("tally-share");
+    for flag in ["helpformat", "parsable2", "svg"] {
+        assert!(share.contains(&format!("\\-\\-{flag}")), "tally-share.1 has --{flag}");
+    }
+
+    // groff finds nothing to warn about (when it is installed).
+    if std::process::Command::new("groff").arg("--version").output().is_ok() {
+        for f in &files {
+            let out = std::process::Command::new("groff").args(["-man", "-ww", "-z"]).arg(dir.join(f)).output().unwrap();
+            assert!(out.status.success() && out.stderr.is_empty(), "{f}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    } else {
+        eprintln!("groff not installed: the pages' roff was not checked");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn man_says_what_is_wrong_with_an_unwritable_directory() {
+    let file = temp_config("not-a-dir", "");
+    let (ok, _, err) = tally(&["man", "--out", &file]);
+    assert!(!ok);
+    assert!(err.starts_with(&format!("tally man: cannot create {file}")), "{err}");
+}

@@ -121,6 +121,77 @@ impl<'de> Deserialize<'de> for Duration {
     }
 }
 
+/// Every key tally.toml accepts, as dotted paths in file order of the raw
+/// types: `cluster.gpus`, ... `accounts.*.share`, `users.*` (`*`: a name
+/// of the file's choosing). Read from the field lists serde's derive passes
+/// to the deserializer (the same lists `deny_unknown_fields` checks keys
+/// against), so a field added to a raw struct is listed here without
+/// anyone writing it down; the man page test compares them with
+/// docs/man/tally.toml.5.
+///
+/// # Panics
+///
+/// When [`RawConfig`] has a table this function does not map to its raw
+/// type (a new table must be added to the `match`).
+pub fn accepted_keys() -> Vec<String> {
+    let mut keys = Vec::new();
+    for &table in fields_of::<RawConfig>() {
+        let (prefix, fields) = match table {
+            "cluster" => ("cluster", fields_of::<RawCluster>()),
+            "ledger" => ("ledger", fields_of::<RawLedger>()),
+            "contracts" => ("contracts", fields_of::<RawContracts>()),
+            "priority" => ("priority", fields_of::<RawPriority>()),
+            "planner" => ("planner", fields_of::<RawPlanner>()),
+            "log" => ("log", fields_of::<RawLog>()),
+            "reports" => ("reports", fields_of::<RawReports>()),
+            "accounts" => ("accounts.*", fields_of::<RawAccount>()),
+            // A map of user name to account name: no fields of its own.
+            "users" => {
+                keys.push("users.*".to_string());
+                continue;
+            }
+            other => panic!("raw::accepted_keys: RawConfig's table `{other}` is not mapped to its raw type here"),
+        };
+        keys.extend(fields.iter().map(|f| format!("{prefix}.{f}")));
+    }
+    keys
+}
+
+/// The field names serde's derive gives `T` (`T` must be a struct).
+fn fields_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields = None;
+    // Always an error: FieldNames only records the list and stops.
+    let _ = T::deserialize(FieldNames(&mut fields));
+    fields.unwrap_or_else(|| panic!("{} is not a struct with named fields", std::any::type_name::<T>()))
+}
+
+/// A deserializer that answers nothing: it records the field list of the
+/// struct asked for and fails.
+struct FieldNames<'a>(&'a mut Option<&'static [&'static str]>);
+
+impl<'de> Deserializer<'de> for FieldNames<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = Some(fields);
+        Err(de::Error::custom("field names recorded"))
+    }
+
+    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not a struct"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
+
 /// Parse TOML into [`RawConfig`]; on failure (key path, line, message).
 pub fn parse(text: &str) -> Result<RawConfig, (String, Option<usize>, String)> {
     parse_as(text)

@@ -327,3 +327,24 @@ fn unallocated_below_above_the_maximum_is_refused_with_its_line() {
     let c = Config::parse("[contracts]\nunallocated_below = \"8h\"\n", "t.toml").unwrap();
     assert_eq!(c.contracts.unallocated_below_s, 8 * 3600);
 }
+
+#[test]
+fn accepted_keys_are_the_keys_serde_accepts() {
+    let keys = raw::accepted_keys();
+    for k in ["cluster.gpus", "ledger.window", "contracts.long_jobs", "planner.decay", "reports.admins", "accounts.*.gpu_hours", "users.*"] {
+        assert!(keys.iter().any(|x| x == k), "{k} in {keys:?}");
+    }
+    // Each listed key is known to the deserializer (a value of the wrong
+    // type may be refused, an unknown field may not)...
+    for key in &keys {
+        let (table, name) = key.rsplit_once('.').unwrap();
+        let table = table.replace('*', "x");
+        let name = name.replace('*', "x");
+        if let Err((k, _, message)) = raw::parse(&format!("[{table}]\n{name} = 0\n")) {
+            assert!(!message.contains("unknown field"), "{key}: {k}: {message}");
+        }
+    }
+    // ... and a key next to them is not.
+    let (_, _, message) = raw::parse("[cluster]\nzone = 0\n").unwrap_err();
+    assert!(message.contains("unknown field"), "{message}");
+}

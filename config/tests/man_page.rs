@@ -1,0 +1,190 @@
+//! docs/man/tally.toml.5 against the code: every key serde accepts is
+//! documented, every documented key exists, every default written as a
+//! value is the default, and the page's example validates.
+//!
+//! The page's conventions are stated in its header comment.
+
+use tally_config::{raw, Config};
+
+const PAGE: &str = include_str!("../../docs/man/tally.toml.5");
+const PAGE_PATH: &str = "docs/man/tally.toml.5";
+
+/// One `.TP` entry of the page.
+#[derive(Debug)]
+struct Entry {
+    /// Dotted key, `*` for a name of the file's choosing.
+    key: String,
+    /// Under "Removed keys".
+    removed: bool,
+    /// The default as written after `Default:` (roff escapes undone), and
+    /// whether it was a literal (`\fB...\fR`).
+    default: Option<(String, bool)>,
+}
+
+/// `\fINAME\fP`, `\fINAME\fR` → `*`; other font changes dropped.
+fn unroff(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("\\f") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        if let Some(italic) = after.strip_prefix('I') {
+            // An italic word is a placeholder.
+            let end = italic.find("\\f").unwrap_or(italic.len());
+            out.push('*');
+            rest = &italic[end..];
+        } else {
+            rest = after.get(1..).unwrap_or("");
+        }
+    }
+    out.push_str(rest);
+    out.replace("\\-", "-").replace("\\(dq", "\"").replace("\\e", "\\")
+}
+
+fn entries() -> Vec<Entry> {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut in_parameters = false;
+    let mut table: Option<String> = None;
+    let mut removed = false;
+    let lines: Vec<&str> = PAGE.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(title) = line.strip_prefix(".SH ") {
+            in_parameters = title.trim_matches('"') == "PARAMETERS";
+            table = None;
+            continue;
+        }
+        if !in_parameters {
+            continue;
+        }
+        if let Some(title) = line.strip_prefix(".SS ") {
+            let title = unroff(title.trim_matches('"'));
+            removed = title == "Removed keys";
+            table = title.strip_prefix('[').and_then(|t| t.strip_suffix(']')).map(str::to_string);
+            assert!(table.is_some() || removed, "{PAGE_PATH}:{}: `.SS {title}` is neither a [table] nor Removed keys", i + 1);
+            continue;
+        }
+        if *line == ".TP" {
+            let tag = lines.get(i + 1).copied().unwrap_or_default();
+            let Some((name, ty)) = tag.split_once(" = ") else {
+                panic!("{PAGE_PATH}:{}: a key entry reads `\\fBkey\\fR = \\fItype\\fR`, found `{tag}`", i + 2)
+            };
+            assert!(ty.starts_with("\\fI") && ty.ends_with("\\fR"), "{PAGE_PATH}:{}: type in italics: `{tag}`", i + 2);
+            let name = unroff(name);
+            let key = match &table {
+                Some(t) => format!("{t}.{name}"),
+                None => name,
+            };
+            entries.push(Entry { key, removed, default: None });
+            continue;
+        }
+        if let Some(d) = line.strip_prefix("Default: ") {
+            let entry = entries.last_mut().unwrap_or_else(|| panic!("{PAGE_PATH}:{}: a Default outside an entry", i + 1));
+            assert!(entry.default.is_none(), "{PAGE_PATH}:{}: a second Default for {}", i + 1, entry.key);
+            let literal = d.strip_prefix("\\fB").and_then(|d| d.strip_suffix("\\fR."));
+            entry.default = Some(match literal {
+                Some(l) => (unroff(l), true),
+                None => (unroff(d), false),
+            });
+        }
+    }
+    entries
+}
+
+#[test]
+fn every_accepted_key_is_documented_and_every_documented_key_exists() {
+    let accepted = raw::accepted_keys();
+    let entries = entries();
+    let documented: Vec<&str> = entries.iter().map(|e| e.key.as_str()).collect();
+    let undocumented: Vec<&String> = accepted.iter().filter(|k| !documented.contains(&k.as_str())).collect();
+    let unknown: Vec<&str> = documented.iter().copied().filter(|k| !accepted.iter().any(|a| a == k)).collect();
+    assert!(undocumented.is_empty(), "keys config/src/raw.rs accepts but {PAGE_PATH} does not document: {undocumented:?}");
+    assert!(unknown.is_empty(), "keys {PAGE_PATH} documents but config/src/raw.rs does not accept: {unknown:?}");
+    let mut seen = std::collections::BTreeSet::new();
+    for e in &entries {
+        assert!(seen.insert(&e.key), "{PAGE_PATH} documents {} twice", e.key);
+        assert!(e.default.is_some(), "{PAGE_PATH}: {} has no `Default:` line", e.key);
+    }
+    // The parser saw the page's tables (not an empty list that agrees with nothing).
+    assert!(entries.len() >= 30, "{} entries", entries.len());
+}
+
+/// The file around `key = value` that makes its default visible in
+/// [`Config`]: the planner's keys only matter when it is enabled, the
+/// lane's size only with the lane on.
+fn context(key: &str) -> (&'static str, &'static [&'static str]) {
+    match key {
+        "planner.enabled" => ("[cluster]\ngpus = 8\n", &[]),
+        k if k.starts_with("planner.") => ("[cluster]\ngpus = 8\n", &["enabled = true"]),
+        "priority.debug_lane_gpus" => ("", &["debug_lane = true"]),
+        _ => ("", &[]),
+    }
+}
+
+#[test]
+fn every_documented_default_is_the_default() {
+    let mut checked = 0;
+    for e in entries().iter().filter(|e| !e.removed) {
+        let Some((value, true)) = &e.default else { continue };
+        let (table, key) = e.key.rsplit_once('.').expect("a key in a table");
+        assert!(!table.contains('*'), "{}: a key of the file's choosing has no default", e.key);
+        let (preamble, lines) = context(&e.key);
+        let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let base = if body.is_empty() { preamble.to_string() } else { format!("{preamble}[{table}]\n{body}") };
+        let with = format!("{preamble}[{table}]\n{body}{key} = {value}\n");
+        let parse = |text: &str| {
+            let mut c = Config::parse(text, "t.toml").unwrap_or_else(|err| panic!("{}: {err}\n{text}", e.key));
+            c.text.clear();
+            c
+        };
+        assert_eq!(parse(&with), parse(&base), "{PAGE_PATH}: the default of {} is not {value}", e.key);
+        checked += 1;
+    }
+    assert!(checked >= 20, "{checked} defaults checked");
+}
+
+#[test]
+fn removed_keys_are_refused() {
+    let removed: Vec<Entry> = entries().into_iter().filter(|e| e.removed).collect();
+    assert!(!removed.is_empty());
+    for e in removed {
+        let (table, key) = e.key.rsplit_once('.').unwrap();
+        let err = Config::parse(&format!("[{table}]\n{key} = \"1h\"\n"), "t.toml").unwrap_err().to_string();
+        assert!(err.contains("no longer used"), "{}: {err}", e.key);
+    }
+}
+
+#[test]
+fn the_example_validates() {
+    let example = PAGE.split("\n.SH EXAMPLE\n").nth(1).expect("an EXAMPLE section");
+    let body = example.split("\n.EX\n").nth(1).and_then(|b| b.split("\n.EE\n").next()).expect(".EX ... .EE");
+    let text = unroff(body);
+    let c = Config::parse(&text, "example").unwrap_or_else(|e| panic!("{PAGE_PATH}'s example: {e}"));
+    assert_eq!(c.cluster.gpus, Some(64));
+    assert_eq!(c.tree.len(), 6, "root and the five accounts");
+}
+
+#[test]
+fn examples_tally_toml_sets_only_documented_keys() {
+    // The installed example (tally.toml.example) next to the page: it uses
+    // no key the page does not describe, and it validates.
+    let text = include_str!("../../examples/tally.toml");
+    Config::parse(text, "examples/tally.toml").unwrap();
+    let documented: Vec<String> = entries().into_iter().map(|e| e.key).collect();
+    let value: toml::Table = text.parse().unwrap();
+    for (table, v) in &value {
+        let toml::Value::Table(t) = v else { panic!("{table} is not a table") };
+        for (k, v) in t {
+            let key = match (table.as_str(), v) {
+                ("accounts", toml::Value::Table(inner)) => {
+                    for k in inner.keys() {
+                        assert!(documented.contains(&format!("accounts.*.{k}")), "accounts.{k}");
+                    }
+                    continue;
+                }
+                ("users", _) => "users.*".to_string(),
+                _ => format!("{table}.{k}"),
+            };
+            assert!(documented.contains(&key), "examples/tally.toml sets {key}, which {PAGE_PATH} does not document");
+        }
+    }
+}
