@@ -9,6 +9,8 @@
 //! ```text
 //! rate      = allocated GPU-hours per window ÷ window hours          GPUs
 //! running   = GPUs of its allocated jobs running now
+//!             (all in budget units with GPU types: each job's GPUs × its
+//!             type's weight, [`crate::gpu_types`])
 //! demand    = running + GPUs of its allocated jobs waiting (eligible)
 //! owed      = min(rate, demand)
 //! fair      = hierarchical weighted water-fill of the cluster:
@@ -60,14 +62,22 @@ impl Load {
     }
     /// Count a running allocated job of `gpus` GPUs charged to node `id`.
     pub fn run(&mut self, id: NodeId, gpus: u32) {
-        if let Some(r) = self.running.get_mut(id) {
-            *r += f64::from(gpus);
-        }
+        self.run_units(id, f64::from(gpus));
     }
     /// Count a waiting allocated job.
     pub fn wait(&mut self, id: NodeId, gpus: u32) {
+        self.wait_units(id, f64::from(gpus));
+    }
+    /// Count a running allocated job of `units` budget units ([`crate::Job::units`]).
+    pub fn run_units(&mut self, id: NodeId, units: f64) {
+        if let Some(r) = self.running.get_mut(id) {
+            *r += units;
+        }
+    }
+    /// Count a waiting allocated job of `units` budget units.
+    pub fn wait_units(&mut self, id: NodeId, units: f64) {
         if let Some(w) = self.waiting.get_mut(id) {
-            *w += f64::from(gpus);
+            *w += units;
         }
     }
 }
@@ -167,7 +177,7 @@ impl Entitlement {
                 demand[sub(p)] += demand[sub(id)];
             }
         }
-        let capacity_gpus = f64::from(alloc.capacity.gpus);
+        let capacity_gpus = alloc.capacity.units;
         let mut fair = vec![0.0; 2 * n];
         fair[sub(tree.root())] = capacity_gpus.min(demand[sub(tree.root())]);
         for &(id, _) in &walk {
@@ -210,7 +220,8 @@ impl Entitlement {
         self.index.get(account).copied()
     }
 
-    /// GPUs of the cluster the rates were computed for.
+    /// GPUs of the cluster the rates were computed for (budget units with
+    /// GPU types, [`crate::gpu_types`]).
     pub fn capacity_gpus(&self) -> f64 {
         self.capacity_gpus
     }
@@ -369,6 +380,12 @@ impl Reclaim<'_> {
     /// `v_gpus`, after the victims taken so far? On yes the victim counts as
     /// taken.
     pub fn take(&mut self, p: &str, p_gpus: u32, v: &str, v_gpus: u32) -> Result<(), ReclaimRefusal> {
+        self.take_units(p, f64::from(p_gpus), v, f64::from(v_gpus))
+    }
+
+    /// [`Reclaim::take`] in budget units ([`crate::Job::units`]): what the
+    /// rule compares with the rates.
+    pub fn take_units(&mut self, p: &str, p_units: f64, v: &str, v_units: f64) -> Result<(), ReclaimRefusal> {
         let (Some(pi), Some(vi)) = (self.ent.id(p), self.ent.id(v)) else { return Err(ReclaimRefusal::Unknown) };
         if pi == vi {
             return Err(ReclaimRefusal::SameTeam);
@@ -380,7 +397,7 @@ impl Reclaim<'_> {
         if e.running[x] >= e.rate[x] {
             return Err(ReclaimRefusal::PreemptorNotShort { running: e.running[x], rate: e.rate[x] });
         }
-        let g = f64::from(v_gpus);
+        let g = v_units;
         let after = |i: usize| e.running[i] - self.taken.get(&i).copied().unwrap_or(0.0) - g;
         for &i in &vp[k..] {
             // Tolerance: rates are fractions of GPUs, runs are whole GPUs.
@@ -388,7 +405,7 @@ impl Reclaim<'_> {
                 return Err(ReclaimRefusal::VictimBelowRate { account: e.item_name(i), after: after(i), rate: e.rate[i] });
             }
         }
-        let preemptor_after = share(e.running[x] + f64::from(p_gpus), e.rate[x]);
+        let preemptor_after = share(e.running[x] + p_units, e.rate[x]);
         let victim_after = share(after(y), e.rate[y]);
         if preemptor_after > victim_after + 1e-12 {
             return Err(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after });
@@ -412,7 +429,7 @@ mod tests {
     }
 
     fn ent(t: &OrgTree, gpus: u32, loads: &[(&str, u32, u32)]) -> Entitlement {
-        let alloc = Allocation::new(t, Capacity { gpus, window_s: 7 * 86_400 }).unwrap();
+        let alloc = Allocation::new(t, Capacity::new(gpus, 7 * 86_400)).unwrap();
         let mut l = Load::new(t);
         for &(a, run, wait) in loads {
             let id = t.id(a).unwrap();

@@ -4,6 +4,7 @@
 
 use crate::contract::Contract;
 use crate::fairshare::FairShare;
+use crate::gpu_types::Weight;
 use crate::ledger::{Ledger, UsageKey};
 use crate::tree::{Allocation, OrgTree, ROOT};
 
@@ -65,6 +66,11 @@ pub struct Job {
     /// ([`crate::ContractRules::resolve`]).
     pub contract: Contract,
     pub gpus: u32,
+    /// The budget weight of its GPUs: its GPU type's
+    /// ([`crate::GpuWeights::of`]), 1 when untyped. Everything the rules
+    /// count of a job — its charge, what it runs and waits for — is
+    /// [`Job::units`], `gpus × weight`.
+    pub weight: Weight,
     /// Unix seconds.
     pub submit_s: u64,
     /// Unix seconds; `None` while pending.
@@ -96,6 +102,7 @@ impl Job {
             user,
             contract: Contract::UNALLOCATED,
             gpus: 1,
+            weight: Weight::ONE,
             submit_s: 0,
             start_s: None,
             within_team: 0,
@@ -110,6 +117,10 @@ impl Job {
     }
     pub fn gpus(mut self, gpus: u32) -> Job {
         self.gpus = gpus;
+        self
+    }
+    pub fn weight(mut self, w: Weight) -> Job {
+        self.weight = w;
         self
     }
     pub fn submitted(mut self, at: u64) -> Job {
@@ -145,6 +156,11 @@ impl Job {
         self.contract.is_allocated() && accounts.knows(&self.account)
     }
 
+    /// Budget units of the job: `gpus × weight` (its GPUs when untyped).
+    pub fn units(&self) -> f64 {
+        self.weight.units(self.gpus)
+    }
+
     /// Charge the job's GPUs over `[from, to)` to the ledger if, and only if,
     /// it is allocated. Returns whether anything was charged. The plugin's
     /// recalculation thread and the simulator both charge through here.
@@ -152,8 +168,32 @@ impl Job {
         if !self.is_allocated(accounts) || to <= from {
             return false;
         }
-        ledger.charge(&UsageKey { account: self.account.clone(), user: self.user.clone() }, self.gpus, from, to);
+        self.put(ledger, from, to, 0);
         true
+    }
+
+    /// [`Job::charge`] of a stretch of a run that had run `ran_s` seconds
+    /// at `from`: the charge is [`Weight::unit_seconds`] from `ran_s` to
+    /// `ran_s + (to − from)`, so the stretches of a run add up to the whole
+    /// run whatever the weight. Returns the budget-unit-seconds charged (0
+    /// for unallocated work).
+    pub fn charge_run(&self, accounts: &impl KnownAccounts, ledger: &mut Ledger, from: u64, to: u64, ran_s: u64) -> u64 {
+        if !self.is_allocated(accounts) || to <= from {
+            return 0;
+        }
+        self.put(ledger, from, to, ran_s)
+    }
+
+    /// Put the charge of `[from, to)`, `ran_s` into the run, in the ledger.
+    fn put(&self, ledger: &mut Ledger, from: u64, to: u64, ran_s: u64) -> u64 {
+        let key = UsageKey { account: self.account.clone(), user: self.user.clone() };
+        if self.weight.is_one() {
+            ledger.charge(&key, self.gpus, from, to);
+            return u64::from(self.gpus).saturating_mul(to - from);
+        }
+        let units = self.weight.unit_seconds(self.gpus, ran_s, ran_s.saturating_add(to - from));
+        ledger.charge_units(&key, units, from, to);
+        units
     }
 
     /// Seconds of protected runtime left at `now` (0 when pending, past the
@@ -174,8 +214,8 @@ impl Job {
 /// and move the mark: the one charging step of the plugin's recalculation
 /// thread and of the simulator. Idempotent (charging twice to the same
 /// `until` adds nothing); a job that stopped and ran again is charged from
-/// its new start. Returns GPU-seconds charged (0 for unallocated jobs, whose
-/// mark still moves).
+/// its new start. Returns budget-unit-seconds charged (GPU-seconds when
+/// untyped; 0 for unallocated jobs, whose mark still moves).
 pub fn charge_from_mark(
     marks: &mut BTreeMap<u64, u64>,
     job: &Job,
@@ -189,9 +229,5 @@ pub fn charge_from_mark(
         return 0.0;
     }
     marks.insert(job.id, until);
-    if job.charge(accounts, ledger, from, until) {
-        f64::from(job.gpus) * (until - from) as f64
-    } else {
-        0.0
-    }
+    job.charge_run(accounts, ledger, from, until, from - started) as f64
 }

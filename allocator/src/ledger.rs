@@ -168,6 +168,29 @@ impl Ledger {
         }
     }
 
+    /// Charge `units` whole budget-unit-seconds spent evenly over `[from,
+    /// to)`, split across the buckets the interval overlaps in proportion
+    /// to the seconds in each (rounded cumulatively, so the pieces add up
+    /// to `units`). For weighted GPUs ([`crate::gpu_types`]); `charge` is
+    /// the same for `units = gpus × (to − from)`.
+    pub fn charge_units(&mut self, key: &UsageKey, units: u64, from: u64, to: u64) {
+        if to <= from || units == 0 {
+            return;
+        }
+        let len = u128::from(to - from);
+        let mut t = from;
+        let mut done = 0u64;
+        while t < to {
+            let b = t / self.bucket_s;
+            let edge = b.saturating_add(1).saturating_mul(self.bucket_s);
+            let end = edge.min(to).max(t + 1);
+            let upto = ((u128::from(units) * u128::from(end - from) + len / 2) / len) as u64;
+            self.add_whole(b, key, upto - done);
+            done = upto;
+            t = end;
+        }
+    }
+
     /// Add GPU-seconds to one bucket directly (used when loading saved
     /// state); rounded to whole GPU-seconds, non-positive amounts ignored.
     pub fn add(&mut self, bucket: u64, key: &UsageKey, gpu_seconds: f64) {
@@ -379,6 +402,27 @@ mod tests {
             assert_eq!(l.usage(now), fresh.usage(now), "at {now}");
             assert_eq!(l.user_usage(now), fresh.user_usage(now), "at {now}");
         }
+    }
+
+    #[test]
+    fn units_split_like_gpu_seconds() {
+        // A whole number of units per second splits exactly as `charge`.
+        let (mut a, mut b) = (ledger(), ledger());
+        let k = UsageKey::new("nlp", "alice");
+        a.charge(&k, 3, H / 2, 2 * H + H / 4);
+        b.charge_units(&k, 3 * (2 * H + H / 4 - H / 2), H / 2, 2 * H + H / 4);
+        assert_eq!(a, b);
+        // 2.2 units a second from 00:30 to 02:00: 3960, 7920 in buckets 0, 1.
+        let mut c = ledger();
+        c.charge_units(&k, 11_880, H / 2, 2 * H);
+        assert_eq!(c.entries().map(|(b, _, v)| (b, v)).collect::<Vec<_>>(), vec![(0, 3960.0), (1, 7920.0)]);
+        // Uneven: the pieces still add up.
+        let mut d = ledger();
+        d.charge_units(&k, 10, 3599, 3602);
+        assert_eq!(d.entries().map(|(_, _, v)| v).sum::<f64>(), 10.0);
+        d.charge_units(&k, 0, 0, 10);
+        d.charge_units(&k, 5, 10, 10);
+        assert_eq!(d.entries().map(|(_, _, v)| v).sum::<f64>(), 10.0);
     }
 
     #[test]

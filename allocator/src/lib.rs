@@ -19,7 +19,11 @@
 //! - [`runs`]: what a host saw of each job's runs ([`RunBook`]): charging
 //!   by run seconds, frozen at the run's start, protection over requeues.
 //! - [`state`]: the ledger's saved text form ([`Snapshot`]).
-//! - [`tres`]: GPUs in Slurm's TRES strings ([`tres::gpu_count`]).
+//! - [`tres`]: GPUs in Slurm's TRES strings ([`tres::gpu_count`],
+//!   [`tres::gpu_type`]).
+//! - [`gpu_types`]: GPU types and their budget weights ([`GpuWeights`],
+//!   [`Weight`]): GPUs of different kinds in one budget unit, for every
+//!   rule above.
 //! - [`names`]: [`names::ByName`], shared names looked up once by address.
 //! - [`outlook`]: [`outlook::back_under`], when an account is back under
 //!   its allocation if it runs nothing more (buckets leaving the window).
@@ -38,6 +42,7 @@ pub mod duration;
 pub mod entitlement;
 pub mod fairness;
 pub mod fairshare;
+pub mod gpu_types;
 pub mod job;
 pub mod ledger;
 pub mod names;
@@ -54,6 +59,7 @@ pub use drain::{drain_plan, DrainPlan, OnDraining};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use fairness::{summarize, Asked, Delivery, FairnessSummary, Held, Owed, OwedBook};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
+pub use gpu_types::{check_gpu_type_name, GpuType, GpuTypeError, GpuWeights, Inventory, Weight};
 pub use job::{charge_from_mark, Funded, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
 pub use entitlement::{Entitlement, Load, Need, Reclaim, ReclaimRefusal, TeamNow};

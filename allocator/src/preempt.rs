@@ -97,7 +97,7 @@ pub fn may_preempt(preemptor: &Job, victim: &Job, m: &Moment<'_>) -> Decision {
     match victim_alone(victim, m) {
         Err(r) => Decision::No(r),
         Ok(VictimClass::Unallocated) => Decision::Yes(VictimClass::Unallocated),
-        Ok(class) => match m.ent.reclaim().take(&preemptor.account, preemptor.gpus, &victim.account, victim.gpus) {
+        Ok(class) => match m.ent.reclaim().take_units(&preemptor.account, preemptor.units(), &victim.account, victim.units()) {
             Ok(()) => Decision::Yes(class),
             Err(e) => Decision::No(Refusal::Reclaim(e)),
         },
@@ -150,7 +150,8 @@ struct Victim<H> {
     id: u64,
     handle: H,
     account: Arc<str>,
-    gpus: u32,
+    /// Budget units ([`Job::units`]).
+    units: f64,
     /// Allocated: the restorative rule decides for each preemptor.
     needs_reclaim: bool,
 }
@@ -166,7 +167,7 @@ impl<H: Copy> VictimPool<H> {
                     id: v.id,
                     handle: h,
                     account: v.account.clone(),
-                    gpus: v.gpus,
+                    units: v.units(),
                     needs_reclaim: class != VictimClass::Unallocated,
                 })
             })
@@ -188,7 +189,7 @@ impl<H: Copy> VictimPool<H> {
         self.victims
             .iter()
             .filter(|v| v.id != preemptor.id)
-            .filter(|v| !v.needs_reclaim || reclaim.take(&preemptor.account, preemptor.gpus, &v.account, v.gpus).is_ok())
+            .filter(|v| !v.needs_reclaim || reclaim.take_units(&preemptor.account, preemptor.units(), &v.account, v.units).is_ok())
             .map(|v| v.handle)
             .collect()
     }
@@ -204,7 +205,8 @@ const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 30
 ///                 2 past contract, 3 not a victim now (inside its contract,
 ///                 requeues spent)
 ///  29..0   loss   not resumable: GPU-minutes the requeue throws away
-///                 (gpus × minutes run), saturating;
+///                 (gpus × minutes run; × the GPUs' weight with GPU
+///                 types, [`crate::gpu_types`]), saturating;
 ///                 resumable: requeues so far (10 bits) above minutes run
 ///                 (20 bits), both saturating
 /// ```
@@ -220,7 +222,12 @@ pub fn victim_rank(victim: &Job, m: &Moment<'_>) -> u32 {
     let loss = if victim.contract.resumable {
         (victim.restarts.min(1023) << 20) | minutes.min((1 << 20) - 1) as u32
     } else {
-        minutes.saturating_mul(u64::from(victim.gpus)).min(u64::from(LOSS.max())) as u32
+        let lost = if victim.weight.is_one() {
+            minutes.saturating_mul(u64::from(victim.gpus))
+        } else {
+            (minutes as f64 * victim.units()).round().min(u64::MAX as f64) as u64
+        };
+        lost.min(u64::from(LOSS.max())) as u32
     };
     CLASS.put(class) | LOSS.put(loss)
 }

@@ -18,7 +18,8 @@
 //!  result  max(1, …)   (0 means "held" to Slurm)
 //! ```
 //! `running` is the GPUs its team's allocated jobs run now, `ahead` the GPUs
-//! of its team's allocated jobs that wait before it (in [`inside_order`]),
+//! of its team's allocated jobs that wait before it (in [`inside_order`];
+//! both in budget units with GPU types, [`crate::gpu_types`]),
 //! so one team's jobs interleave with the others' by the share each would
 //! start at: the queue is a water-fill of what each team is owed *now*, and
 //! a team that reached its rate stops taking freed GPUs ahead of a team that
@@ -154,12 +155,21 @@ pub fn job_priority(job: &Job, standing: Option<&Standing>, load: TeamLoad<'_>, 
 struct Traits {
     contract_allocated: bool,
     quick: bool,
+    /// GPUs (the debug lane's size limit).
     gpus: u32,
+    /// Budget units (`gpus × weight`): what it adds to its team's `ahead`.
+    units: f64,
     within_team: i32,
 }
 
 fn traits(job: &Job, rules: &PriorityRules) -> Traits {
-    Traits { contract_allocated: job.contract.is_allocated(), quick: rules.is_quick(job), gpus: job.gpus, within_team: job.within_team }
+    Traits {
+        contract_allocated: job.contract.is_allocated(),
+        quick: rules.is_quick(job),
+        gpus: job.gpus,
+        units: job.units(),
+        within_team: job.within_team,
+    }
 }
 
 /// [`job_priority`] with the job's tree node already looked up.
@@ -334,7 +344,7 @@ impl<'a> QueueWalk<'a> {
         let ahead = c.ahead;
         let p = job_priority_at(job, c.standing, c.node, TeamLoad { ent: self.ent, ahead_gpus: ahead }, self.rules);
         if p.allocated {
-            c.ahead += f64::from(job.gpus);
+            c.ahead += job.units;
         }
         (p, ahead)
     }

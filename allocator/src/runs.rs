@@ -10,8 +10,11 @@
 //! - only runs: a pending job is never charged, whatever start or end
 //!   estimate it carries;
 //! - run seconds, not wall seconds: suspended time is not charged;
-//! - the run's account, user, GPUs and contract are frozen when the run is
-//!   first seen (a comment edited while it runs changes nothing);
+//! - the run's account, user, GPUs, their weight (GPU type) and contract
+//!   are frozen when the run is first seen (a comment edited while it runs
+//!   changes nothing);
+//! - charges are in budget units, rounded over the run as a whole
+//!   ([`crate::gpu_types`]): its pieces add up to the run;
 //! - a run that ended while nobody looked is charged to its end: to the
 //!   requeue time the host gives ([`Seen::Requeued`]), or to the next
 //!   run's start at the latest;
@@ -23,6 +26,7 @@
 //! buys a fresh contract (docs/design.md, rule 4).
 
 use crate::contract::Contract;
+use crate::gpu_types::Weight;
 use crate::job::{Job, KnownAccounts};
 use crate::ledger::Ledger;
 use rustc_hash::FxHashMap;
@@ -44,6 +48,8 @@ pub struct RunRecord {
     pub account: Arc<str>,
     pub user: Arc<str>,
     pub gpus: u32,
+    /// The budget weight of its GPUs ([`Job::weight`]).
+    pub weight: Weight,
     pub contract: Contract,
     /// Run seconds of the job's earlier runs.
     pub earlier_s: u64,
@@ -64,7 +70,7 @@ impl RunRecord {
 
     /// The job as frozen at its run's start (what is charged).
     fn frozen(&self, id: u64) -> Job {
-        let mut j = Job::named(id, self.account.clone(), self.user.clone()).gpus(self.gpus);
+        let mut j = Job::named(id, self.account.clone(), self.user.clone()).gpus(self.gpus).weight(self.weight);
         j.contract = self.contract;
         j
     }
@@ -150,7 +156,8 @@ impl RunBook {
 
     /// Take one moment of `job` (its current account, user, GPUs and
     /// contract: frozen if this is a new run) and charge what ran since the
-    /// last one. Returns GPU-seconds charged (0 for unallocated work).
+    /// last one. Returns budget-unit-seconds charged (GPU-seconds when
+    /// untyped; 0 for unallocated work).
     pub fn observe(&mut self, job: &Job, seen: Seen, accounts: &impl KnownAccounts, ledger: &mut Ledger) -> f64 {
         let id = job.id;
         match seen {
@@ -217,6 +224,7 @@ impl RunBook {
             account: job.account.clone(),
             user: job.user.clone(),
             gpus: job.gpus,
+            weight: job.weight,
             contract: job.contract,
             earlier_s,
         };
@@ -231,17 +239,18 @@ fn charge_run(id: u64, r: &mut RunRecord, run_s: u64, at: u64, accounts: &impl K
     if delta == 0 {
         return 0.0;
     }
+    let ran_s = r.charged_s;
     r.charged_s = run_s;
     let to = at.max(r.start_s);
     let from = to.saturating_sub(delta).max(r.start_s.min(to));
-    charge_span(id, r, from, from.saturating_add(delta), accounts, ledger)
+    charge_span(id, r, from, from.saturating_add(delta), ran_s, accounts, ledger)
 }
 
 /// The run ended at `end` (a requeue): charge its unseen tail if it was
 /// running when last seen, fold it into the earlier runs, close it.
 fn close(id: u64, r: &mut RunRecord, end: u64, accounts: &impl KnownAccounts, ledger: &mut Ledger) -> f64 {
     let tail = if r.active { end.saturating_sub(r.seen_s) } else { 0 };
-    let charged = charge_span(id, r, r.seen_s, r.seen_s.saturating_add(tail), accounts, ledger);
+    let charged = charge_span(id, r, r.seen_s, r.seen_s.saturating_add(tail), r.charged_s, accounts, ledger);
     r.earlier_s = r.earlier_s.saturating_add(r.charged_s).saturating_add(tail);
     r.charged_s = 0;
     r.start_s = 0;
@@ -250,9 +259,10 @@ fn close(id: u64, r: &mut RunRecord, end: u64, accounts: &impl KnownAccounts, le
     charged
 }
 
-fn charge_span(id: u64, r: &RunRecord, from: u64, to: u64, accounts: &impl KnownAccounts, ledger: &mut Ledger) -> f64 {
-    if to > from && r.frozen(id).charge(accounts, ledger, from, to) {
-        f64::from(r.gpus) * (to - from) as f64
+/// Charge `[from, to)`, `ran_s` run seconds into the run.
+fn charge_span(id: u64, r: &RunRecord, from: u64, to: u64, ran_s: u64, accounts: &impl KnownAccounts, ledger: &mut Ledger) -> f64 {
+    if to > from {
+        r.frozen(id).charge_run(accounts, ledger, from, to, ran_s) as f64
     } else {
         0.0
     }
@@ -274,7 +284,7 @@ mod tests {
 
     fn tree() -> World {
         let t = OrgTree::new(&[AccountSpec::new("a", None, Some(Budget::Share(100.0)))]).unwrap();
-        let a = Allocation::new(&t, Capacity { gpus: 8, window_s: 7 * 86_400 }).unwrap();
+        let a = Allocation::new(&t, Capacity::new(8, 7 * 86_400)).unwrap();
         World(t, a)
     }
 
@@ -337,6 +347,28 @@ mod tests {
         b.observe(&edited, Seen::Run { start_s: T, run_s: 20, at: T + 20, active: true, requeued_s: 0 }, &w.funded(), &mut l);
         assert_eq!(total(&l), 40.0);
         assert_eq!(b.get(7).unwrap().contract, Contract::new(3600, false));
+    }
+
+    #[test]
+    fn a_weighted_run_is_charged_its_units_whatever_the_looks() {
+        // 2 GPUs of weight 1.37 for an hour, looked at every 7 s, a
+        // requeue's tail, and once: the same whole charge, rounded once.
+        let w = Weight::new(1.37).unwrap();
+        let whole = (2.0f64 * 1.37 * 3600.0).round();
+        let (world, mut once, mut often) = (tree(), Ledger::new(3600, 7 * 86_400).unwrap(), Ledger::new(3600, 7 * 86_400).unwrap());
+        let j = job().weight(w);
+        let mut b = RunBook::new();
+        b.observe(&j, Seen::Ended { start_s: T, end_s: T + 3600, run_s: 3600, requeued_s: 0 }, &world.funded(), &mut once);
+        assert_eq!(total(&once), whole);
+        let mut b2 = RunBook::new();
+        for at in (T..T + 3500).step_by(7) {
+            b2.observe(&j, Seen::Run { start_s: T, run_s: at - T, at, active: true, requeued_s: 0 }, &world.funded(), &mut often);
+        }
+        b2.observe(&j, Seen::Requeued { at: T + 3600 }, &world.funded(), &mut often);
+        assert_eq!(total(&often), whole);
+        // Frozen with the run: a view without the type later changes nothing.
+        assert_eq!(b2.get(7).unwrap().weight, w);
+        assert_eq!(b.get(7).unwrap().weight, w);
     }
 
     #[test]

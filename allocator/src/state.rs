@@ -15,7 +15,14 @@
 //!     # (see crate::fairness::OwedBook)
 //! load pretrain 32 8               # account, allocated GPUs running and
 //!                                  # waiting at saved_at
+//! gpus b200 32                     # GPUs of a type on Slurm's nodes (`-`:
+//!                                  # untyped), with [cluster.gpu_types]
 //! ```
+//! With `[cluster.gpu_types]` every amount is in budget units (GPU-seconds
+//! weighted by type, [`crate::gpu_types`]), a `run` of weighted GPUs ends
+//! with the weight (`… pretrain alice 2.2`), and the `gpus` records keep
+//! the nodes' GPUs per type the plugin ranked with (so the reports and the
+//! other plugins use the same capacity). Without it nothing differs.
 //! Names are escaped (`%20` for a space, `%25` for `%`, `%00` for an empty
 //! name), so a user name with a space (AD, SSSD) stays one field.
 //!
@@ -27,13 +34,15 @@
 //!
 //! Reading is lenient line by line: a bad line is skipped and reported
 //! ([`Parsed::skipped`]), so one damaged line costs one record, not the
-//! ledger. `owe` and `load` records came after version 2's first release:
+//! ledger. `owe`, `load` and `gpus` records and a run's weight came after
+//! version 2's first release:
 //! an older Tally skips them line by line (and says so) and keeps the rest,
 //! so they need no new version. Only a file that is not a Tally state at all, or one written by a
 //! newer version, is refused as a whole ([`StateError`]).
 
 use crate::contract::Contract;
 use crate::fairness::{Asked, OwedBook};
+use crate::gpu_types::{Inventory, Weight};
 use crate::ledger::{Ledger, UsageKey};
 use crate::runs::{RunBook, RunRecord};
 use std::collections::BTreeMap;
@@ -59,6 +68,10 @@ pub struct Snapshot {
     /// Allocated GPUs (running, waiting) per account at `saved_at`: the
     /// input of the entitlement of that moment ([`crate::Load`]).
     pub load: BTreeMap<String, (f64, f64)>,
+    /// GPUs per type on Slurm's nodes when saved (`None`: untyped), with
+    /// `[cluster.gpu_types]` only: what the capacity was computed from
+    /// ([`crate::GpuWeights::capacity_units`]). Empty otherwise.
+    pub inventory: Inventory,
 }
 
 /// A parsed state and the lines that were skipped.
@@ -130,7 +143,7 @@ pub fn unescape(field: &str) -> Option<String> {
 impl Snapshot {
     pub fn new(ledger: Ledger) -> Snapshot {
         let owed = OwedBook::new(ledger.bucket_s(), ledger.window_s());
-        Snapshot { saved_at: 0, ledger, runs: RunBook::new(), owed, load: BTreeMap::new() }
+        Snapshot { saved_at: 0, ledger, runs: RunBook::new(), owed, load: BTreeMap::new(), inventory: Inventory::new() }
     }
 
     pub fn to_text(&self) -> String {
@@ -139,7 +152,7 @@ impl Snapshot {
         let _ = writeln!(s, "saved_at {}", self.saved_at);
         let _ = writeln!(s, "geometry {} {}", self.ledger.bucket_s(), self.ledger.window_s());
         for (job, r) in self.runs.iter() {
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "run {job} {} {} {} {} {} {} {} {} {} {}",
                 r.start_s,
@@ -153,6 +166,10 @@ impl Snapshot {
                 escape(&r.account),
                 escape(&r.user)
             );
+            if !r.weight.is_one() {
+                let _ = write!(s, " {}", r.weight);
+            }
+            s.push('\n');
         }
         for (job, mark) in self.runs.legacy_marks() {
             let _ = writeln!(s, "charged {job} {mark}");
@@ -165,6 +182,9 @@ impl Snapshot {
         }
         for (account, (running, waiting)) in &self.load {
             let _ = writeln!(s, "load {} {running} {waiting}", escape(account));
+        }
+        for (gpu_type, n) in &self.inventory {
+            let _ = writeln!(s, "gpus {} {n}", gpu_type.as_deref().map_or("-".to_string(), escape));
         }
         s
     }
@@ -241,9 +261,13 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
             legacy.insert(num(1)?, num(2)?);
         }
         Some("run") => {
-            if fields.len() != 12 {
-                return Err("expected `run <job> <start> <charged> <seen> <active> <gpus> <contract> <resumable> <earlier> <account> <user>`".into());
+            if fields.len() != 12 && fields.len() != 13 {
+                return Err("expected `run <job> <start> <charged> <seen> <active> <gpus> <contract> <resumable> <earlier> <account> <user> [<weight>]`".into());
             }
+            let weight = match fields.get(12) {
+                None => Weight::ONE,
+                Some(f) => f.parse::<f64>().ok().and_then(Weight::new).ok_or_else(|| "field 13 is not a weight (a number > 0)".to_string())?,
+            };
             let gpus = u32::try_from(num(6)?).map_err(|_| "GPU count out of range".to_string())?;
             let r = RunRecord {
                 start_s: num(2)?,
@@ -251,6 +275,7 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
                 seen_s: num(4)?,
                 active: flag(5)?,
                 gpus,
+                weight,
                 contract: Contract::new(num(7)?, flag(8)?),
                 earlier_s: num(9)?,
                 account: name(10)?.into(),
@@ -294,6 +319,17 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
             }
             snap.load.insert(name(1)?, (amount(2)?, amount(3)?));
         }
+        Some("gpus") => {
+            if fields.len() != 3 {
+                return Err("expected `gpus <type, or - for untyped> <GPUs>`".into());
+            }
+            let n = u32::try_from(num(2)?).map_err(|_| "GPU count out of range".to_string())?;
+            let gpu_type = match fields[1] {
+                "-" => None,
+                _ => Some(name(1)?.into()),
+            };
+            snap.inventory.insert(gpu_type, n);
+        }
         Some(other) => return Err(format!("unknown record `{other}`")),
     }
     Ok(())
@@ -325,10 +361,28 @@ mod tests {
                 account: "a".into(),
                 user: "100% me".into(),
                 gpus: 2,
+                weight: Weight::ONE,
                 contract: Contract::new(7200, true),
                 earlier_s: 5,
             },
         );
+        s.runs.insert(
+            44,
+            RunRecord {
+                start_s: 2000,
+                charged_s: 10,
+                seen_s: 2010,
+                active: true,
+                account: "b".into(),
+                user: "u".into(),
+                gpus: 8,
+                weight: Weight::new(2.2).unwrap(),
+                contract: Contract::new(3600, false),
+                earlier_s: 0,
+            },
+        );
+        s.inventory.insert(Some("b200".into()), 32);
+        s.inventory.insert(None, 8);
         s.runs.set_legacy_mark(43, 8000);
         let held = crate::fairness::Held { rate_gpus: 2.5, demand_gpus: 1.0 / 3.0, unallocated_gpus: 0.0 };
         s.owed.record(&"a".into(), held, 1000, 9000);
@@ -336,6 +390,9 @@ mod tests {
         let text = s.to_text();
         assert!(text.contains("\nowe 0 a 6500 "), "{text}");
         assert!(text.contains(" b Jane%20Doe "), "{text}");
+        assert!(text.contains("\nrun 42 1000 8000 9000 1 2 7200 1 5 a 100%25%20me\n"), "{text}");
+        assert!(text.contains("\nrun 44 2000 10 2010 1 8 3600 0 0 b u 2.2\n"), "{text}");
+        assert!(text.ends_with("\ngpus - 8\ngpus b200 32\n"), "{text}");
         assert_eq!(Snapshot::parse(&text, 3600, 7 * 86_400), Ok(Parsed { snapshot: s, skipped: vec![] }));
     }
 
@@ -376,6 +433,10 @@ mod tests {
         assert_eq!(o.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
         assert_eq!(o.snapshot.owed.entries().map(|(b, a, x)| (b, a.to_string(), x.asked_gs)).collect::<Vec<_>>(), vec![(1, "a".into(), 6.0)]);
         assert_eq!(o.snapshot.load.get("b"), Some(&(2.0, 3.0)));
+        let g = Snapshot::parse("tally-state 2\ngpus h100 8 9\ngpus h100 -1\nrun 1 2 3 4 1 8 0 0 0 a u 0\nrun 1 2 3 4 1 8 0 0 0 a u x\ngpus h100 8\n", 3600, 3600).unwrap();
+        assert_eq!(g.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
+        assert_eq!(g.skipped[2].1, "field 13 is not a weight (a number > 0)");
+        assert_eq!(g.snapshot.inventory.into_iter().collect::<Vec<_>>(), vec![(Some("h100".into()), 8)]);
         // Found by fuzzing (fuzz/corpus/state): sums past u64 saturate, damage is skipped.
         let q = Snapshot::parse("tally-state 2\nuse 0 a u 1e20\nuse 0 a u 1e15\nuse 0 a u 1e15\nuse 1 a u 1e15\n", 3600, 7200).unwrap();
         assert_eq!(q.skipped.len(), 1);

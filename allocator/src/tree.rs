@@ -294,11 +294,26 @@ impl OrgTree {
 pub struct Capacity {
     pub gpus: u32,
     pub window_s: u64,
+    /// Budget units the GPUs give per second: each GPU weighted by its
+    /// type ([`crate::gpu_types`]); `gpus` without GPU types.
+    pub units: f64,
 }
 
 impl Capacity {
+    /// `gpus` GPUs of weight 1 over a window.
+    pub fn new(gpus: u32, window_s: u64) -> Capacity {
+        Capacity { gpus, window_s, units: f64::from(gpus) }
+    }
+
+    /// `gpus` GPUs giving `units` budget units per second
+    /// ([`crate::GpuWeights::capacity_units`]).
+    pub fn weighted(gpus: u32, units: f64, window_s: u64) -> Capacity {
+        Capacity { gpus, window_s, units }
+    }
+
+    /// Budget units per window (GPU-hours when every GPU weighs 1).
     pub fn gpu_hours(&self) -> f64 {
-        f64::from(self.gpus) * self.window_s as f64 / 3600.0
+        self.units * self.window_s as f64 / 3600.0
     }
     pub fn window_hours(&self) -> f64 {
         self.window_s as f64 / 3600.0
@@ -382,7 +397,7 @@ mod tests {
             share("ops", None, 40.0),
         ])
         .unwrap();
-        let cap = Capacity { gpus: 100, window_s: 7 * 86_400 };
+        let cap = Capacity::new(100, 7 * 86_400);
         let a = Allocation::new(&tree, cap).unwrap();
         let nlp = tree.id("nlp").unwrap();
         assert!((a.gpu_hours[nlp] - 0.6 * 0.5 * 100.0 * 168.0).abs() < 1e-9);
@@ -403,10 +418,10 @@ mod tests {
         ];
         let tree = OrgTree::new(&specs).unwrap();
         // ai has 10% of 8 GPUs × 168 h = 134.4 GPU-hours: 200 does not fit.
-        let err = Allocation::new(&tree, Capacity { gpus: 8, window_s: 7 * 86_400 }).unwrap_err();
+        let err = Allocation::new(&tree, Capacity::new(8, 7 * 86_400)).unwrap_err();
         assert!(matches!(err, TreeError::GpuHoursOverParent { ref parent, .. } if parent == "ai"), "{err}");
         // On 64 GPUs it does (1075.2 GPU-hours).
-        let a = Allocation::new(&tree, Capacity { gpus: 64, window_s: 7 * 86_400 }).unwrap();
+        let a = Allocation::new(&tree, Capacity::new(64, 7 * 86_400)).unwrap();
         assert!((a.gpu_hours[tree.id("cv").unwrap()] - 100.0).abs() < 1e-9);
     }
 
@@ -464,7 +479,7 @@ mod tests {
         assert_eq!(tree.len(), n + 1);
         let deepest = tree.id("c099999").unwrap();
         assert_eq!(tree.walk().last(), Some(&(deepest, n)));
-        let a = Allocation::new(&tree, Capacity { gpus: 8, window_s: 3600 }).unwrap();
+        let a = Allocation::new(&tree, Capacity::new(8, 3600)).unwrap();
         assert!((a.gpu_hours[deepest] - 8.0).abs() < 1e-9);
     }
 
@@ -531,6 +546,6 @@ mod tests {
     fn thirds_fit_despite_rounding() {
         let t = 100.0 / 3.0;
         let tree = OrgTree::new(&[share("a", None, t), share("b", None, t), share("c", None, t)]).unwrap();
-        assert!(Allocation::new(&tree, Capacity { gpus: 3, window_s: 3600 }).is_ok());
+        assert!(Allocation::new(&tree, Capacity::new(3, 3600)).is_ok());
     }
 }

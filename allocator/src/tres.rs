@@ -73,6 +73,18 @@ pub fn gpu_types(spec: &str) -> Vec<(Option<&str>, u32)> {
     }
 }
 
+/// The GPU type of a job from its TRES/GRES string ([`gpu_types`]):
+/// `gres:gpu:h100:2`, `gres/gpu:h100`, `gres/gpu=8,gres/gpu:h100=8`
+/// (allocated TRES), `gpu:h100:8`; `None` when no entry names a type
+/// (`gres:gpu:2`) or when entries name different types (a job holding GPUs
+/// of two types is counted untyped, at weight 1). The one reading of a
+/// job's type, for the plugins and the reports alike.
+pub fn gpu_type(spec: &str) -> Option<&str> {
+    let types = gpu_types(spec);
+    let first = types.first()?.0?;
+    types.iter().all(|&(t, _)| t == Some(first)).then_some(first)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +132,26 @@ mod tests {
         ];
         for (s, want) in cases {
             assert_eq!(gpu_count(s), *want, "{s}");
+        }
+    }
+
+    #[test]
+    fn the_one_type_of_a_job() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("gres:gpu:h100:2", Some("h100")),
+            ("gres/gpu:b200", Some("b200")),
+            ("gpu:h100:8", Some("h100")),
+            ("cpu=2,mem=100M,node=1,billing=2,gres/gpu=2,gres/gpu:fake=2", Some("fake")),
+            ("gres:gpu:2", None),
+            ("gres/gpu=4", None),
+            ("gres:gpu:a100:2,gres:gpu:v100:1", None),
+            ("gres:gpu:a100:2,gres:gpu:a100:1", Some("a100")),
+            ("gres:mps:100", None),
+            ("gres/gpus:h100=2", None),
+            ("", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(gpu_type(s), *want, "{s}");
         }
     }
 }

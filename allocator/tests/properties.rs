@@ -217,3 +217,84 @@ proptest! {
         prop_assert!(steps <= 64);
     }
 }
+
+/// GPU types (`allocator::gpu_types`): a table whose weights are all 1 is
+/// no table, and GPUs that all weigh the same `w` (capacity and every
+/// charge × `w`) change no rank, no priority and no preemption: the unit
+/// is a scale, only the *relative* weights of types matter.
+mod gpu_types {
+    use super::*;
+
+    fn weighted(jobs: &[Job], weights: &GpuWeights, types: &[Option<&str>]) -> Vec<Job> {
+        jobs.iter().zip(types.iter().cycle()).map(|(j, t)| j.clone().weight(weights.of(*t))).collect()
+    }
+
+    /// (rank order, every waiting job's priority, every waiting job's victims).
+    type Outcome = (Vec<(String, u32)>, Vec<u32>, Vec<Vec<u64>>);
+
+    fn outcome(w: &World, jobs: &[Job]) -> Outcome {
+        let fs = w.fs();
+        let ent = w.ent(jobs);
+        let ranks = fs.ranked().map(|s| (s.account.clone(), s.rank)).collect();
+        let waiting: Vec<&Job> = jobs.iter().filter(|j| j.start_s.is_none()).collect();
+        let order = order_queue(&waiting, &fs, &ent, &PriorityRules::default());
+        let running: Vec<Job> = jobs.iter().filter(|j| j.start_s.is_some()).cloned().collect();
+        let m = Moment { ent: &ent, max_requeues: 1, now: NOW };
+        let victims = waiting.iter().map(|p| eligible_victims(p, &running, &m).iter().map(|v| v.id).collect()).collect();
+        (ranks, order.priorities.iter().map(|p| p.value).collect(), victims)
+    }
+
+    proptest! {
+        #[test]
+        fn weights_of_one_are_no_types(w in arb_world(), specs in arb_jobs()) {
+            let jobs = build_jobs(&w, &specs);
+            let ones = GpuWeights::new([("h100", 1.0, None), ("b200", 1.0, Some(8))]).unwrap();
+            let typed = weighted(&jobs, &ones, &[Some("h100"), None, Some("b200"), Some("a100")]);
+            prop_assert_eq!(outcome(&w, &jobs), outcome(&w, &typed));
+        }
+
+        #[test]
+        fn one_weight_for_every_gpu_is_only_a_scale(w in arb_world(), specs in arb_jobs(), k in 1u32..4) {
+            let jobs = build_jobs(&w, &specs);
+            let scale = 1u32 << k; // exact in floating point
+            let weights = GpuWeights::new([("b200", f64::from(scale), None)]).unwrap();
+            let typed = weighted(&jobs, &weights, &[Some("b200")]);
+            prop_assert_eq!(outcome(&w, &jobs), outcome(&w.scaled(scale), &typed));
+        }
+    }
+
+    #[test]
+    fn a_team_on_b200s_ranks_behind_a_team_that_ran_as_long_on_h100s() {
+        // Two teams of 50% of 16 H100s and 8 B200s (16 + 8 × 2.2 units); each
+        // ran an 8-GPU job for 10 h, alpha on B200s, beta on H100s.
+        let weights = GpuWeights::new([("h100", 1.0, Some(16)), ("b200", 2.2, Some(8))]).unwrap();
+        let mut w = World::new(24).share("alpha", None, 50.0).share("beta", None, 50.0);
+        w.unit = weights.capacity_units(24, &Inventory::new()) / 24.0;
+        let tree = w.tree();
+        let alloc = w.alloc();
+        let funded = Funded::new(&tree, &alloc);
+        let a = Job::new(1, "alpha", "u").gpus(8).contract(H, false).weight(weights.of(Some("b200")));
+        let b = Job::new(2, "beta", "u").gpus(8).contract(H, false).weight(weights.of(Some("h100")));
+        assert!(a.charge(&funded, &mut w.ledger, NOW - 10 * H, NOW));
+        assert!(b.charge(&funded, &mut w.ledger, NOW - 10 * H, NOW));
+        let usage = w.ledger.usage(NOW);
+        assert_eq!(usage.account_gpu_hours("alpha"), 8.0 * 10.0 * 2.2);
+        assert_eq!(usage.account_gpu_hours("beta"), 8.0 * 10.0);
+        assert_eq!(ranking(&w.fs()), vec!["beta", "alpha", "root"]);
+        // Untyped, the same GPU-hours tie and the name decides: alpha first.
+        let plain = b.clone().weight(Weight::ONE);
+        let mut u = World::new(24).share("alpha", None, 50.0).share("beta", None, 50.0);
+        let ualloc = u.alloc();
+        let ufunded = Funded::new(&tree, &ualloc);
+        a.clone().weight(Weight::ONE).charge(&ufunded, &mut u.ledger, NOW - 10 * H, NOW);
+        plain.charge(&ufunded, &mut u.ledger, NOW - 10 * H, NOW);
+        assert_eq!(ranking(&u.fs()), vec!["alpha", "beta", "root"]);
+        // Now: alpha runs 4 B200s (8.8 units of a 20.8-unit rate), beta
+        // 8 H100s: alpha is further below its rate, so its next job goes first.
+        let ent = w.ent(&[Job::new(3, "alpha", "u").gpus(4).contract(H, false).weight(weights.of(Some("b200"))).started(NOW), running(4, "beta", 8, H, false, H)]);
+        let rate = ent.team("alpha").unwrap().rate;
+        assert!((rate - (16.0 + 8.0 * 2.2) / 2.0).abs() < 1e-9, "{rate}");
+        assert!((ent.team("alpha").unwrap().running - 8.8).abs() < 1e-9);
+        assert_eq!(ent.team("beta").unwrap().running, 8.0);
+    }
+}

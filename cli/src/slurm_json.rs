@@ -13,7 +13,7 @@
 //! JSON's `preempt_time` is the victim's side.
 
 use serde_json::Value;
-use tally_engine::view::{gpu_count, GpuAsk, JobView, Names, RunState};
+use tally_engine::view::{gpu_count, gpu_type, GpuAsk, JobView, Names, RunState};
 
 /// One job of `squeue --json`: the engine's view and what Slurm says of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,6 +200,12 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
     let alloc = (state != RunState::Pending && start_s > 0).then(|| opt_text(j, "tres_alloc_str")).flatten();
     let asked = GpuAsk::new(["tres_per_job", "tres_per_node", "tres_per_task", "tres_per_socket"].map(|k| opt_text(j, k)), nodes_asked, tasks);
     let gpus = alloc.as_deref().and_then(gpu_count).or_else(|| asked.total().ok().flatten()).unwrap_or(0);
+    // The type it holds once it started, else the type it asks for.
+    let typ = match &alloc {
+        Some(a) => gpu_type(a),
+        None => asked.gpu_type(),
+    };
+    let gpu_type = typ.map(|t| names.intern(t));
     let time_limit_s = number(j, "time_limit").map_err(|e| format!("job {job_id}: {e}"))?.map(|m| m * 60);
     let array_task_id = number(j, "array_task_id").map_err(|e| format!("job {job_id}: {e}"))?.map(|t| u32_of(Some(t)));
     let view = JobView {
@@ -211,6 +217,7 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
         comment: opt_text(j, "comment"),
         partition: Some(text(j, "partition")).filter(|p| !p.is_empty()).map(|p| names.intern(p)),
         gpus,
+        gpu_type,
         submit_s: at("submit_time")?,
         begin_s: at("eligible_time")?,
         start_s,

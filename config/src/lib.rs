@@ -21,8 +21,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use tally_planner::queue::QueueRules;
 use tally_allocator::{
-    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, Ledger, LongJobs, MissingContract,
-    OrgTree, PriorityRules, TreeError,
+    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, GpuTypeError, GpuWeights, Inventory,
+    Ledger, LongJobs, MissingContract, OrgTree, PriorityRules, TreeError, Weight,
 };
 
 pub mod lines;
@@ -130,13 +130,17 @@ pub struct Reports {
 }
 
 /// Cluster shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Cluster {
     pub name: Option<String>,
     /// GPUs in the cluster, if the file says; the plugin otherwise counts the
-    /// GPUs of the nodes Slurm knows.
+    /// GPUs of the nodes Slurm knows. Left out with `[cluster.gpu_types]`
+    /// giving every type's count: their sum.
     pub gpus: Option<u32>,
     pub gpus_per_node: u32,
+    /// `[cluster.gpu_types]`: the budget weight (and count) of each GPU
+    /// type; empty without the table (every GPU weighs 1).
+    pub gpu_types: GpuWeights,
 }
 
 /// `[planner]`: Dharma's rolling horizon inside slurmctld.
@@ -218,6 +222,7 @@ impl Config {
         if gpus_per_node == 0 {
             bad("cluster.gpus_per_node", None, "must be at least 1".into());
         }
+        let (gpu_types, cluster_gpus) = gpu_types(&cluster, &line_of, &mut bad);
 
         let ledger = raw.ledger.unwrap_or_default();
         let window_s = ledger.window.map_or(7 * 86_400, |d| d.0);
@@ -363,12 +368,12 @@ impl Config {
             if default_duration_s == 0 {
                 bad("planner.default_duration", "must be longer than 0 (default \"1h\")".into());
             }
-            if enabled && cluster.gpus.is_none() {
+            if enabled && cluster_gpus.is_none() {
                 bad("planner.enabled", "the planner needs the cluster's size: set [cluster] gpus (and gpus_per_node)".into());
             }
             let steps = (horizon_s / step_s.max(1)) as usize;
             // The planner thread keeps a grid of GPUs × steps, as `tally plan` does.
-            let cells = u64::from(cluster.gpus.unwrap_or(0)) * steps as u64;
+            let cells = u64::from(cluster_gpus.unwrap_or(0)) * steps as u64;
             if enabled && cells > scenario::MAX_GPU_STEPS {
                 bad(
                     "planner.horizon",
@@ -376,7 +381,7 @@ impl Config {
                         "{} steps of {} on {} GPUs is {cells} GPU-steps: the planner allows at most {} (a shorter horizon or longer steps)",
                         steps,
                         tally_allocator::format_duration(step_s),
-                        cluster.gpus.unwrap_or(0),
+                        cluster_gpus.unwrap_or(0),
                         scenario::MAX_GPU_STEPS
                     ),
                 );
@@ -425,7 +430,7 @@ impl Config {
 
         let config = Config {
             source: file.to_string(),
-            cluster: Cluster { name: cluster.name, gpus: cluster.gpus, gpus_per_node },
+            cluster: Cluster { name: cluster.name, gpus: cluster_gpus, gpus_per_node, gpu_types },
             window_s,
             bucket_s,
             contracts,
@@ -454,14 +459,40 @@ impl Config {
         Ledger::new(self.bucket_s, self.window_s).expect("geometry validated in from_raw")
     }
 
+    /// What a cluster of `gpus` GPUs gives per window: with
+    /// `[cluster.gpu_types]`, in budget units, the types' GPUs counted as
+    /// the file says ([`Config::capacity_with`] adds Slurm's nodes).
     pub fn capacity(&self, gpus: u32) -> Capacity {
-        Capacity { gpus, window_s: self.window_s }
+        self.capacity_with(gpus, &Inventory::new())
+    }
+
+    /// [`Config::capacity`] with the GPUs per type Slurm's nodes have
+    /// (`inventory`) for the types whose count the file leaves out
+    /// ([`GpuWeights::capacity_units`]: the file's count first, then the
+    /// nodes', the rest of the `gpus` at weight 1). Without
+    /// `[cluster.gpu_types]` the inventory is not read: `gpus` GPUs.
+    pub fn capacity_with(&self, gpus: u32, inventory: &Inventory) -> Capacity {
+        if self.cluster.gpu_types.is_empty() {
+            return Capacity::new(gpus, self.window_s);
+        }
+        Capacity::weighted(gpus, self.cluster.gpu_types.capacity_units(gpus, inventory), self.window_s)
     }
 
     /// The effective allocation for a cluster of `gpus` GPUs; fails when
     /// GPU-hour budgets do not fit that size.
     pub fn allocation(&self, gpus: u32) -> Result<Allocation, ConfigError> {
-        Allocation::new(&self.tree, self.capacity(gpus)).map_err(|e| tree_problem(&self.source, &e, &self.account_lines))
+        self.allocation_with(gpus, &Inventory::new())
+    }
+
+    /// [`Config::allocation`] on the capacity of [`Config::capacity_with`].
+    pub fn allocation_with(&self, gpus: u32, inventory: &Inventory) -> Result<Allocation, ConfigError> {
+        Allocation::new(&self.tree, self.capacity_with(gpus, inventory)).map_err(|e| tree_problem(&self.source, &e, &self.account_lines))
+    }
+
+    /// The budget weight of a GPU of `gpu_type` (`None`: untyped): the
+    /// `[cluster.gpu_types]` weight, 1 for a type the table does not name.
+    pub fn weight_of(&self, gpu_type: Option<&str>) -> Weight {
+        self.cluster.gpu_types.of(gpu_type)
     }
 
     /// GPUs used to turn shares into GPU-hours: `[cluster] gpus`, or 1 when
@@ -474,7 +505,13 @@ impl Config {
     /// The fair-share ranking of this tree for the ledger's window at `now`:
     /// the one computation shared by the plugin and the reports.
     pub fn fair_share(&self, ledger: &Ledger, now: u64) -> Result<FairShare, ConfigError> {
-        let alloc = self.allocation(self.ranking_gpus())?;
+        self.fair_share_with(ledger, now, &Inventory::new())
+    }
+
+    /// [`Config::fair_share`] on the capacity of [`Config::capacity_with`]
+    /// (the nodes' GPUs per type the plugin saved with the ledger).
+    pub fn fair_share_with(&self, ledger: &Ledger, now: u64, inventory: &Inventory) -> Result<FairShare, ConfigError> {
+        let alloc = self.allocation_with(self.ranking_gpus(), inventory)?;
         Ok(FairShare::compute(&self.tree, &alloc, &ledger.usage(now)))
     }
 
@@ -486,6 +523,69 @@ impl Config {
             _ => self.users.get(user).map(String::as_str),
         }
     }
+}
+
+/// `[cluster.gpu_types]` validated into the allocator's [`GpuWeights`],
+/// and the cluster's GPUs (`[cluster] gpus`, or the sum of the types'
+/// counts when it is left out and every type has one). Problems go to
+/// `bad` with the row's line.
+fn gpu_types(
+    cluster: &raw::RawCluster,
+    line_of: &dyn Fn(usize) -> usize,
+    bad: &mut dyn FnMut(&str, Option<usize>, String),
+) -> (GpuWeights, Option<u32>) {
+    let Some(rows) = &cluster.gpu_types else { return (GpuWeights::default(), cluster.gpus) };
+    let mut good: Vec<(&str, f64, Option<u32>, usize)> = Vec::new();
+    for (name, row) in rows {
+        let at = line_of(row.span().start);
+        let line = Some(at);
+        let key = format!("cluster.gpu_types.{name}");
+        let r = row.get_ref();
+        let gpus = match r.gpus {
+            None => None,
+            Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => Some(n as u32),
+            Some(0) => {
+                bad(&format!("{key}.gpus"), line, GpuTypeError::NoGpus(name.clone()).to_string());
+                continue;
+            }
+            Some(n) => {
+                bad(&format!("{key}.gpus"), line, format!("{n} is not a number of GPUs (1 to {}), or leave it out to count Slurm's nodes", u32::MAX));
+                continue;
+            }
+        };
+        // Each row alone first (name, weight), then the table (spellings).
+        match GpuWeights::new([(name.as_str(), r.weight, gpus)]) {
+            Ok(_) => good.push((name, r.weight, gpus, at)),
+            Err(e) => bad(&key, line, e.to_string()),
+        }
+    }
+    let weights = match GpuWeights::new(good.iter().map(|&(n, w, g, _)| (n, w, g))) {
+        Ok(w) => w,
+        Err(e) => {
+            let (key, line) = match &e {
+                GpuTypeError::CaseTwin(_, second) => (format!("cluster.gpu_types.{second}"), good.iter().find(|g| g.0 == second).map(|g| g.3)),
+                _ => ("cluster.gpu_types".to_string(), None),
+            };
+            bad(&key, line, e.to_string());
+            GpuWeights::default()
+        }
+    };
+    let counted = u64::from(weights.counted_gpus());
+    let all_counted = weights.iter().all(|(_, t)| t.gpus.is_some());
+    let gpus = match cluster.gpus {
+        Some(g) if counted > u64::from(g) => {
+            bad(
+                "cluster.gpu_types",
+                None,
+                format!("the types' GPUs add up to {counted}, more than cluster.gpus = {g} (every type's GPUs are part of cluster.gpus)"),
+            );
+            Some(g)
+        }
+        Some(g) => Some(g),
+        None if all_counted && counted > 0 => u32::try_from(counted).ok(),
+        None => None,
+    };
+    (weights, gpus)
 }
 
 fn tree_problem(file: &str, e: &TreeError, lines: &BTreeMap<String, usize>) -> ConfigError {

@@ -28,6 +28,51 @@ pub struct RawCluster {
     pub name: Option<String>,
     pub gpus: Option<u32>,
     pub gpus_per_node: Option<u32>,
+    /// `[cluster.gpu_types]`: type → weight, or `{ weight, gpus }`.
+    pub gpu_types: Option<BTreeMap<String, Spanned<RawGpuType>>>,
+}
+
+/// One row of `[cluster.gpu_types]`: `b200 = 2.2` (a weight) or
+/// `b200 = { weight = 2.2, gpus = 32 }` (a weight and a count; the weight
+/// defaults to 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawGpuType {
+    pub weight: f64,
+    pub gpus: Option<i64>,
+}
+
+/// The table form's keys.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGpuTypeTable {
+    weight: Option<f64>,
+    gpus: Option<i64>,
+}
+
+impl<'de> Deserialize<'de> for RawGpuType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawGpuType;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a weight (a number > 0, e.g. b200 = 2.2) or a table such as b200 = { weight = 2.2, gpus = 32 }")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawGpuType, E> {
+                Ok(RawGpuType { weight: v, gpus: None })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawGpuType, E> {
+                Ok(RawGpuType { weight: v as f64, gpus: None })
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawGpuType, E> {
+                Ok(RawGpuType { weight: v as f64, gpus: None })
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawGpuType, A::Error> {
+                let t = RawGpuTypeTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawGpuType { weight: t.weight.unwrap_or(1.0), gpus: t.gpus })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -118,6 +118,56 @@ const BROKEN: &[(&str, &str)] = &[
     ("[planner]\ndecay = 1.5\n", "t.toml: planner.decay: 1.5 is not in (0, 1] (default 0.97 per step)"),
     ("[planner]\nmax_jobs = 0\n", "t.toml: planner.max_jobs: 0 is not in 1..=100000 (default 300)"),
     ("[planner]\nhorizon = 24\n", "t.toml:2: planner.horizon: `24` has no unit: write it as a string such as \"24m\" or \"24h\""),
+    (
+        "[cluster]\ngpus = 96\n[cluster.gpu_types]\nh100 = 1.0\nb200 = 0\n",
+        "t.toml:5: cluster.gpu_types.b200: weight 0 of GPU type `b200` is not a finite number > 0 (one GPU-hour of it costs `weight` GPU-hours of budget; e.g. b200 = 2.2)",
+    ),
+    (
+        "[cluster.gpu_types]\nb200 = -2.2\n",
+        "t.toml:2: cluster.gpu_types.b200: weight -2.2 of GPU type `b200` is not a finite number > 0 (one GPU-hour of it costs `weight` GPU-hours of budget; e.g. b200 = 2.2)",
+    ),
+    (
+        "[cluster.gpu_types]\nb200 = inf\n",
+        "t.toml:2: cluster.gpu_types.b200: weight inf of GPU type `b200` is not a finite number > 0 (one GPU-hour of it costs `weight` GPU-hours of budget; e.g. b200 = 2.2)",
+    ),
+    (
+        "[cluster.gpu_types]\nb200 = \"2.2\"\n",
+        "t.toml:2: cluster.gpu_types.b200: invalid type: string \"2.2\", expected a weight (a number > 0, e.g. b200 = 2.2) or a table such as b200 = { weight = 2.2, gpus = 32 }",
+    ),
+    (
+        "[cluster.gpu_types]\n\"h 100\" = 1.0\n",
+        "t.toml:2: cluster.gpu_types.h 100: GPU type `h 100` is not a GRES type as Slurm spells it (1 to 64 letters, digits, `_`, `-` or `.`, starting with a letter or digit, as in gres.conf's Type=: e.g. h100, a100_80g)",
+    ),
+    (
+        "[cluster.gpu_types]\n\"gpu:h100\" = 1.0\n",
+        "t.toml:2: cluster.gpu_types.gpu:h100: GPU type `gpu:h100` is not a GRES type as Slurm spells it (1 to 64 letters, digits, `_`, `-` or `.`, starting with a letter or digit, as in gres.conf's Type=: e.g. h100, a100_80g)",
+    ),
+    ("[cluster.gpu_types]\n100 = 1.0\n", "t.toml:2: cluster.gpu_types.100: GPU type `100` is only digits: Slurm would read `gpu:100` as a count, not a type"),
+    (
+        "[cluster.gpu_types]\nb200 = { weight = 2.2, gpu = 32 }\n",
+        "t.toml:2: cluster.gpu_types.b200.gpu: unknown field `gpu`, expected `weight` or `gpus`",
+    ),
+    (
+        "[cluster.gpu_types]\nb200 = { weight = 2.2, gpus = 0 }\n",
+        "t.toml:2: cluster.gpu_types.b200.gpus: GPU type `b200`: gpus = 0; give the number of GPUs of this type (at least 1), or leave it out to count Slurm's nodes",
+    ),
+    (
+        "[cluster.gpu_types]\nb200 = { weight = 2.2, gpus = -4 }\n",
+        "t.toml:2: cluster.gpu_types.b200.gpus: -4 is not a number of GPUs (1 to 4294967295), or leave it out to count Slurm's nodes",
+    ),
+    (
+        "[cluster]\ngpus = 16\n[cluster.gpu_types]\nh100 = { gpus = 8 }\nb200 = { weight = 2.2, gpus = 16 }\n",
+        "t.toml: cluster.gpu_types: the types' GPUs add up to 24, more than cluster.gpus = 16 (every type's GPUs are part of cluster.gpus)",
+    ),
+    (
+        "[cluster.gpu_types]\nH100 = 1\nh100 = 1.5\n",
+        "t.toml:3: cluster.gpu_types.h100: GPU types `H100` and `h100` differ only in case: Slurm matches types as written; keep one spelling",
+    ),
+    ("[cluster]\ngpu_types = 3\n", "t.toml:2: cluster.gpu_types: invalid type: integer `3`, expected a map"),
+    (
+        "[cluster]\ngpus = 8\n[cluster.gpu_types]\nb200 = { weight = 0.1, gpus = 8 }\n[accounts.a]\ngpu_hours = 200\n",
+        "t.toml: accounts: children of `root` are given 200.0 GPU-hours per window, more than its 134.4",
+    ),
 ];
 
 #[test]
@@ -347,4 +397,37 @@ fn accepted_keys_are_the_keys_serde_accepts() {
     // ... and a key next to them is not.
     let (_, _, message) = raw::parse("[cluster]\nzone = 0\n").unwrap_err();
     assert!(message.contains("unknown field"), "{message}");
+}
+
+#[test]
+fn gpu_types_weigh_gpus_into_budget_units() {
+    // The spelling, weights only: charging weights, the capacity
+    // of [cluster] gpus at weight 1 until Slurm's nodes say how many of
+    // each type there are.
+    let text = "[cluster]\ngpus = 96\n[cluster.gpu_types]\nh100 = 1.0\nb200 = 2.2\n[accounts.a]\nshare = 50\n";
+    let c = Config::parse(text, "t.toml").unwrap();
+    assert_eq!((c.weight_of(Some("b200")).get(), c.weight_of(Some("h100")).get()), (2.2, 1.0));
+    assert_eq!((c.weight_of(Some("a100")).get(), c.weight_of(None).get()), (1.0, 1.0));
+    assert_eq!(c.capacity(96).units, 96.0);
+    let nodes: Inventory = [(Some("h100".into()), 64), (Some("b200".into()), 32)].into_iter().collect();
+    assert!((c.capacity_with(96, &nodes).units - (64.0 + 32.0 * 2.2)).abs() < 1e-9);
+    let a = c.tree.id("a").unwrap();
+    let alloc = c.allocation_with(96, &nodes).unwrap();
+    assert!((alloc.rate_gpus(a) - (64.0 + 70.4) / 2.0).abs() < 1e-9);
+    // Counts in the file: [cluster] gpus may be left out (their sum), and
+    // the file's count wins over the nodes'.
+    let text = "[cluster.gpu_types]\nh100 = { gpus = 64 }\nb200 = { weight = 2.2, gpus = 32 }\n";
+    let c = Config::parse(text, "t.toml").unwrap();
+    assert_eq!(c.cluster.gpus, Some(96));
+    assert!((c.capacity(96).units - 134.4).abs() < 1e-9);
+    assert!((c.capacity_with(96, &[(Some("b200".into()), 8)].into_iter().collect()).units - 134.4).abs() < 1e-9);
+    assert!(c.planner.is_none() && crate::Config::parse(&format!("{text}[planner]\nenabled = true\n"), "t.toml").is_ok());
+    // Without the table nothing changes, whatever the nodes have.
+    let c = Config::parse(GOOD, "good.toml").unwrap();
+    assert!(c.cluster.gpu_types.is_empty());
+    assert_eq!(c.capacity_with(64, &nodes), c.capacity(64));
+    assert_eq!(c.capacity(64), tally_allocator::Capacity::new(64, 7 * 86_400));
+    // Some types without a count and no [cluster] gpus: the size is unknown.
+    let c = Config::parse("[cluster.gpu_types]\nh100 = { gpus = 64 }\nb200 = 2.2\n", "t.toml").unwrap();
+    assert_eq!(c.cluster.gpus, None);
 }

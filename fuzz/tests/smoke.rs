@@ -68,7 +68,7 @@ fn every_target_has_a_smoke_and_a_libfuzzer_binary() {
 #[test]
 fn state_seed_is_what_the_code_writes() {
     use tally_allocator::runs::RunRecord;
-    use tally_allocator::{Contract, Ledger, Snapshot, UsageKey};
+    use tally_allocator::{Contract, Ledger, Snapshot, UsageKey, Weight};
     let mut l = Ledger::new(3600, 7 * 86_400).unwrap();
     l.charge(&UsageKey::new("pretrain", "alice"), 8, 1_796_080_000, 1_796_083_140);
     l.charge(&UsageKey::new("climate", "carol smith"), 2, 1_796_079_000, 1_796_083_200);
@@ -85,6 +85,7 @@ fn state_seed_is_what_the_code_writes() {
             account: "pretrain".into(),
             user: "alice".into(),
             gpus: 8,
+            weight: Weight::ONE,
             contract: Contract::new(7200, false),
             earlier_s: 0,
         },
@@ -99,6 +100,7 @@ fn state_seed_is_what_the_code_writes() {
             account: "climate".into(),
             user: "carol smith".into(),
             gpus: 2,
+            weight: Weight::ONE,
             contract: Contract::new(3600, true),
             earlier_s: 600,
         },

@@ -295,6 +295,7 @@ impl<'a> Sim<'a> {
                 user: tj.user.as_str().into(),
                 contract,
                 gpus: tj.gpus,
+                weight: tally_allocator::Weight::ONE,
                 submit_s: tj.submit_s,
                 start_s: None,
                 within_team: tj.priority,

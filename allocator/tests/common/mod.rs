@@ -15,11 +15,13 @@ pub struct World {
     pub gpus: u32,
     pub ledger: Ledger,
     pub now: u64,
+    /// Budget units per GPU of the whole cluster (every GPU of one weight).
+    pub unit: f64,
 }
 
 impl World {
     pub fn new(gpus: u32) -> World {
-        World { specs: vec![], gpus, ledger: Ledger::new(H, WEEK).unwrap(), now: NOW }
+        World { specs: vec![], gpus, ledger: Ledger::new(H, WEEK).unwrap(), now: NOW, unit: 1.0 }
     }
     /// An account with a share of its parent (percent).
     pub fn share(mut self, name: &str, parent: Option<&str>, pct: f64) -> World {
@@ -41,7 +43,16 @@ impl World {
         OrgTree::new(&self.specs).expect("valid tree")
     }
     pub fn alloc(&self) -> Allocation {
-        Allocation::new(&self.tree(), Capacity { gpus: self.gpus, window_s: WEEK }).expect("fits")
+        Allocation::new(&self.tree(), Capacity::weighted(self.gpus, f64::from(self.gpus) * self.unit, WEEK)).expect("fits")
+    }
+    /// The same world on GPUs that all weigh `w` (a whole number): the
+    /// capacity and every amount of usage × `w`.
+    pub fn scaled(&self, w: u32) -> World {
+        let mut ledger = Ledger::new(H, WEEK).unwrap();
+        for (b, key, gs) in self.ledger.whole_entries() {
+            ledger.add_whole(b, key, gs * u64::from(w));
+        }
+        World { ledger, unit: self.unit * f64::from(w), ..self.clone() }
     }
     pub fn fs(&self) -> FairShare {
         FairShare::compute(&self.tree(), &self.alloc(), &self.ledger.usage(self.now))
@@ -55,9 +66,9 @@ impl World {
         for j in jobs.iter().filter(|j| j.is_allocated(&Funded::new(&tree, &alloc))) {
             let id = tree.id(&j.account).expect("in tree");
             if j.start_s.is_some() {
-                load.run(id, j.gpus);
+                load.run_units(id, j.units());
             } else {
-                load.wait(id, j.gpus);
+                load.wait_units(id, j.units());
             }
         }
         Entitlement::compute(&tree, &alloc, &load)

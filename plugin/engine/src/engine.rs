@@ -25,8 +25,8 @@ use tally_allocator::names::ByName;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tally_allocator::{
-    drain_plan, job_priority, DrainPlan, OnDraining, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Held, Job, Load, Priority, QueueOrder,
-    RunBook, RunRecord, Seen, Snapshot, TeamLoad,
+    drain_plan, job_priority, DrainPlan, OnDraining, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Held,
+    Inventory, Job, Load, Priority, QueueOrder, RunBook, RunRecord, Seen, Snapshot, TeamLoad,
 };
 use tally_config::Config;
 
@@ -93,10 +93,19 @@ pub fn counted(v: &JobView, now: u64, preempt_window_s: u64) -> Counted {
 /// The budgets as rates: the allocation at `[cluster] gpus` (or 1 GPU, with
 /// zero allocations when fixed budgets do not fit it).
 pub fn allocation(config: &Config) -> Allocation {
-    config.allocation(config.ranking_gpus()).unwrap_or_else(|e| {
+    allocation_at(config, &Inventory::new())
+}
+
+/// [`allocation`] on the capacity of `[cluster] gpus` with the GPUs per
+/// type Slurm's nodes have (`inventory`, [`Engine::set_gpu_inventory`]):
+/// with `[cluster.gpu_types]`, the types' GPUs at their weights
+/// (`Config::capacity_with`: the file's count of a type first, then the
+/// nodes'); without, the inventory is not read.
+pub fn allocation_at(config: &Config, inventory: &Inventory) -> Allocation {
+    config.allocation_with(config.ranking_gpus(), inventory).unwrap_or_else(|e| {
         log::error!("{e}; ranking with zero allocations");
         Allocation {
-            capacity: config.capacity(config.ranking_gpus()),
+            capacity: config.capacity_with(config.ranking_gpus(), inventory),
             gpu_hours: vec![0.0; config.tree.len()],
             own_gpu_hours: vec![0.0; config.tree.len()],
         }
@@ -163,7 +172,7 @@ impl<'a> Classifier<'a> {
                 self.interned.entry(a).or_insert_with(|| Arc::from(a)).clone()
             }
         };
-        (counted(v, self.now, self.preempt_window_s), job_from(v, account, v.user.clone(), contract, run).0)
+        (counted(v, self.now, self.preempt_window_s), job_from(config, v, account, v.user.clone(), contract, run).0)
     }
 }
 
@@ -176,7 +185,8 @@ fn het_comments(views: &[JobView]) -> BTreeMap<u32, Option<&str>> {
 
 /// What every team runs and waits for now: the one computation of the
 /// priority plugin's tick and the preempt plugin's live check. Only
-/// allocated jobs count.
+/// allocated jobs count, each as its budget units (`Job::units`: GPUs ×
+/// the weight of their type).
 pub fn entitlement_of(config: &Config, alloc: &Allocation, jobs: &[(Counted, Job)]) -> Entitlement {
     let funded = Funded::new(&config.tree, alloc);
     let mut load = Load::new(&config.tree);
@@ -190,8 +200,8 @@ pub fn entitlement_of(config: &Config, alloc: &Allocation, jobs: &[(Counted, Job
         let node = node_of.get(&job.account, |name| config.tree.id(name).filter(|&id| funded.funded_at(id)));
         let Some(id) = node else { continue };
         match c {
-            Counted::Running => load.run(id, job.gpus),
-            Counted::Waiting => load.wait(id, job.gpus),
+            Counted::Running => load.run_units(id, job.units()),
+            Counted::Waiting => load.wait_units(id, job.units()),
             Counted::No => {}
         }
     }
@@ -217,7 +227,7 @@ impl PlanBoard {
 pub struct TickReport {
     /// (index into the views, new priority) for pending jobs whose priority changed.
     pub priorities: Vec<(usize, u32)>,
-    /// GPU-seconds charged in this tick.
+    /// GPU-seconds charged in this tick (budget-unit-seconds with GPU types).
     pub charged_gpu_s: f64,
     pub jobs_seen: usize,
     /// The previous tick's job views, for the caller to drop outside
@@ -262,12 +272,15 @@ pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::Con
 /// earlier runs.
 pub fn job_of(config: &Config, v: &JobView, comment: Option<&str>, run: Option<&RunRecord>) -> (Job, Option<tally_allocator::ContractError>) {
     let account = config.account_for(v.account.as_deref(), &v.user).unwrap_or("");
-    job_from(v, account.into(), v.user.clone(), config.contracts.resolve(comment), run)
+    job_from(config, v, account.into(), v.user.clone(), config.contracts.resolve(comment), run)
 }
 
 /// [`job_of`] with the account (`account_for`), user and comment already
-/// resolved.
+/// resolved. The job's GPUs weigh what `[cluster.gpu_types]` says of its
+/// type (`Config::weight_of`); a job holding GPUs keeps the weight its run
+/// started with.
 fn job_from(
+    config: &Config,
     v: &JobView,
     account: Arc<str>,
     user: Arc<str>,
@@ -285,6 +298,7 @@ fn job_from(
         user,
         contract,
         gpus: v.gpus,
+        weight: config.weight_of(v.gpu_type.as_deref()),
         submit_s: v.submit_s,
         start_s: (v.state == RunState::Running && v.start_s > 0).then_some(v.start_s),
         within_team: (-v.nice).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
@@ -297,6 +311,7 @@ fn job_from(
             job.account.clone_from(&r.account);
             job.user.clone_from(&r.user);
             job.gpus = r.gpus;
+            job.weight = r.weight;
             job.contract = r.contract;
             job.earlier_run_s = r.earlier_s;
             return (job, None);
@@ -370,7 +385,7 @@ pub fn changed_priorities(
 /// under a config and a ledger, and the walk's priority of each waiting
 /// job (by index into `jobs`; `None` for the others).
 pub fn rank(config: &Arc<Config>, snapshot: &Snapshot, jobs: &[(Counted, Job)], now: u64) -> (Ranking, Vec<Option<Priority>>) {
-    let alloc = allocation(config);
+    let alloc = allocation_at(config, &snapshot.inventory);
     let fs = FairShare::compute(&config.tree, &alloc, &snapshot.ledger.usage(now));
     let ent = entitlement_of(config, &alloc, jobs);
     let waiting: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].0 == Counted::Waiting).collect();
@@ -480,11 +495,56 @@ impl Engine {
             self.snapshot = rebucket(&self.snapshot, &config);
         }
         self.config = config;
+        if self.config.cluster.gpu_types.is_empty() {
+            self.snapshot.inventory.clear();
+        }
         self.warned.clear();
         let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
         self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
         // What was held so far was under the old rates; from now on, the new.
         self.record_owed(now, &jobs);
+    }
+
+    /// The GPUs per type on Slurm's nodes (`None`: untyped GPUs), as the
+    /// plugin counts them (at start-up, and whenever they may have
+    /// changed): with `[cluster.gpu_types]`, the capacity becomes
+    /// `[cluster] gpus` with every type the file gives no count for counted
+    /// as the nodes say, at its weight (`Config::capacity_with`; a count in
+    /// the file wins over the nodes', the rest of `[cluster] gpus` weighs
+    /// 1), and the ranking is redone at once. The counts are saved with
+    /// the ledger (`gpus` records), so the reports and the other plugins
+    /// rank on the same capacity. Without `[cluster.gpu_types]` they are
+    /// ignored: the capacity stays `[cluster] gpus`, as always. Returns
+    /// whether the capacity changed.
+    pub fn set_gpu_inventory(&mut self, counts: BTreeMap<Option<Arc<str>>, u32>, now: u64) -> bool {
+        let mut inventory = Inventory::new();
+        if !self.config.cluster.gpu_types.is_empty() {
+            for (t, n) in counts {
+                let t = t.filter(|t| !t.is_empty() && &**t != "-");
+                let sum = inventory.entry(t).or_insert(0);
+                *sum = sum.saturating_add(n);
+            }
+            inventory.retain(|_, n| *n > 0);
+        }
+        if inventory == self.snapshot.inventory {
+            return false;
+        }
+        let gpus = self.config.ranking_gpus();
+        let before = self.config.capacity_with(gpus, &self.snapshot.inventory).units;
+        let after = self.config.capacity_with(gpus, &inventory).units;
+        let typed: u64 = self.config.cluster.gpu_types.typed_gpus(&inventory).values().map(|&n| u64::from(n)).sum();
+        if typed > u64::from(gpus) {
+            log::warn!(
+                "the GPU types of [cluster.gpu_types] have {typed} GPUs (the file's counts and Slurm's nodes), more than [cluster] gpus = {gpus} in {}: only the typed GPUs count",
+                self.config.source
+            );
+        }
+        log::info!("GPUs per type on the nodes: {}; capacity {after:.1} budget units (was {before:.1})", inventory_text(&inventory));
+        self.snapshot.inventory = inventory;
+        let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
+        self.record_owed(now, &jobs);
+        before != after
     }
 
     /// Charge `v` as `job` (its facts now: frozen if this is a new run)
@@ -504,7 +564,7 @@ impl Engine {
     pub fn tick(&mut self, now: u64, views: impl Into<Vec<JobView>>, plan: Option<&PlanBoard>) -> TickReport {
         let views: Vec<JobView> = views.into();
         let mut report = TickReport { jobs_seen: views.len(), ..TickReport::default() };
-        let alloc = allocation(&self.config);
+        let alloc = allocation_at(&self.config, &self.snapshot.inventory);
         let recorded = self.snapshot.runs.len();
         let config = self.config.clone();
         let mut classifier = Classifier::new(&config, &views, now, self.preempt_window_s);
@@ -564,7 +624,7 @@ impl Engine {
             }
             let Some(id) = node_of.get(&job.account, |name| tree.id(name)) else { continue };
             if !job.contract.is_allocated() || !ent.funded_at(id) {
-                unallocated[id] += f64::from(job.gpus);
+                unallocated[id] += job.units();
             }
         }
         let mut held = Vec::new();
@@ -610,13 +670,21 @@ impl Engine {
     }
 }
 
+/// `h100 64, b200 32, untyped 8` (for the log).
+fn inventory_text(inventory: &Inventory) -> String {
+    if inventory.is_empty() {
+        return "none".to_string();
+    }
+    inventory.iter().map(|(t, n)| format!("{} {n}", t.as_deref().unwrap_or("untyped"))).collect::<Vec<_>>().join(", ")
+}
+
 fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
     let mut ledger = config.new_ledger();
     for (b, key, gs) in old.ledger.entries() {
         ledger.add(b * old.ledger.bucket_s() / config.bucket_s, key, gs);
     }
     let owed = old.owed.rebucket(config.bucket_s, config.window_s);
-    Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone(), owed, load: old.load.clone() }
+    Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone(), owed, load: old.load.clone(), inventory: old.inventory.clone() }
 }
 
 

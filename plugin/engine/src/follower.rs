@@ -24,14 +24,14 @@
 //! The plugins also refuse a config without `[cluster] gpus`: the ranking
 //! needs the cluster's size, and Tally does not guess it.
 
-use crate::engine::allocation;
+use crate::engine::allocation_at;
 use crate::guard::lock;
 use crate::statefile::{self, Loaded};
 use crate::worker::{Wake, Worker};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use tally_allocator::{Allocation, RunBook};
+use tally_allocator::{Allocation, Inventory, RunBook};
 use tally_config::Config;
 
 /// The active copy's name beside the ledger.
@@ -125,10 +125,13 @@ struct State {
     state_path: Option<PathBuf>,
     /// The file followed and its mtime when last read.
     source: Option<(PathBuf, Option<SystemTime>)>,
-    /// The config in force and its allocation (computed once per config:
-    /// a problem with it is logged once, not every period).
+    /// The config in force and its allocation (computed once per config
+    /// and GPU inventory: a problem with it is logged once, not every period).
     config: Option<(Arc<Config>, Arc<Allocation>)>,
     runs: Arc<RunBook>,
+    /// The GPUs per type the priority plugin saved with the ledger (with
+    /// `[cluster.gpu_types]`): the capacity the allocation is computed on.
+    inventory: Inventory,
     ledger_read: Option<Instant>,
     complained: bool,
 }
@@ -148,9 +151,9 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 const LOOK: Duration = Duration::from_secs(1);
 
 fn refresh(st: &Mutex<State>, force: bool) -> Duration {
-    let (config_path, state_path, source, mut config, ledger_read) = {
+    let (config_path, state_path, source, mut config, ledger_read, inventory) = {
         let s = lock(st);
-        (s.config_path.clone(), s.state_path.clone(), s.source.clone(), s.config.clone(), s.ledger_read)
+        (s.config_path.clone(), s.state_path.clone(), s.source.clone(), s.config.clone(), s.ledger_read, s.inventory.clone())
     };
     // The file to follow: the active copy, else tally.toml.
     let follow = state_path.as_deref().map(active_path).filter(|a| a.exists()).unwrap_or_else(|| config_path.clone());
@@ -163,7 +166,7 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
             Some(c) => {
                 log::info!("following {}", follow.display());
                 crate::set_debug(c.debug);
-                let alloc = Arc::new(allocation(&c));
+                let alloc = Arc::new(allocation_at(&c, &inventory));
                 config = Some((Arc::new(c), alloc));
             }
             None if config.is_some() => log::error!("{}: not reloaded; the last good config stays in force", follow.display()),
@@ -183,7 +186,7 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
     if ledger_due {
         s.ledger_read = Some(Instant::now());
         drop(s);
-        let runs = match &config {
+        let (runs, new_inventory) = match &config {
             Some((c, _)) => {
                 let snapshot = state_path.as_deref().and_then(|p| match statefile::load_readonly(p, c.bucket_s, c.window_s) {
                     Loaded::Ok { snapshot, .. } => Some(*snapshot),
@@ -193,11 +196,24 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
                         None
                     }
                 });
-                Arc::new(snapshot.map(|s| s.runs).unwrap_or_default())
+                match snapshot {
+                    Some(s) => (Arc::new(s.runs), Some(s.inventory)),
+                    None => (Arc::new(RunBook::new()), None),
+                }
             }
-            None => Arc::new(RunBook::new()),
+            None => (Arc::new(RunBook::new()), None),
         };
-        lock(st).runs = runs;
+        let mut s = lock(st);
+        s.runs = runs;
+        // The nodes' GPUs per type changed (with [cluster.gpu_types]): the
+        // allocation follows the priority plugin's capacity.
+        if let Some(new_inventory) = new_inventory.filter(|n| *n != s.inventory) {
+            if let Some((c, _)) = &s.config {
+                let alloc = Arc::new(allocation_at(c, &new_inventory));
+                s.config = Some((c.clone(), alloc));
+            }
+            s.inventory = new_inventory;
+        }
     }
     LOOK
 }
@@ -212,6 +228,7 @@ impl Follower {
             source: None,
             config: None,
             runs: Arc::new(RunBook::new()),
+            inventory: Inventory::new(),
             ledger_read: None,
             complained: false,
         }));
@@ -325,5 +342,17 @@ mod tests {
         // No config at all: None (job_submit fails open, preempt closed).
         let g = Follower::start(toml.with_file_name("missing.toml"), None, false);
         assert!(g.config().is_none() && g.allocated().is_none());
+    }
+
+    #[test]
+    fn followers_rank_on_the_gpus_per_type_the_priority_plugin_saved() {
+        let (toml, state) = files("types");
+        std::fs::write(&toml, format!("{GOOD}[cluster.gpu_types]\nb200 = 2.5\n")).unwrap();
+        let f = Follower::start(toml.clone(), Some(state.clone()), false);
+        assert_eq!(f.allocated().unwrap().1.capacity.units, 8.0);
+        // The priority plugin counted 4 B200s on the nodes and saved them.
+        statefile::save_atomic(&state, "tally-state 2\ngeometry 3600 604800\ngpus b200 4\n").unwrap();
+        refresh(&f.state, true);
+        assert_eq!(f.allocated().unwrap().1.capacity.units, 4.0 + 4.0 * 2.5);
     }
 }

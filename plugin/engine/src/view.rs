@@ -28,6 +28,12 @@ pub struct JobView {
     pub comment: Option<String>,
     pub partition: Option<Arc<str>>,
     pub gpus: u32,
+    /// The GPU type (GRES type as Slurm spells it: `h100` of
+    /// `gpu:h100:8`): the allocated type of a job holding GPUs, the
+    /// requested type of a pending one; `None` when untyped, unknown, or
+    /// GPUs of several types. Weighs its GPUs through `[cluster.gpu_types]`
+    /// (`None`: weight 1). [`gpu_type`] reads it from a TRES string.
+    pub gpu_type: Option<Arc<str>>,
     /// Unix seconds (0 = unknown).
     pub submit_s: u64,
     pub begin_s: u64,
@@ -55,7 +61,7 @@ pub struct JobView {
 impl JobView {
     /// A pending job of `user` with no account, comment or partition, 1
     /// GPU, submitted and eligible at 0, priority 1 (not held), no time
-    /// limit: the start of a test's or benchmark's job, finished with
+    /// limit, untyped GPUs: the start of a test's or benchmark's job, finished with
     /// struct update syntax (`JobView { gpus: 8, ..JobView::pending(1, u) }`).
     pub fn pending(job_id: u32, user: Arc<str>) -> JobView {
         JobView {
@@ -67,6 +73,7 @@ impl JobView {
             comment: None,
             partition: None,
             gpus: 1,
+            gpu_type: None,
             submit_s: 0,
             begin_s: 0,
             start_s: 0,
@@ -136,7 +143,7 @@ impl Names {
 
 }
 
-pub use tally_allocator::tres::gpu_count;
+pub use tally_allocator::tres::{gpu_count, gpu_type};
 
 /// A node of slurmctld's table, copied with the jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,11 +226,32 @@ impl GpuAsk {
         }
         Ok(None)
     }
+
+    /// The GPU type asked for ([`gpu_type`] of the first request string
+    /// that asks for GPUs); `None` when untyped (any type will do).
+    pub fn gpu_type(&self) -> Option<&str> {
+        [&self.per_job, &self.per_node, &self.per_task, &self.per_socket]
+            .into_iter()
+            .flatten()
+            .find(|s| gpu_count(s).is_some())
+            .and_then(|s| gpu_type(s))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_type_asked_for() {
+        let ask = |node: &str| GpuAsk::new([None, Some(node.to_string()), None, None], 2, None);
+        assert_eq!(ask("gres/gpu:b200:8").gpu_type(), Some("b200"));
+        assert_eq!(ask("gres/gpu:8").gpu_type(), None);
+        let both = GpuAsk::new([Some("gres/gpu:h100:16".into()), Some("gres/gpu:b200:8".into()), None, None], 2, None);
+        assert_eq!(both.gpu_type(), Some("h100"), "the request the total comes from");
+        assert_eq!(GpuAsk::default().gpu_type(), None);
+        assert_eq!(JobView::pending(1, "u".into()).gpu_type, None);
+    }
 
     #[test]
     fn names_are_shared() {

@@ -269,3 +269,124 @@ fn owed_and_delivered_are_recorded_tick_by_tick_and_saved() {
     assert_eq!(back.snapshot.owed, e.snapshot().owed);
     assert_eq!(back.snapshot.load, e.snapshot().load);
 }
+
+/// [`CONFIG`] with a `[cluster.gpu_types]` table (weights only: the nodes
+/// say how many of each).
+fn typed_config(table: &str) -> Config {
+    Config::parse(&format!("{CONFIG}\n[cluster.gpu_types]\n{table}\n"), "typed.toml").unwrap()
+}
+
+fn typed(v: JobView, gpu_type: &str) -> JobView {
+    JobView { gpu_type: Some(gpu_type.into()), ..v }
+}
+
+#[test]
+fn a_b200_hour_is_charged_its_weight() {
+    let mut e = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), None, T0);
+    let jobs = [
+        JobView { gpus: 8, ..typed(running(view(1, "a", "alice", "contract=1h"), T0), "h100") },
+        JobView { gpus: 8, ..typed(running(view(2, "b", "bob", "contract=1h"), T0), "b200") },
+        // A type the table does not name, and an untyped job: weight 1.
+        typed(running(view(3, "a", "alice", "contract=1h"), T0), "a100"),
+        running(view(4, "b", "bob", "contract=1h"), T0),
+    ];
+    e.tick(T0, &jobs, None);
+    let r = e.tick(T0 + 3600, &jobs, None);
+    assert!((r.charged_gpu_s - (8.0 + 8.0 * 2.2 + 2.0 + 2.0) * 3600.0).abs() < 1e-6, "{}", r.charged_gpu_s);
+    let used = e.usage_by_account(T0 + 3600);
+    assert_eq!(used["a"], 8.0 + 2.0);
+    assert!((used["b"] - (8.0 * 2.2 + 2.0)).abs() < 1e-9, "{used:?}");
+    // The run keeps the weight it started with, and so does the saved record.
+    let untyped_now = JobView { gpu_type: None, ..jobs[1].clone() };
+    e.tick(T0 + 7200, &[jobs[0].clone(), untyped_now, jobs[2].clone(), jobs[3].clone()], None);
+    assert!((e.usage_by_account(T0 + 7200)["b"] - 2.0 * (8.0 * 2.2 + 2.0)).abs() < 1e-9);
+    let text = e.state_text(T0 + 7200);
+    assert!(text.contains("\nrun 2 1796083200 7200 1796090400 1 8 3600 0 0 b bob 2.2\n"), "{text}");
+    // What b runs now, in budget units: 8 × 2.2 + 2.
+    let t = e.ranking().ent.team("b").unwrap();
+    assert!((t.running - 19.6).abs() < 1e-9, "{t:?}");
+}
+
+#[test]
+fn weights_of_one_change_nothing() {
+    let jobs = |typed_views: bool| {
+        let t = |v: JobView, ty: &str| if typed_views { typed(v, ty) } else { v };
+        vec![
+            t(JobView { gpus: 6, ..running(view(1, "a", "alice", "contract=1h"), T0) }, "h100"),
+            t(view(2, "a", "alice", "contract=1h"), "b200"),
+            t(JobView { gpus: 8, ..view(3, "b", "bob", "contract=1h") }, "b200"),
+            t(running(view(4, "b", "bob", ""), T0), "h100"),
+        ]
+    };
+    let run = |mut e: Engine, views: Vec<JobView>| {
+        let mut prios = Vec::new();
+        for k in 0..5 {
+            prios.push(e.tick(T0 + 600 * k, views.clone(), None).priorities);
+        }
+        (prios, e.state_text(T0 + 3000))
+    };
+    let plain = run(engine(), jobs(false));
+    let ones = run(Engine::new(typed_config("h100 = 1\nb200 = 1.0"), None, T0), jobs(true));
+    assert_eq!(plain, ones);
+    // And a table of weight 1 with the nodes' counts: the same capacity.
+    let mut e = Engine::new(typed_config("h100 = 1\nb200 = 1.0"), None, T0);
+    e.set_gpu_inventory([(Some("h100".into()), 8), (Some("b200".into()), 8)].into_iter().collect(), T0);
+    assert_eq!(e.ranking().ent.capacity_gpus(), 16.0);
+}
+
+#[test]
+fn the_nodes_gpus_per_type_set_the_capacity() {
+    // 16 GPUs: 8 H100s and 8 B200s on the nodes.
+    let nodes = || -> BTreeMap<Option<Arc<str>>, u32> { [(Some("h100".into()), 8), (Some("b200".into()), 8)].into_iter().collect() };
+    let mut e = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), None, T0);
+    assert_eq!(e.ranking().ent.capacity_gpus(), 16.0, "until the nodes are counted: 16 of weight 1");
+    assert!(e.set_gpu_inventory(nodes(), T0));
+    assert!(!e.set_gpu_inventory(nodes(), T0), "the same counts change nothing");
+    let cap = 8.0 + 8.0 * 2.2;
+    assert!((e.ranking().ent.capacity_gpus() - cap).abs() < 1e-9);
+    assert!((e.ranking().ent.team("a").unwrap().rate - cap / 2.0).abs() < 1e-9);
+    // Saved with the ledger, read back by a restart (and the reports).
+    let text = e.state_text(T0);
+    assert!(text.ends_with("gpus b200 8\ngpus h100 8\n"), "{text}");
+    let snap = Snapshot::parse(&text, 3600, 7 * 86_400).unwrap().snapshot;
+    let again = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), Some(snap), T0);
+    assert!((again.ranking().ent.capacity_gpus() - cap).abs() < 1e-9);
+    // A count in the file wins over the nodes'.
+    let mut f = Engine::new(typed_config("h100 = 1.0\nb200 = { weight = 2.2, gpus = 4 }"), None, T0);
+    f.set_gpu_inventory(nodes(), T0);
+    assert!((f.ranking().ent.capacity_gpus() - (8.0 + 4.0 * 2.2 + 4.0)).abs() < 1e-9);
+    // Without [cluster.gpu_types] the nodes' types are not read.
+    let mut g = engine();
+    assert!(!g.set_gpu_inventory(nodes(), T0));
+    assert_eq!(g.ranking().ent.capacity_gpus(), 16.0);
+    assert!(!g.state_text(T0).contains("\ngpus "));
+    // A reload without the table forgets them.
+    e.set_config(Config::parse(CONFIG, "test.toml").unwrap(), T0 + 60);
+    assert_eq!(e.ranking().ent.capacity_gpus(), 16.0);
+    assert!(e.snapshot().inventory.is_empty());
+}
+
+#[test]
+fn a_team_on_b200s_ranks_behind_a_team_that_ran_as_long_on_h100s() {
+    // a ran 8 B200s for an hour, b 8 H100s: the same GPU-hours, but a
+    // used 2.2 times the budget. Their next jobs: b's first.
+    let mut e = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), None, T0);
+    e.set_gpu_inventory([(Some("h100".into()), 8), (Some("b200".into()), 8)].into_iter().collect(), T0);
+    let ran = [
+        JobView { gpus: 8, end_s: T0 + 3600, state: RunState::Done, ..typed(running(view(1, "a", "alice", "contract=1h"), T0), "b200") },
+        JobView { gpus: 8, end_s: T0 + 3600, state: RunState::Done, ..typed(running(view(2, "b", "bob", "contract=1h"), T0), "h100") },
+    ];
+    e.tick(T0 + 3600, &ran, None);
+    let next = [typed(view(3, "a", "alice", "contract=1h"), "h100"), typed(view(4, "b", "bob", "contract=1h"), "h100")];
+    let r = e.tick(T0 + 3660, &next, None);
+    let prio: BTreeMap<u32, u32> = r.priorities.iter().map(|&(i, p)| (next[i].job_id, p)).collect();
+    assert!(prio[&4] > prio[&3], "{prio:?}");
+    let rk = e.ranking();
+    assert!(rk.fs.standing("b").unwrap().rank < rk.fs.standing("a").unwrap().rank);
+    // Untyped (no table), the same history ties and the name decides: a first.
+    let mut u = engine();
+    u.tick(T0 + 3600, &ran, None);
+    let r = u.tick(T0 + 3660, &next, None);
+    let prio: BTreeMap<u32, u32> = r.priorities.iter().map(|&(i, p)| (next[i].job_id, p)).collect();
+    assert!(prio[&3] > prio[&4], "{prio:?}");
+}
