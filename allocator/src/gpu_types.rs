@@ -216,6 +216,12 @@ impl GpuWeights {
             .collect()
     }
 
+    /// The same weights without any count (every type's GPUs then come
+    /// from the nodes).
+    pub fn without_counts(&self) -> GpuWeights {
+        GpuWeights { types: self.types.iter().map(|(n, t)| (n.clone(), GpuType { gpus: None, ..*t })).collect() }
+    }
+
     /// GPUs the file gives a count for, summed (saturating).
     pub fn counted_gpus(&self) -> u32 {
         self.types.values().filter_map(|t| t.gpus).fold(0u32, u32::saturating_add)

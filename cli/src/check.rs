@@ -2,7 +2,28 @@
 
 use crate::table::{Column, Table};
 use std::path::PathBuf;
-use tally_allocator::{format_duration, Budget, MissingContract};
+use tally_allocator::{format_duration, Budget, Inventory, MissingContract};
+use tally_config::Config;
+
+/// The capacity of `gpus` GPUs by type (`[cluster.gpu_types]`, with the
+/// nodes' `inventory` for types without a count), e.g. `64 h100 x 1, 32
+/// b200 x 2.2, 160 untyped x 1 = 390.4 budget units`.
+pub(crate) fn typed_capacity(config: &Config, gpus: u32, inventory: &Inventory) -> String {
+    let typed = config.cluster.gpu_types.typed_gpus(inventory);
+    let n: u64 = typed.values().map(|&g| u64::from(g)).sum();
+    let mut parts: Vec<String> = typed.iter().filter(|(_, &g)| g > 0).map(|(t, g)| format!("{g} {t} x {}", config.weight_of(Some(t)))).collect();
+    let rest = u64::from(gpus).saturating_sub(n);
+    if rest > 0 {
+        parts.push(format!("{rest} untyped x 1"));
+    }
+    format!("{} = {:.1} budget units", parts.join(", "), config.capacity_with(gpus, inventory).units)
+}
+
+/// Types of `[cluster.gpu_types]` neither the file nor the nodes count.
+pub(crate) fn uncounted_types(config: &Config, inventory: &Inventory) -> Vec<String> {
+    let typed = config.cluster.gpu_types.typed_gpus(inventory);
+    typed.iter().filter(|(_, &g)| g == 0).map(|(t, _)| t.to_string()).collect()
+}
 
 pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     let (config, gpus) = crate::load(file, gpus)?;
@@ -26,12 +47,28 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         format_duration(config.contracts.max_s),
         missing
     );
-    println!(
-        "cluster: {} GPUs x {:.0} h = {:.1} GPU-hours per window\n",
-        gpus,
-        alloc.capacity.window_hours(),
-        alloc.capacity.gpu_hours()
-    );
+    if config.cluster.gpu_types.is_empty() {
+        println!(
+            "cluster: {} GPUs x {:.0} h = {:.1} GPU-hours per window\n",
+            gpus,
+            alloc.capacity.window_hours(),
+            alloc.capacity.gpu_hours()
+        );
+    } else {
+        let none = Inventory::new();
+        println!(
+            "cluster: {} GPUs ({}) x {:.0} h = {:.1} budget-unit-hours per window",
+            gpus,
+            typed_capacity(&config, gpus, &none),
+            alloc.capacity.window_hours(),
+            alloc.capacity.gpu_hours()
+        );
+        println!("GPU types ([cluster.gpu_types]): an hour on a GPU costs its type's weight in GPU-hours of budget; GPU-HOURS and GPUS below are budget units");
+        for t in uncounted_types(&config, &none) {
+            println!("  {t}: no count in the file: priority/tally counts Slurm's nodes (until then these GPUs weigh 1 here)");
+        }
+        println!();
+    }
     let width = tree.walk().iter().map(|&(id, d)| 2 * d + tree.node(id).name.len()).max().unwrap_or(10).max(7);
     let (l, r) = (Column::left, Column::right);
     let mut table = Table::new([l(width), r(12), r(8), r(12), r(8), r(12)]).gap("  ");

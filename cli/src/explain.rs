@@ -378,6 +378,7 @@ fn forecast_start(
             within_team: job.within_team,
             time_limit_s: q.view.time_limit_s,
             started_s: (q.view.state == RunState::Running && q.view.start_s > 0).then_some(q.view.start_s),
+            gpu_type: q.view.gpu_type.as_deref().map(str::to_string),
         })
         .collect();
     let m = ForecastMoment {

@@ -161,7 +161,9 @@ fn main() -> ExitCode {
         Command::Config { command: ConfigCommand::Check { file, gpus } } => check::run(file, gpus),
         Command::Config { command: ConfigCommand::Accounts { file } } => check::accounts(file),
         Command::Share(a) if a.helpformat => {
-            print!("{}", share::help_format());
+            // The fields; their unit too when the config (if it loads) has GPU types.
+            let config = config_at(a.config.clone()).ok().map(|(_, c)| c);
+            print!("{}", share::help_format(config.as_ref()));
             Ok(())
         }
         Command::Share(a) => share::run(share::Args {

@@ -110,13 +110,30 @@ fn field_names() -> String {
     FIELDS.iter().map(|f| f.1).collect::<Vec<_>>().join(", ")
 }
 
-/// `--helpformat`: every field and what it is.
-pub fn help_format() -> String {
+/// `--helpformat`: every field and what it is (and, when `config` has
+/// `[cluster.gpu_types]`, the unit of its figures).
+pub fn help_format(config: Option<&Config>) -> String {
     let mut s = String::new();
     for (_, name, _, what) in FIELDS {
         s.push_str(&format!("{name:<10} {what}\n"));
     }
+    if let Some(note) = config.and_then(units_note) {
+        s.push_str(&format!("\n{note}\n"));
+    }
     s
+}
+
+/// With `[cluster.gpu_types]`: what GPUs and GPU-hours mean in the report.
+fn units_note(config: &Config) -> Option<String> {
+    if config.cluster.gpu_types.is_empty() {
+        return None;
+    }
+    let weights: Vec<String> = config.cluster.gpu_types.iter().map(|(t, ty)| format!("{t} {}", ty.weight)).collect();
+    Some(format!(
+        "GPU types ({} [cluster.gpu_types]: {}; untyped 1): every GPU and GPU-hour figure is in budget units, GPUs x the weight of their type",
+        config.source,
+        weights.join(", ")
+    ))
 }
 
 /// One row's values; `None` prints as an empty cell (sshare's way).
@@ -251,13 +268,22 @@ struct Pick {
 
 fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) -> Result<Report, String> {
     let tree = &config.tree;
-    let alloc = config.allocation(config.ranking_gpus()).map_err(|e| e.to_string())?;
-    let fs: FairShare = config.fair_share(&snap.ledger, now).map_err(|e| e.to_string())?;
+    // The capacity the plugin ranked with: with GPU types, the nodes' GPUs
+    // per type it saved with the ledger.
+    let alloc = config.allocation_with(config.ranking_gpus(), &snap.inventory).map_err(|e| e.to_string())?;
+    let fs: FairShare = config.fair_share_with(&snap.ledger, now, &snap.inventory).map_err(|e| e.to_string())?;
+    let typed = !config.cluster.gpu_types.is_empty();
     let mut load = Load::new(tree);
     for (account, &(running, waiting)) in &snap.load {
         if let Some(id) = tree.id(account) {
-            load.run(id, running.round() as u32);
-            load.wait(id, waiting.round() as u32);
+            if typed {
+                // Budget units: weighted GPUs are not whole.
+                load.run_units(id, running);
+                load.wait_units(id, waiting);
+            } else {
+                load.run(id, running.round() as u32);
+                load.wait(id, waiting.round() as u32);
+            }
         }
     }
     let ent = Entitlement::compute(tree, &alloc, &load);
@@ -428,7 +454,7 @@ pub fn run(args: Args) -> Result<(), String> {
     }
     match args.layout {
         Layout::Json => {
-            let out = json!({
+            let mut out = json!({
                 "now": now,
                 "saved_at": snapshot.saved_at,
                 "window_s": config.window_s,
@@ -436,6 +462,17 @@ pub fn run(args: Args) -> Result<(), String> {
                 "ledger": state.display().to_string(),
                 "rows": rep.rows.iter().map(Row::json).collect::<Vec<_>>(),
             });
+            if let (Some(note), Value::Object(m)) = (units_note(&config), &mut out) {
+                let gpus = config.ranking_gpus();
+                let typed = config.cluster.gpu_types.typed_gpus(&snapshot.inventory);
+                let types: BTreeMap<String, Value> = typed
+                    .iter()
+                    .map(|(t, n)| (t.to_string(), json!({ "gpus": n, "weight": config.weight_of(Some(t)).get() })))
+                    .collect();
+                m.insert("gpu_types".into(), json!(types));
+                m.insert("capacity_units".into(), json!(config.capacity_with(gpus, &snapshot.inventory).units));
+                m.insert("units".into(), json!(note));
+            }
             println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
         }
         layout => {
@@ -447,6 +484,9 @@ pub fn run(args: Args) -> Result<(), String> {
                     state.display(),
                     config.ranking_gpus()
                 );
+                if let Some(note) = units_note(&config) {
+                    println!("{}: {note}", crate::check::typed_capacity(&config, config.ranking_gpus(), &snapshot.inventory));
+                }
                 println!();
             }
             print!("{}", render(&rep.rows, &cols, layout, !args.noheader));
@@ -539,6 +579,46 @@ root|||16.00|2688.0|52.000|0.0193|1|0.800000|10|4|0.000|14.00|40.000|52.000|100.
    vision-and-robotics-long-name|carol||||4.000|||||||||||
 ";
         assert_eq!(got, want, "\n{got}");
+    }
+
+    #[test]
+    fn with_gpu_types_the_figures_are_budget_units() {
+        // The fixture's cluster with 4 of its 16 GPUs B200s weighing 2.5:
+        // 12 + 4 × 2.5 = 22 budget units (research 75% of them, ops its
+        // fixed 336 GPU-hours = 2); nlp ran its 8 GPUs on B200s: 2.5 times
+        // the units.
+        let text = format!("{CONFIG}[cluster.gpu_types]\nb200 = 2.5\nh100 = 1\n");
+        let config = Config::parse(&text, "share.toml").unwrap();
+        let (_, plain) = fixture();
+        let mut snap = Snapshot::new(config.new_ledger());
+        snap.inventory.insert(Some("b200".into()), 4);
+        snap.inventory.insert(Some("h100".into()), 12);
+        for (b, key, gs) in plain.ledger.whole_entries() {
+            snap.ledger.add_whole(b, key, if &*key.account == "nlp" { gs * 5 / 2 } else { gs });
+        }
+        snap.load.insert("nlp".into(), (8.0 * 2.5, 4.0));
+        snap.saved_at = NOW;
+        let rep = report(&config, &snap, NOW, &Pick::default()).unwrap();
+        let got = render(&rep.rows, &columns("Account,Rate,Alloc7d,Used7d,Ratio,Rank,Running,Waiting").unwrap(), Layout::Parsable2, true);
+        let want = "\
+Account|Rate|Alloc7d|Used7d|Ratio|Rank|Running|Waiting
+root|22.00|3696.0|124.000|0.0335|1|20|4
+ ops|2.00|336.0|0.000|0.0000|0|0|0
+ research|16.50|2772.0|124.000|0.0447|4|20|4
+  nlp|8.25|1386.0|120.000|0.0866|3|20|4
+  vision-and-robotics-long-name|8.25|1386.0|4.000|0.0029|2|0|0
+";
+        assert_eq!(got, want, "\n{got}");
+        assert_eq!(
+            units_note(&config).unwrap(),
+            "GPU types (share.toml [cluster.gpu_types]: b200 2.5, h100 1; untyped 1): every GPU and GPU-hour figure is in budget units, GPUs x the weight of their type"
+        );
+        assert_eq!(crate::check::typed_capacity(&config, 16, &snap.inventory), "4 b200 x 2.5, 12 h100 x 1 = 22.0 budget units");
+        assert!(help_format(Some(&config)).ends_with("GPUs x the weight of their type\n"));
+        // Without the table: no note, the help as it always was.
+        let (plain_config, _) = fixture();
+        assert_eq!(units_note(&plain_config), None);
+        assert_eq!(help_format(Some(&plain_config)), help_format(None));
     }
 
     #[test]

@@ -8,7 +8,10 @@ use std::io::IsTerminal;
 use std::iter::once;
 use std::path::PathBuf;
 use std::time::Instant;
-use tally_allocator::{format_duration, parse_duration};
+use std::collections::BTreeMap;
+use tally_allocator::{format_duration, parse_duration, GpuWeights};
+use tally_sim::cluster::GpuGroup;
+use tally_config::Config;
 use tally_sim::metrics::Scored;
 use tally_sim::sim::{run, Policy, PolicyResult, Settings};
 use tally_sim::trace::{self, Class, Trace};
@@ -44,6 +47,11 @@ pub struct SimArgs {
     /// GPUs per node (default: [cluster] gpus_per_node of the config).
     #[arg(long, value_name = "N")]
     pub gpus_per_node: Option<u32>,
+    /// GPUs of each type in the simulated cluster, e.g. `b200=32,h100=64`:
+    /// types of the config's [cluster.gpu_types] (their weights), the rest
+    /// of --gpus untyped (default: the counts of [cluster.gpu_types]).
+    #[arg(long, value_name = "TYPE=N,...")]
+    pub gpu_types: Option<String>,
     /// Policies to compare, comma-separated: fifo, multifactor, tally, tally+planner, planner.
     #[arg(long, value_name = "LIST", default_value = "fifo,multifactor,tally")]
     pub compare: String,
@@ -88,6 +96,10 @@ fn dur(s: Option<u64>) -> String {
 pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     let (Some(trace_path), Some(gpus)) = (a.trace, a.gpus) else { return Err("tally sim needs --trace FILE and --gpus N".into()) };
     let (_, config) = crate::config_at(a.config)?;
+    let config = match &a.gpu_types {
+        Some(spec) => with_gpu_counts(&config, spec)?,
+        None => config,
+    };
     let text = std::fs::read_to_string(&trace_path).map_err(|e| format!("{}: cannot read: {e}", trace_path.display()))?;
     let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", trace_path.display()))?;
     if trace.jobs.is_empty() {
@@ -106,6 +118,8 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     if gpus == 0 {
         return Err("--gpus must be at least 1".into());
     }
+    let groups = tally_sim::sim::gpu_groups(&config, gpus).map_err(|e| format!("--gpus {gpus}: {e} (--gpu-types, or the counts of [cluster.gpu_types] in {})", config.source))?;
+    warn_missing_types(&trace, &groups);
     let replan_s = parse_duration(&a.replan).map_err(|e| format!("--replan: {e}"))?.max(1);
     let requeue_delay_s = parse_duration(&a.requeue_delay).map_err(|e| format!("--requeue-delay: {e}"))?;
     let settings = Settings {
@@ -153,15 +167,96 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
         let out = json!({
             "trace": { "file": trace_path.display().to_string(), "jobs": trace.jobs.len(), "span_s": trace.span_s(),
                        "gpu_hours": trace.gpu_hours(), "demand_over_supply": demand },
-            "cluster": { "gpus": gpus, "gpus_per_node": settings.gpus_per_node, "replan_s": replan_s },
+            "cluster": cluster_json(&config, gpus, settings.gpus_per_node, replan_s, &groups),
             "config": config.source,
             "policies": ok.iter().map(|(_, r, _)| policy_json(r)).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
         return Ok(());
     }
-    print_table(&trace_path, &trace, (&config.source, config.calc_period_s), settings, demand, &ok, started.elapsed().as_secs_f64());
+    let types = types_line(&config, &groups);
+    print_table(&trace_path, &trace, (&config.source, config.calc_period_s), settings, types, demand, &ok, started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// `config` with the simulated cluster's GPUs per type of `--gpu-types`
+/// (`b200=32,h100=64`): the table's weights, these counts (a type left out
+/// has no GPUs).
+pub fn with_gpu_counts(config: &Config, spec: &str) -> Result<Config, String> {
+    let table = &config.cluster.gpu_types;
+    let known = || table.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(", ");
+    if table.is_empty() {
+        return Err(format!("--gpu-types: {} has no [cluster.gpu_types]: give each type its weight there first (e.g. b200 = 2.2)", config.source));
+    }
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, n) = item.split_once('=').ok_or_else(|| format!("--gpu-types: `{item}` is not TYPE=N (e.g. b200=32)"))?;
+        let (name, n) = (name.trim(), n.trim());
+        if !table.iter().any(|(t, _)| &**t == name) {
+            return Err(format!("--gpu-types: `{name}` is not a type of [cluster.gpu_types] in {} (types: {})", config.source, known()));
+        }
+        let n: u32 = n.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("--gpu-types: `{item}`: the GPUs of a type are a whole number >= 1"))?;
+        if counts.insert(name.to_string(), n).is_some() {
+            return Err(format!("--gpu-types: `{name}` is given twice"));
+        }
+    }
+    let rows: Vec<(&str, f64, Option<u32>)> = table.iter().map(|(t, ty)| (&**t, ty.weight.get(), counts.get(&**t).copied())).collect();
+    let mut c = config.clone();
+    c.cluster.gpu_types = GpuWeights::new(rows).map_err(|e| format!("--gpu-types: {e}"))?;
+    Ok(c)
+}
+
+/// Say which trace jobs ask for a GPU type the simulated cluster has none of.
+fn warn_missing_types(trace: &Trace, groups: &[GpuGroup]) {
+    let mut missing: BTreeMap<&str, usize> = BTreeMap::new();
+    for j in &trace.jobs {
+        if let Some(t) = j.gpu_type.as_deref() {
+            if !groups.iter().any(|(g, n)| g.as_deref() == Some(t) && *n > 0) {
+                *missing.entry(t).or_default() += 1;
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|(t, n)| format!("{t}: {n}")).collect();
+        eprintln!(
+            "warning: jobs ask for GPU types the simulated cluster has no GPUs of ({}); they never run: give the type a count in [cluster.gpu_types] or --gpu-types TYPE=N",
+            list.join(", ")
+        );
+    }
+}
+
+/// The cluster's JSON: its GPU types only when the config has them.
+fn cluster_json(config: &Config, gpus: u32, gpus_per_node: u32, replan_s: u64, groups: &[GpuGroup]) -> Value {
+    let mut v = json!({ "gpus": gpus, "gpus_per_node": gpus_per_node, "replan_s": replan_s });
+    if !config.cluster.gpu_types.is_empty() {
+        if let Value::Object(m) = &mut v {
+            let types: Vec<Value> = groups
+                .iter()
+                .map(|(t, n)| json!({ "gpu_type": t.as_deref(), "gpus": n, "weight": config.weight_of(t.as_deref()).get() }))
+                .collect();
+            m.insert("gpu_types".into(), json!(types));
+            m.insert("capacity_units".into(), json!(config.capacity(gpus).units));
+            m.insert("units".into(), json!("owed, delivered and rates in budget units: GPU-hours x the weight of their GPU type ([cluster.gpu_types])"));
+        }
+    }
+    v
+}
+
+/// With GPU types: the cluster by type and the unit of owed and delivered.
+fn types_line(config: &Config, groups: &[GpuGroup]) -> Option<String> {
+    if config.cluster.gpu_types.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(t, n)| format!("{n} {} x {}", t.as_deref().unwrap_or("untyped"), config.weight_of(t.as_deref())))
+        .collect();
+    let gpus: u32 = groups.iter().map(|(_, n)| n).sum();
+    Some(format!(
+        "GPU types: {} = {:.1} budget units; owed, delivered and rates are budget units (GPU-hours x the weight of their type, [cluster.gpu_types])",
+        parts.join(", "),
+        config.capacity(gpus).units
+    ))
 }
 
 /// Progress bars for replays run side by side, in simulated days (hidden
@@ -233,7 +328,17 @@ fn policy_json(r: &PolicyResult) -> Value {
     v
 }
 
-fn print_table(file: &std::path::Path, trace: &Trace, (config, calc_period_s): (&str, u64), s: Settings, demand: f64, rs: &[(Policy, PolicyResult, f64)], wall: f64) {
+#[allow(clippy::too_many_arguments)]
+fn print_table(
+    file: &std::path::Path,
+    trace: &Trace,
+    (config, calc_period_s): (&str, u64),
+    s: Settings,
+    types: Option<String>,
+    demand: f64,
+    rs: &[(Policy, PolicyResult, f64)],
+    wall: f64,
+) {
     println!(
         "Replay of {} ({} jobs over {:.1} days, {:.0} GPU-hours) with {}",
         file.display(),
@@ -243,13 +348,14 @@ fn print_table(file: &std::path::Path, trace: &Trace, (config, calc_period_s): (
         config
     );
     println!(
-        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; tally re-ranks every {} and at job ends,\nmultifactor and planner every {}; requeued jobs wait {}\n",
+        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; tally re-ranks every {} and at job ends,\nmultifactor and planner every {}; requeued jobs wait {}{}\n",
         s.gpus,
         s.gpus_per_node,
         demand,
         format_duration(calc_period_s),
         format_duration(s.replan_s),
-        format_duration(s.requeue_delay_s)
+        format_duration(s.requeue_delay_s),
+        types.map_or(String::new(), |t| format!("\n{t}"))
     );
     // A label column, then one column per policy.
     let mut table = Table::new(once(Column::left(38)).chain(rs.iter().map(|_| Column::right(14)))).gap("");

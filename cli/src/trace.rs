@@ -201,7 +201,7 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
 /// `--format sacct`: a cluster's own history (`tally_sim::sacct::history`).
 fn import_history(args: &ImportIo, file: &str, text: &str) -> Result<(), String> {
     let (path, config) = crate::config_at(args.config.clone())?;
-    let h = tally_sim::sacct::history(text, &config.contracts).map_err(|e| format!("{file}: {e}"))?;
+    let h = tally_sim::sacct::history(text, &config.contracts, &config.cluster.gpu_types).map_err(|e| format!("{file}: {e}"))?;
     if let Some(state) = &args.seed_ledger {
         seed(state, &h, &config)?;
     }

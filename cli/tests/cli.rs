@@ -474,3 +474,54 @@ fn man_says_what_is_wrong_with_an_unwritable_directory() {
     assert!(!ok);
     assert!(err.starts_with(&format!("tally man: cannot create {file}")), "{err}");
 }
+
+const TYPED_CONFIG: &str = "[cluster]\ngpus = 16\ngpus_per_node = 8\n[cluster.gpu_types]\nh100 = 1.0\nb200 = { weight = 2.2, gpus = 8 }\n\
+                            [accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n";
+
+#[test]
+fn config_check_prints_the_typed_capacity() {
+    let path = temp_config("typed.toml", TYPED_CONFIG);
+    let (ok, out, err) = tally(&["config", "check", &path]);
+    assert!(ok, "{err}");
+    // 8 B200s at 2.2 and 8 more GPUs at 1 (h100 has no count: the plugin counts the nodes).
+    assert!(out.contains("cluster: 16 GPUs (8 b200 x 2.2, 8 untyped x 1 = 25.6 budget units) x 168 h = 4300.8 budget-unit-hours per window"), "{out}");
+    assert!(out.contains("GPU-HOURS and GPUS below are budget units"), "{out}");
+    assert!(out.contains("  h100: no count in the file: priority/tally counts Slurm's nodes"), "{out}");
+    let a = out.lines().find(|l| l.trim_start().starts_with("a ")).expect("row a");
+    assert!(a.contains("2150.4") && a.contains("12.80"), "{a}");
+    // A bad weight: the file, the line, the key and what is allowed.
+    let bad = temp_config("badweight.toml", "[cluster]\ngpus = 16\n[cluster.gpu_types]\nb200 = -1\n");
+    fails_with(
+        &["config", "check", &bad],
+        &format!("{bad}:4: cluster.gpu_types.b200: weight -1 of GPU type `b200` is not a finite number > 0 (one GPU-hour of it costs `weight` GPU-hours of budget; e.g. b200 = 2.2)"),
+    );
+}
+
+#[test]
+fn sim_replays_typed_gpus() {
+    let config = temp_config("typed-sim.toml", TYPED_CONFIG);
+    let trace = temp_config(
+        "typed.csv",
+        "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority,gpu_type\n\
+         1,0,3600,8,a,a-u1,training,3600,false,0,h100\n\
+         2,0,3600,8,b,b-u1,training,3600,false,0,b200\n",
+    );
+    let args = ["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--gpu-types", "h100=8,b200=8", "--compare", "tally", "--json", "--quiet"];
+    let (ok, out, err) = tally(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["cluster"]["capacity_units"], 25.6);
+    let teams = v["policies"][0]["teams"].as_array().unwrap();
+    let delivered = |t: &str| teams.iter().find(|x| x["team"] == t).unwrap()["delivered_gpu_hours"].as_f64().unwrap();
+    assert_eq!(delivered("a"), 8.0);
+    assert!((delivered("b") - 17.6).abs() < 1e-9);
+    // Without counts for h100 its job never runs, and the replay says why.
+    let (ok, _, err) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--compare", "tally", "--quiet"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("warning: jobs ask for GPU types the simulated cluster has no GPUs of (h100: 1)"), "{err}");
+    fails_with(&["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--gpu-types", "a100=8"], "--gpu-types: `a100` is not a type of [cluster.gpu_types]");
+    fails_with(
+        &["sim", "--trace", &trace, "--config", &config, "--gpus", "12", "--gpu-types", "h100=8,b200=8"],
+        "--gpus 12: [cluster.gpu_types] counts 16 typed GPUs, more than the 12 GPUs simulated",
+    );
+}

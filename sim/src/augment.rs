@@ -468,6 +468,7 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
                         contract_s: config.contracts.longest_accepted(duration_s),
                         resumable: false,
                         priority: priority(u_prio0, u_prio),
+                        gpu_type: None,
                     });
                     next_id += 1;
                 }

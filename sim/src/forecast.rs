@@ -9,7 +9,11 @@
 //! total if pending, from now if running) and that nothing new is
 //! submitted; placement is the
 //! simulator's (whole-node-aware on identical nodes), not the real nodes'
-//! current layout.
+//! current layout. With `[cluster.gpu_types]` counts that fit the GPUs
+//! forecast, jobs keep their types (typed nodes as in [`crate::sim`]);
+//! counts that do not fit (a partition smaller than the cluster) are
+//! dropped, and the jobs forecast untyped, as are jobs of a type the
+//! config gives no count for.
 
 use crate::sim::{run_from, Happening, Policy, Resumed, Settings, SimError, StartState};
 use crate::trace::{Class, Trace, TraceJob};
@@ -35,6 +39,8 @@ pub struct ForecastJob {
     pub time_limit_s: Option<u64>,
     /// Running since (Unix seconds); `None` while pending.
     pub started_s: Option<u64>,
+    /// Its GPU type (held if running, asked for if pending); `None`: any.
+    pub gpu_type: Option<String>,
 }
 
 /// The moment to forecast from.
@@ -73,6 +79,17 @@ pub struct Forecast {
 
 /// Replay `m` under Tally's policy until job `target` starts (module docs).
 pub fn forecast(config: &Config, m: &Moment, target: u64) -> Result<Forecast, SimError> {
+    // Typed counts that do not fit the GPUs forecast: dropped, and the jobs' types too.
+    let untyped;
+    let typed = u64::from(config.cluster.gpu_types.counted_gpus()) <= u64::from(m.gpus);
+    let config = if typed {
+        config
+    } else {
+        let mut c = config.clone();
+        c.cluster.gpu_types = c.cluster.gpu_types.without_counts();
+        untyped = c;
+        &untyped
+    };
     let mut defaulted = Vec::new();
     let mut trace = Trace::default();
     let mut running = Vec::new();
@@ -115,6 +132,8 @@ pub fn forecast(config: &Config, m: &Moment, target: u64) -> Result<Forecast, Si
             contract_s: j.contract.min_runtime_s,
             resumable: j.contract.resumable,
             priority: j.within_team,
+            // A type the forecast has nodes of (the config counts it); others forecast untyped.
+            gpu_type: j.gpu_type.clone().filter(|t| typed && config.cluster.gpu_types.iter().any(|(n, ty)| **n == **t && ty.gpus.is_some())),
         });
     }
     defaulted.sort_unstable();
@@ -165,6 +184,7 @@ mod tests {
             within_team: 0,
             time_limit_s: limit_h.map(|h| h * H),
             started_s: started,
+            gpu_type: None,
         }
     }
 

@@ -21,10 +21,17 @@
 //! - waits per class (first start − submit), requeues per job, unfinished
 //!   jobs, priority-weighted value = Σ priority × GPU-hours run in the
 //!   arrival window (Dharma's metric).
+//!
+//! With GPU types (`allocator::gpu_types`) owed and delivered are in budget
+//! units, as the ledger charges: a job asks for its GPUs × its type's
+//! weight ([`JobMeta::weight`]), a run delivers its GPUs × the weight of
+//! the GPUs it held ([`Run::weight`]), and the teams' rates are in units.
+//! Occupancy, goodput, lost work and value stay in GPUs; the granularity
+//! [`ceiling`] counts GPUs (an estimate that ignores types).
 
 use crate::trace::Class;
 use std::collections::BTreeMap;
-use tally_allocator::{summarize, Delivery, FairnessSummary};
+use tally_allocator::{summarize, Delivery, FairnessSummary, Weight};
 
 const H: u64 = 3600;
 
@@ -71,6 +78,9 @@ pub struct JobMeta {
     pub resumable: bool,
     pub class: Class,
     pub priority: i32,
+    /// The weight of the GPU type it asks for (1 untyped): what it asks
+    /// for in budget units, and what its runs deliver unless they say.
+    pub weight: Weight,
 }
 
 /// How a run segment ended.
@@ -92,6 +102,9 @@ pub struct Run {
     pub start_s: u64,
     pub end_s: u64,
     pub end: RunEnd,
+    /// The weight of the GPUs the run held (an untyped job landing on
+    /// typed GPUs); `None`: its job's ([`JobMeta::weight`]).
+    pub weight: Option<Weight>,
 }
 
 impl Run {
@@ -223,7 +236,7 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
             useful.add(a, b, g);
             useful_s += g * (b - a) as f64;
             if j.asks {
-                ran[j.team].add(a, b, g);
+                ran[j.team].add(a, b, r.weight.unwrap_or(j.weight).units(j.gpus));
             }
         } else {
             lost_s += g * (b - a) as f64;
@@ -235,8 +248,8 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
     for (i, j) in jobs.iter().enumerate() {
         if j.asks {
             let until = done_at[i].unwrap_or(end_s);
-            asked[j.team].add(rel(j.submit_s), rel(until), f64::from(j.gpus));
-            trace_asked[j.team].add(rel(j.submit_s), rel(j.submit_s + j.duration_s.max(1)), f64::from(j.gpus));
+            asked[j.team].add(rel(j.submit_s), rel(until), j.weight.units(j.gpus));
+            trace_asked[j.team].add(rel(j.submit_s), rel(j.submit_s + j.duration_s.max(1)), j.weight.units(j.gpus));
         }
     }
 
@@ -382,7 +395,7 @@ mod tests {
     }
 
     fn job(team: usize, gpus: u32, submit_s: u64, duration_s: u64, resumable: bool) -> JobMeta {
-        JobMeta { team, gpus, submit_s, duration_s, asks: true, resumable, class: Class::Training, priority: 1 }
+        JobMeta { team, gpus, submit_s, duration_s, asks: true, resumable, class: Class::Training, priority: 1, weight: Weight::ONE }
     }
 
     #[test]
@@ -404,10 +417,10 @@ mod tests {
         // keeps what it ran.
         let jobs = vec![job(0, 4, 0, 3600, false), job(0, 4, 0, 3600, true)];
         let runs = vec![
-            Run { job: 0, start_s: 0, end_s: 1800, end: RunEnd::Preempted },
-            Run { job: 1, start_s: 1800, end_s: 3600, end: RunEnd::Preempted },
-            Run { job: 0, start_s: 3600, end_s: 7200, end: RunEnd::Completed },
-            Run { job: 1, start_s: 7200, end_s: 9000, end: RunEnd::Completed },
+            Run { job: 0, start_s: 0, end_s: 1800, end: RunEnd::Preempted, weight: None },
+            Run { job: 1, start_s: 1800, end_s: 3600, end: RunEnd::Preempted, weight: None },
+            Run { job: 0, start_s: 3600, end_s: 7200, end: RunEnd::Completed, weight: None },
+            Run { job: 1, start_s: 7200, end_s: 9000, end: RunEnd::Completed, weight: None },
         ];
         let s = score(&jobs, &runs, &[("a".into(), 4.0)], 4, 9000);
         assert_eq!(s.lost_gpu_hours, 2.0);

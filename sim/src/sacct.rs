@@ -14,8 +14,8 @@
 use crate::metrics::{Run, RunEnd};
 use crate::trace::{Class, Trace, TraceJob};
 use std::collections::BTreeMap;
-use tally_allocator::tres::gpu_count;
-use tally_allocator::{parse_comment, ContractRules};
+use tally_allocator::tres::{gpu_count, gpu_type};
+use tally_allocator::{parse_comment, ContractRules, GpuWeights};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -76,7 +76,7 @@ pub fn runs(text: &str, ids: &BTreeMap<u32, usize>, clock: Clock, end: u64) -> R
             other => return Err(bad(format!("unknown state `{other}`"))),
         };
         let (a, b) = (clock.to_trace(start), clock.to_trace(end_t.max(start)));
-        out.push(Run { job, start_s: a, end_s: b, end: kind });
+        out.push(Run { job, start_s: a, end_s: b, end: kind, weight: None });
     }
     Ok(out)
 }
@@ -141,6 +141,8 @@ pub struct HistoryRun {
     pub account: String,
     pub user: String,
     pub gpus: u32,
+    /// Its GPU type, when `[cluster.gpu_types]` names it (charged at its weight).
+    pub gpu_type: Option<String>,
     /// The job's contract (0: unallocated, never charged).
     pub contract_s: u64,
     pub start_s: u64,
@@ -155,6 +157,7 @@ struct Seen {
     account: String,
     user: String,
     gpus: Option<u32>,
+    gpu_type: Option<String>,
     comment: String,
 }
 
@@ -168,13 +171,15 @@ struct Seen {
 ///
 /// one line per run of a job (`-D`: a requeued job's earlier runs too).
 /// A job becomes one trace job: its first submission, its GPUs from
-/// `AllocTRES` ([`gpu_count`]), its contract from its comment under
+/// `AllocTRES` ([`gpu_count`]) and, when `types` (`[cluster.gpu_types]`)
+/// names it, their type ([`gpu_type`]; a type the table does not name is
+/// left out: it weighs 1 either way), its contract from its comment under
 /// `rules` (the site's rules, as job_submit/tally applies them; refused →
 /// contract 0), its class from a `class=` token (else `training`), and its
 /// work: the sum of its runs if resumable, else its last run (earlier runs
 /// of a job that cannot checkpoint were thrown away). Jobs that never
 /// started, hold no GPU or are still running are left out and counted.
-pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError> {
+pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<History, SacctError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let Some((_, header)) = lines.next() else { return Ok(History::default()) };
     let cols: Vec<&str> = header.split('|').map(str::trim).collect();
@@ -208,6 +213,7 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
             account: f[c_account].to_string(),
             user: f[c_user].to_string(),
             gpus: None,
+            gpu_type: None,
             comment: String::new(),
         });
         seen.submit = match (seen.submit, submit) {
@@ -217,6 +223,9 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
         if let Some(start) = start {
             seen.runs.push((start, end));
             seen.gpus = gpu_count(f[c_tres]).or(seen.gpus);
+            if let Some(t) = gpu_type(f[c_tres]).filter(|t| types.iter().any(|(name, _)| &**name == *t)) {
+                seen.gpu_type = Some(t.to_string());
+            }
         }
         seen.comment = f[c_comment].to_string();
     }
@@ -255,6 +264,7 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
                 account: seen.account.clone(),
                 user: seen.user.clone(),
                 gpus,
+                gpu_type: seen.gpu_type.clone(),
                 contract_s: contract.min_runtime_s,
                 start_s: start,
                 end_s: end.unwrap_or(start).max(start),
@@ -271,6 +281,7 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
             contract_s: contract.min_runtime_s,
             resumable: contract.resumable,
             priority: 0,
+            gpu_type: seen.gpu_type,
         });
     }
     out.origin_s = out.trace.jobs.iter().map(|j| j.submit_s).min().unwrap_or(0);
@@ -287,18 +298,18 @@ pub fn history(text: &str, rules: &ContractRules) -> Result<History, SacctError>
 pub struct Seeded {
     /// Runs of allocated jobs (a contract > 0 in a funded account) charged.
     pub runs: usize,
-    /// GPU-hours inside the window at `now`.
+    /// GPU-hours inside the window at `now` (budget units with GPU types).
     pub gpu_hours: f64,
     /// Runs of unallocated work, never charged (as the plugin charges).
     pub unallocated: usize,
 }
 
 /// A ledger as the priority plugin would have built it from `runs`: every
-/// run of an allocated job charged by its run seconds, in the config's
-/// buckets, then cut to the window at `now` (a new install starts from the
-/// cluster's recent past, not from zero).
+/// run of an allocated job charged by its run seconds (at its GPU type's
+/// weight), in the config's buckets, then cut to the window at `now` (a
+/// new install starts from the cluster's recent past, not from zero).
 pub fn seed_ledger(runs: &[HistoryRun], config: &tally_config::Config, now: u64) -> Result<(tally_allocator::Ledger, Seeded), String> {
-    use tally_allocator::{Funded, KnownAccounts, Ledger, UsageKey};
+    use tally_allocator::{Funded, Job, KnownAccounts, Ledger};
     let alloc = config.allocation(config.ranking_gpus()).map_err(|e| e.to_string())?;
     let funded = Funded::new(&config.tree, &alloc);
     let mut ledger = Ledger::new(config.bucket_s, config.window_s).map_err(|e| e.to_string())?;
@@ -308,7 +319,8 @@ pub fn seed_ledger(runs: &[HistoryRun], config: &tally_config::Config, now: u64)
             seeded.unallocated += 1;
             continue;
         }
-        ledger.charge(&UsageKey::new(&r.account, &r.user), r.gpus, r.start_s, r.end_s.min(now));
+        let job = Job::new(r.job_id, &r.account, &r.user).gpus(r.gpus).weight(config.weight_of(r.gpu_type.as_deref())).contract(r.contract_s, false);
+        job.charge_run(&funded, &mut ledger, r.start_s, r.end_s.min(now), 0);
         seeded.runs += 1;
     }
     ledger.prune(now);
@@ -336,10 +348,10 @@ mod tests {
         assert_eq!(
             r,
             vec![
-                Run { job: 0, start_s: 5000, end_s: 5000 + 1800, end: RunEnd::Preempted },
-                Run { job: 0, start_s: 5000 + 3600, end_s: 5000 + 9000, end: RunEnd::Completed },
-                Run { job: 1, start_s: 5000 + 900, end_s: 5000 + 18_000, end: RunEnd::Preempted },
-                Run { job: 2, start_s: 5180, end_s: 5000 + 36_000, end: RunEnd::Cut },
+                Run { job: 0, start_s: 5000, end_s: 5000 + 1800, end: RunEnd::Preempted, weight: None },
+                Run { job: 0, start_s: 5000 + 3600, end_s: 5000 + 9000, end: RunEnd::Completed, weight: None },
+                Run { job: 1, start_s: 5000 + 900, end_s: 5000 + 18_000, end: RunEnd::Preempted, weight: None },
+                Run { job: 2, start_s: 5180, end_s: 5000 + 36_000, end: RunEnd::Cut, weight: None },
             ]
         );
         let err = runs("JobIDRaw|Start|End|State\n10|2026-12-02T10:00:00|x|COMPLETED\n", &ids, clock, 0).unwrap_err();
@@ -369,7 +381,7 @@ mod history_tests {
                     15|1050|1060|1070|COMPLETED|nlp|cy|gres/gpu=4|contract=9h\n\
                     16|1060|1061|1062|COMPLETED|nlp|cy|gres/gpu=1|a|b class=debug\n\
                     10.batch|1000|1100|1200|CANCELLED|nlp|ana||\n";
-        let h = history(text, &rules()).unwrap();
+        let h = history(text, &rules(), &GpuWeights::default()).unwrap();
         assert_eq!(h.origin_s, 1000);
         let by_id: BTreeMap<u64, &TraceJob> = h.trace.jobs.iter().map(|j| (j.job_id, j)).collect();
         assert_eq!(by_id.keys().copied().collect::<Vec<_>>(), vec![10, 11, 15, 16]);
@@ -397,14 +409,14 @@ mod history_tests {
 
     #[test]
     fn bad_input_says_what_to_run() {
-        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES\n", &rules()).unwrap_err();
+        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES\n", &rules(), &GpuWeights::default()).unwrap_err();
         assert_eq!(e, SacctError::Header("Comment".into()));
-        let e = history("JobIDRaw|Comment|Submit|Start|End|State|Account|User|AllocTRES\n", &rules()).unwrap_err();
+        let e = history("JobIDRaw|Comment|Submit|Start|End|State|Account|User|AllocTRES\n", &rules(), &GpuWeights::default()).unwrap_err();
         assert!(e.to_string().contains(HISTORY_COLUMNS), "{e}");
-        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2026-12-01T10:00:00|1|2|COMPLETED|a|b|gres/gpu=1|\n", &rules())
+        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2026-12-01T10:00:00|1|2|COMPLETED|a|b|gres/gpu=1|\n", &rules(), &GpuWeights::default())
             .unwrap_err();
         assert!(e.to_string().contains("line 2") && e.to_string().contains("SLURM_TIME_FORMAT=%s"), "{e}");
-        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2|3\n", &rules()).unwrap_err();
+        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2|3\n", &rules(), &GpuWeights::default()).unwrap_err();
         assert!(e.to_string().contains("3 fields, expected 9"), "{e}");
     }
 }
@@ -425,6 +437,7 @@ mod seed_tests {
             account: account.into(),
             user: "ana".into(),
             gpus: 2,
+            gpu_type: None,
             contract_s,
             start_s,
             end_s,
@@ -447,5 +460,28 @@ mod seed_tests {
         snap.saved_at = now;
         let back = tally_allocator::Snapshot::parse(&snap.to_text(), 3600, day).unwrap();
         assert!((back.snapshot.ledger.usage(now).account_gpu_hours("nlp") - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_history_on_typed_gpus_is_charged_at_their_weights() {
+        let config = tally_config::Config::parse(
+            "[cluster]\ngpus = 16\n[cluster.gpu_types]\nb200 = 2.5\nh100 = 1\n[accounts.nlp]\nshare = 100\n",
+            "t.toml",
+        )
+        .unwrap();
+        let text = "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n\
+                    1|100|1000|4600|COMPLETED|nlp|ana|cpu=2,gres/gpu=2,gres/gpu:b200=2|contract=1h\n\
+                    2|100|1000|4600|COMPLETED|nlp|ana|gres/gpu=2,gres/gpu:fake=2|contract=1h\n\
+                    3|100|1000|4600|COMPLETED|nlp|ana|gres/gpu=2|contract=1h\n";
+        let h = history(text, &config.contracts, &config.cluster.gpu_types).unwrap();
+        // A type the table names is kept; `fake` (not in the table) weighs 1 anyway.
+        let types: Vec<Option<&str>> = h.trace.jobs.iter().map(|j| j.gpu_type.as_deref()).collect();
+        assert_eq!(types, vec![Some("b200"), None, None]);
+        let (ledger, s) = seed_ledger(&h.runs, &config, 10_000).unwrap();
+        assert!((s.gpu_hours - (2.0 * 2.5 + 2.0 + 2.0)).abs() < 1e-9, "{}", s.gpu_hours);
+        assert!((ledger.usage(10_000).account_gpu_hours("nlp") - 9.0).abs() < 1e-9);
+        // Without the table: no type, every GPU-hour one.
+        let plain = history(text, &config.contracts, &GpuWeights::default()).unwrap();
+        assert!(plain.trace.jobs.iter().all(|j| j.gpu_type.is_none()));
     }
 }

@@ -24,18 +24,31 @@
 //! `Config::fair_share`'s ranking, `plan::queue` for the planner, and
 //! [`crate::metrics::score`] for every figure. Invariants are checked as the
 //! replay goes and reported as [`SimError::Invariant`].
+//!
+//! GPU types (`[cluster.gpu_types]`, [`gpu_groups`]): every type the config
+//! gives a count for is that many GPUs of the simulated cluster (in nodes
+//! of that type), the rest of `Settings::gpus` is untyped. A trace job with
+//! a type runs only on GPUs of its type (never, if the cluster has too few:
+//! unrunnable); one without takes any free GPUs ([`crate::cluster`]). A
+//! job waits weighing its own type's weight (1 untyped) and runs, and is
+//! charged, at the weight of the GPUs it holds — as the plugin sees a
+//! pending job's requested type and a running job's allocated one. The
+//! rates, the capacity and owed and delivered are in the same budget units
+//! (multifactor bills with the same weights, as a site would set
+//! `TRESBillingWeights`). The planner policies plan GPUs as if untyped.
 
-use crate::cluster::{Cluster, Placement};
+use crate::cluster::{Cluster, GpuGroup, Placement};
 use crate::metrics::{score, JobMeta, Run, RunEnd, Scored};
 use crate::trace::{Class, Trace};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::Arc;
 use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 use tally_allocator::priority::InsideKey;
 use tally_allocator::tree::NodeId;
 use tally_allocator::{
     charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder, QueueWalk,
-    Standing, VictimPool,
+    Standing, VictimPool, Weight,
 };
 use tally_config::Config;
 use thiserror::Error;
@@ -125,6 +138,8 @@ pub enum SimError {
     Invariant { t: u64, what: String },
     #[error("the cluster has no GPUs")]
     NoGpus,
+    #[error("[cluster.gpu_types] counts {typed} typed GPUs, more than the {gpus} GPUs simulated: give more GPUs or smaller counts")]
+    TypedGpus { typed: u64, gpus: u32 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +154,13 @@ enum Status {
 
 #[derive(Debug, Clone)]
 struct SimJob {
+    /// `job.weight` is `ask` while it waits, the weight of the GPUs it
+    /// holds while it runs ([`Cluster::weight_of`]).
     job: Job,
+    /// The GPU type it asks for (`None`: any).
+    gpu_type: Option<Arc<str>>,
+    /// Its type's weight: what it weighs while waiting.
+    ask: Weight,
     class: Class,
     team: usize,
     /// Tree node when the job is allocated under the config's rules (Tally's
@@ -220,9 +241,10 @@ struct Sim<'a> {
     alloc: tally_allocator::Allocation,
     /// Each team's standing in `fs` (looked up once per re-plan).
     standings: Vec<Option<Standing>>,
-    /// Allocated GPUs running and waiting (eligible) per tree node.
-    run_gpus: Vec<u32>,
-    wait_gpus: Vec<u32>,
+    /// Allocated GPUs running and waiting (eligible) per tree node, in
+    /// budget units (GPUs × weight).
+    run_gpus: Vec<f64>,
+    wait_gpus: Vec<f64>,
     /// What each team runs and is owed now (recomputed every pass, kept
     /// current through the pass).
     ent: Entitlement,
@@ -256,7 +278,7 @@ impl<'a> Sim<'a> {
         if s.gpus == 0 {
             return Err(SimError::NoGpus);
         }
-        let cluster = Cluster::new(s.gpus, s.gpus_per_node);
+        let cluster = Cluster::typed(&gpu_groups(config, s.gpus)?, s.gpus_per_node);
         let alloc = config.allocation(cluster.total()).unwrap_or_else(|_| {
             // GPU-hour budgets that do not fit this size: scale by shares only.
             config.allocation(config.ranking_gpus()).expect("validated config")
@@ -289,13 +311,15 @@ impl<'a> Sim<'a> {
             // The contract as the cluster's rules leave it: job_submit refuses
             // an over-long one, the plugin runs such a job unallocated.
             let contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(Contract::UNALLOCATED);
+            let gpu_type: Option<Arc<str>> = tj.gpu_type.as_deref().map(Arc::from);
+            let ask = config.weight_of(gpu_type.as_deref());
             let job = Job {
                 id: tj.job_id,
                 account: tj.account.as_str().into(),
                 user: tj.user.as_str().into(),
                 contract,
                 gpus: tj.gpus,
-                weight: tally_allocator::Weight::ONE,
+                weight: ask,
                 submit_s: tj.submit_s,
                 start_s: None,
                 within_team: tj.priority,
@@ -307,6 +331,8 @@ impl<'a> Sim<'a> {
             let node = if job.is_allocated(&Funded::new(&config.tree, &alloc)) { config.tree.id(&job.account) } else { None };
             jobs.push(SimJob {
                 job,
+                gpu_type,
+                ask,
                 class: tj.class,
                 team,
                 node,
@@ -348,8 +374,8 @@ impl<'a> Sim<'a> {
             standings,
             fs,
             alloc,
-            run_gpus: vec![0; n],
-            wait_gpus: vec![0; n],
+            run_gpus: vec![0.0; n],
+            wait_gpus: vec![0.0; n],
             ent,
             order: QueueOrder { priorities: Vec::new(), ahead: Vec::new(), waiting_gpus: BTreeMap::new() },
             usage: vec![0.0; teams],
@@ -386,7 +412,7 @@ impl<'a> Sim<'a> {
             j.remaining_s = r.remaining_s.max(1);
             j.job.earlier_run_s = r.ran_s;
             self.enqueue(r.job, t0);
-            let Some(p) = self.cluster.place(self.jobs[r.job].job.gpus) else {
+            let Some(p) = self.cluster.place_for(self.jobs[r.job].job.gpus, self.jobs[r.job].gpu_type.as_deref()) else {
                 return Err(broken(t0, format!("running job {} does not fit the cluster", self.jobs[r.job].job.id)));
             };
             self.start(r.job, p, t0)?;
@@ -478,7 +504,7 @@ impl<'a> Sim<'a> {
     fn enqueue(&mut self, i: usize, now: u64) {
         self.jobs[i].status = Status::Waiting;
         if let Some(n) = self.jobs[i].node {
-            self.wait_gpus[n] += self.jobs[i].job.gpus;
+            self.wait_gpus[n] += self.jobs[i].job.units();
         }
         self.keys[i] = self.key_at_entry(i, now);
         self.queue.insert(self.queue_key(i));
@@ -516,8 +542,8 @@ impl<'a> Sim<'a> {
     fn refresh_entitlement(&mut self) {
         let mut load = Load::new(&self.config.tree);
         for n in 0..self.run_gpus.len() {
-            load.run(n, self.run_gpus[n]);
-            load.wait(n, self.wait_gpus[n]);
+            load.run_units(n, self.run_gpus[n]);
+            load.wait_units(n, self.wait_gpus[n]);
         }
         self.ent = Entitlement::compute(&self.config.tree, &self.alloc, &load);
     }
@@ -536,7 +562,7 @@ impl<'a> Sim<'a> {
         let j = &self.jobs[i];
         let from = self.mf_marks[i].max(j.run_start);
         if now > from {
-            self.usage[j.team] += f64::from(j.job.gpus) * (now - from) as f64;
+            self.usage[j.team] += j.job.units() * (now - from) as f64;
             self.mf_marks[i] = now;
         }
     }
@@ -616,7 +642,7 @@ impl<'a> Sim<'a> {
     /// Where job `i` fits now (FIFO keeps its realtime reservation free).
     fn fit(&self, i: usize, now: u64) -> Option<Placement> {
         let j = &self.jobs[i];
-        let p = self.cluster.place(j.job.gpus)?;
+        let p = self.cluster.place_for(j.job.gpus, j.gpu_type.as_deref())?;
         if self.policy == Policy::Fifo && j.class != Class::Realtime {
             let cap = self.cluster.total().saturating_sub(self.fifo_reserve(now).max(self.rt_busy));
             if self.nonrt_blocked + Cluster::blocked(&p) > cap {
@@ -641,11 +667,14 @@ impl<'a> Sim<'a> {
         self.cluster.take(&p);
         self.running.insert(i);
         let blocked = Cluster::blocked(&p);
+        // It waited at its type's weight; it runs at the weight of its GPUs.
+        let waited = self.jobs[i].job.units();
+        self.jobs[i].job.weight = self.cluster.weight_of(&p, &self.config.cluster.gpu_types);
         if let Some(n) = self.jobs[i].node {
-            let g = self.jobs[i].job.gpus;
-            self.wait_gpus[n] -= g;
+            let g = self.jobs[i].job.units();
+            self.wait_gpus[n] = settle(self.wait_gpus[n] - waited);
             self.run_gpus[n] += g;
-            self.ent.add_running(n, f64::from(g));
+            self.ent.add_running(n, g);
         }
         let j = &mut self.jobs[i];
         j.status = Status::Running;
@@ -682,9 +711,9 @@ impl<'a> Sim<'a> {
             }
         }
         if let Some(n) = self.jobs[i].node {
-            let g = self.jobs[i].job.gpus;
-            self.run_gpus[n] -= g;
-            self.ent.add_running(n, -f64::from(g));
+            let g = self.jobs[i].job.units();
+            self.run_gpus[n] = settle(self.run_gpus[n] - g);
+            self.ent.add_running(n, -g);
         }
         match self.policy {
             Policy::Tally | Policy::TallyPlanner => {
@@ -697,8 +726,10 @@ impl<'a> Sim<'a> {
             }
             Policy::Fifo | Policy::Planner => {}
         }
-        self.runs.push(Run { job: i, start_s: self.jobs[i].run_start, end_s: now, end });
+        let held = self.jobs[i].job.weight;
+        self.runs.push(Run { job: i, start_s: self.jobs[i].run_start, end_s: now, end, weight: Some(held) });
         self.jobs[i].job.start_s = None;
+        self.jobs[i].job.weight = self.jobs[i].ask;
     }
 
     fn finish(&mut self, i: usize, now: u64) {
@@ -785,14 +816,15 @@ impl<'a> Sim<'a> {
                 free[n] += g;
             }
             chosen.push(v);
-            if let Some(p) = Cluster::fit(&free, self.jobs[i].job.gpus, self.cluster.gpus_per_node) {
+            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref()) {
                 let nodes: Vec<usize> = p.iter().map(|&(n, _)| n).collect();
                 let needed: Vec<usize> =
                     chosen.into_iter().filter(|&v| self.jobs[v].placement.iter().any(|(n, _)| nodes.contains(n))).collect();
                 for v in needed {
                     self.preempt(v, i, now)?;
                 }
-                return Ok(self.cluster.place(self.jobs[i].job.gpus).filter(|q| q.iter().all(|(n, _)| nodes.contains(n))).or(Some(p)));
+                let again = self.cluster.place_for(self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref());
+                return Ok(again.filter(|q| q.iter().all(|(n, _)| nodes.contains(n))).or(Some(p)));
             }
         }
         Ok(None)
@@ -809,7 +841,7 @@ impl<'a> Sim<'a> {
             for &(n, g) in &self.jobs[v].placement {
                 free[n] += g;
             }
-            if let Some(p) = Cluster::fit(&free, self.jobs[i].job.gpus, self.cluster.gpus_per_node) {
+            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref()) {
                 return Some((end, free, p));
             }
         }
@@ -938,6 +970,33 @@ fn realtime_daily_peaks(trace: &Trace, origin: u64) -> Vec<u32> {
     peaks
 }
 
+/// The simulated cluster's GPUs by type for `gpus` GPUs: every type of
+/// `[cluster.gpu_types]` with a count, that many (in the table's order),
+/// then the rest untyped. Without counts: `gpus` untyped GPUs, as always.
+pub fn gpu_groups(config: &Config, gpus: u32) -> Result<Vec<GpuGroup>, SimError> {
+    let typed = u64::from(config.cluster.gpu_types.counted_gpus());
+    if typed > u64::from(gpus) {
+        return Err(SimError::TypedGpus { typed, gpus });
+    }
+    let mut groups: Vec<GpuGroup> =
+        config.cluster.gpu_types.iter().filter_map(|(t, ty)| ty.gpus.map(|n| (Some(t.clone()), n))).collect();
+    let rest = gpus - typed as u32;
+    if rest > 0 || groups.is_empty() {
+        groups.push((None, rest));
+    }
+    Ok(groups)
+}
+
+/// A running sum of weighted GPUs back at zero: exactly zero (sums of
+/// fractional weights leave residues like 1e-15).
+fn settle(x: f64) -> f64 {
+    if x.abs() < 1e-9 {
+        0.0
+    } else {
+        x
+    }
+}
+
 /// The scoring's view of a trace under a config: each job's team (leaves of
 /// the tree in order, then accounts outside it) and the teams' allocation
 /// rates at `gpus` GPUs. Jobs larger than the cluster never ask.
@@ -945,6 +1004,12 @@ pub fn job_meta(trace: &Trace, config: &Config, gpus: u32) -> (Vec<JobMeta>, Vec
     let alloc = config.allocation(gpus).unwrap_or_else(|_| config.allocation(config.ranking_gpus()).expect("validated config"));
     let alloc = tally_allocator::Allocation { capacity: config.capacity(gpus), ..alloc };
     let mut teams: Vec<(String, f64)> = config.tree.leaves().map(|id| (config.tree.node(id).name.clone(), alloc.rate_gpus(id))).collect();
+    // GPUs a job of each type could use (every GPU for an untyped one).
+    let groups = gpu_groups(config, gpus).unwrap_or_default();
+    let usable = |t: Option<&str>| match t {
+        None => gpus,
+        Some(t) => groups.iter().filter(|(g, _)| g.as_deref() == Some(t)).map(|&(_, n)| n).sum(),
+    };
     let mut index: BTreeMap<String, usize> = teams.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
     let jobs = trace
         .jobs
@@ -959,10 +1024,11 @@ pub fn job_meta(trace: &Trace, config: &Config, gpus: u32) -> (Vec<JobMeta>, Vec
                 gpus: tj.gpus,
                 submit_s: tj.submit_s,
                 duration_s: tj.duration_s.max(1),
-                asks: tj.contract_s > 0 && tj.gpus <= gpus,
+                asks: tj.contract_s > 0 && tj.gpus <= usable(tj.gpu_type.as_deref()),
                 resumable: tj.resumable,
                 class: tj.class,
                 priority: tj.priority,
+                weight: config.weight_of(tj.gpu_type.as_deref()),
             }
         })
         .collect();
@@ -1095,7 +1161,7 @@ fn run_inner(
             if sim.jobs[i].status == Status::Running {
                 continue;
             }
-            if sim.jobs[i].job.gpus > total {
+            if sim.jobs[i].job.gpus > sim.cluster.gpus_for(sim.jobs[i].gpu_type.as_deref()) {
                 sim.jobs[i].status = Status::Unrunnable;
                 unrunnable += 1;
                 continue;
@@ -1128,7 +1194,7 @@ fn run_inner(
     let running: Vec<usize> = sim.running.iter().copied().collect();
     for i in running {
         let j = &sim.jobs[i];
-        sim.runs.push(Run { job: i, start_s: j.run_start, end_s: last_t, end: RunEnd::Cut });
+        sim.runs.push(Run { job: i, start_s: j.run_start, end_s: last_t, end: RunEnd::Cut, weight: Some(j.job.weight) });
     }
     let (meta, teams) = job_meta(trace, config, total);
     debug_assert_eq!(teams.iter().map(|t| &t.0).collect::<Vec<_>>(), sim.team_names.iter().collect::<Vec<_>>());

@@ -119,6 +119,7 @@ fn arrivals(rng: &mut ChaCha8Rng, team: &str, (from, to): (u64, u64), per_hour: 
             contract_s,
             resumable,
             priority: 0,
+            gpu_type: None,
         });
         t += next_arrival(rng, per_hour);
     }

@@ -10,6 +10,11 @@
 //! (higher first). Unknown columns are ignored; a bad row is an error with
 //! its line number, never dropped. Documented in docs/traces.md.
 //!
+//! An optional column `gpu_type` gives a job's GPU type (a GRES type as
+//! Slurm spells it, `h100`; empty or `-`: untyped, any GPUs will do); it is
+//! written only when a job has a type, so untyped traces read and write as
+//! they always did.
+//!
 //! Reading and writing go through the `csv` crate (RFC 4180 quoting);
 //! [`read_csv`] is the one CSV reader of the crate (`import` reads
 //! ElasticFlow files with it too).
@@ -73,6 +78,8 @@ pub struct TraceJob {
     pub contract_s: u64,
     pub resumable: bool,
     pub priority: i32,
+    /// The GPU type it asks for (`gpu_type` column); `None`: any GPUs.
+    pub gpu_type: Option<String>,
 }
 
 impl TraceJob {
@@ -90,6 +97,7 @@ impl TraceJob {
             contract_s: 0,
             resumable: false,
             priority: 0,
+            gpu_type: None,
         }
     }
 }
@@ -169,6 +177,9 @@ pub enum CsvError {
 
 pub const COLUMNS: [&str; 10] =
     ["job_id", "submit_s", "duration_s", "gpus", "account", "user", "class", "contract_s", "resumable", "priority"];
+
+/// The optional column: a job's GPU type.
+pub const GPU_TYPE: &str = "gpu_type";
 
 // Indices into COLUMNS.
 const JOB_ID: usize = 0;
@@ -319,6 +330,12 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
         }
     }
 
+    let mut typed = file.names.iter().enumerate().filter(|(_, n)| *n == GPU_TYPE).map(|(i, _)| i);
+    let type_index = typed.next();
+    if typed.next().is_some() {
+        return Err(TraceError::DuplicateColumn { line: file.header_line, column: GPU_TYPE });
+    }
+
     let mut jobs = Vec::new();
     let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
     for row in file {
@@ -350,6 +367,13 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
             raw => return Err(bad(line, RESUMABLE, raw)),
         };
         let priority = get(PRIORITY).parse::<i32>().map_err(|_| bad(line, PRIORITY, get(PRIORITY)))?;
+        let gpu_type = match type_index.map(|k| &fields[k]) {
+            None | Some("") | Some("-") => None,
+            Some(t) => match tally_allocator::check_gpu_type_name(t) {
+                Ok(()) => Some(t.to_string()),
+                Err(e) => return Err(TraceError::Row { line, column: GPU_TYPE, problem: format!("{e}; empty or `-` for any GPUs") }),
+            },
+        };
         if let Some(first) = seen.insert(job_id, line) {
             return Err(TraceError::Row {
                 line,
@@ -357,7 +381,7 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
                 problem: format!("job id {job_id} is already used on line {first} (job ids must be unique)"),
             });
         }
-        jobs.push(TraceJob { account, user, class, contract_s, resumable, priority, ..TraceJob::bare(job_id, submit_s, duration_s, gpus) });
+        jobs.push(TraceJob { account, user, class, contract_s, resumable, priority, gpu_type, ..TraceJob::bare(job_id, submit_s, duration_s, gpus) });
     }
     let mut trace = Trace { jobs };
     trace.sort();
@@ -370,9 +394,12 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
 /// is sorted and its names valid: valid names never need quotes).
 pub fn to_csv(trace: &Trace) -> String {
     let mut w = csv::Writer::from_writer(Vec::with_capacity(64 * (trace.jobs.len() + 1)));
-    let written = w.write_record(COLUMNS).and_then(|()| {
+    // The type column only when a job has a type: untyped traces as always.
+    let typed = trace.jobs.iter().any(|j| j.gpu_type.is_some());
+    let header = COLUMNS.iter().copied().chain(typed.then_some(GPU_TYPE));
+    let written = w.write_record(header).and_then(|()| {
         trace.jobs.iter().try_for_each(|j| {
-            w.write_record([
+            let fields = [
                 j.job_id.to_string(),
                 j.submit_s.to_string(),
                 j.duration_s.to_string(),
@@ -383,7 +410,9 @@ pub fn to_csv(trace: &Trace) -> String {
                 j.contract_s.to_string(),
                 j.resumable.to_string(),
                 j.priority.to_string(),
-            ])
+            ];
+            let t = typed.then(|| j.gpu_type.clone().unwrap_or_else(|| "-".to_string()));
+            w.write_record(fields.into_iter().chain(t))
         })
     });
     // Into memory, from UTF-8 fields: neither can fail.
@@ -426,6 +455,7 @@ mod tests {
             contract_s: 3600,
             resumable: true,
             priority: 0,
+            gpu_type: None,
         }
     }
 
@@ -463,6 +493,7 @@ mod tests {
                 contract_s: 0,
                 resumable: false,
                 priority: -3,
+                gpu_type: None,
             }]
         );
     }
@@ -593,6 +624,7 @@ mod tests {
                 contract_s: i * 60,
                 resumable: i % 2 == 0,
                 priority: i as i32 - 2,
+                gpu_type: None,
             });
         }
         let trace = Trace { jobs };
@@ -601,6 +633,26 @@ mod tests {
         assert_eq!(text.lines().nth(1), Some("100,0,60,1,team0,team0-u1,training,0,true,-2"));
         assert_eq!(parse_csv(&text).unwrap(), trace);
         assert_eq!(to_csv(&parse_csv(&text).unwrap()), text);
+    }
+
+    #[test]
+    fn the_gpu_type_column_is_optional_and_checked() {
+        let text = format!("{HEADER},gpu_type\n1,0,60,8,a,u,training,0,false,0,b200\n2,0,60,8,a,u,training,0,false,0,-\n3,0,60,8,a,u,training,0,false,0,\n");
+        let t = parse_csv(&text).unwrap();
+        assert_eq!(t.jobs.iter().map(|j| j.gpu_type.as_deref()).collect::<Vec<_>>(), vec![Some("b200"), None, None]);
+        // Written back with `-` for the untyped; read again the same.
+        let out = to_csv(&t);
+        assert!(out.starts_with(&format!("{HEADER},gpu_type\n1,0,60,8,a,u,training,0,false,0,b200\n2,0,60,8,a,u,training,0,false,0,-\n")), "{out}");
+        assert_eq!(parse_csv(&out).unwrap(), t);
+        // Without a typed job: no column.
+        let plain = Trace { jobs: t.jobs.iter().map(|j| TraceJob { gpu_type: None, ..j.clone() }).collect() };
+        assert!(to_csv(&plain).starts_with(&format!("{HEADER}\n")));
+        let bad = format!("{HEADER},gpu_type\n1,0,60,8,a,u,training,0,false,0,gpu:b200\n");
+        assert_eq!(
+            parse_csv(&bad).unwrap_err().to_string(),
+            "line 2: column `gpu_type`: GPU type `gpu:b200` is not a GRES type as Slurm spells it (1 to 64 letters, digits, `_`, `-` or `.`, starting with a letter or digit, as in gres.conf's Type=: e.g. h100, a100_80g); empty or `-` for any GPUs"
+        );
+        assert_eq!(parse_csv(&format!("{HEADER},gpu_type,gpu_type\n")).unwrap_err().to_string(), "line 1: header: column `gpu_type` appears twice (each column at most once)");
     }
 
     #[test]

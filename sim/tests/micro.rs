@@ -38,6 +38,7 @@ fn trace(rows: &[Row]) -> Trace {
                 contract_s,
                 resumable,
                 priority: 0,
+                gpu_type: None,
             })
             .collect(),
     }

@@ -70,6 +70,7 @@ fn two_equal_teams_never_preempt_a_job_twice() {
                 contract_s: 3600,
                 resumable: true,
                 priority: 0,
+                gpu_type: None,
             });
         }
         let case = Case { name: "ping-pong".into(), about: String::new(), trace: Trace { jobs }, config: config.clone(), gpus: 32, demand: 0.0 };
