@@ -13,7 +13,9 @@
 //! own(node)        = allocated(node) − Σ allocated(children)   ≥ 0
 //! ```
 //! so for share budgets allocated(node) is the product of the shares down
-//! the tree × cluster capacity × window length.
+//! the tree × cluster capacity × window length. With GPU types the
+//! capacity is in budget units ([`Capacity::units`], [`crate::gpu_types`])
+//! and so are the GPU-hours of every budget.
 
 use rustc_hash::FxHashMap;
 use thiserror::Error;

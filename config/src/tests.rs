@@ -55,6 +55,13 @@ fn shipped_example_is_valid() {
     assert_eq!(c.tree.leaves().count(), 15);
     assert_eq!(c.tree.node(0).children.len(), 3);
     c.allocation(256).unwrap();
+    assert!(c.cluster.gpu_types.is_empty(), "GPU types are shown, not enabled");
+    // The commented [cluster.gpu_types] example, enabled, is valid.
+    let text = std::fs::read_to_string(path).unwrap();
+    let on = text.replace("# [cluster.gpu_types]\n# h100 = 1.0\n# b200 = { weight = 2.2, gpus = 64 }", "[cluster.gpu_types]\nh100 = 1.0\nb200 = { weight = 2.2, gpus = 64 }");
+    assert_ne!(on, text);
+    let typed = Config::parse(&on, path).unwrap();
+    assert!((typed.capacity(256).units - (64.0 * 2.2 + 192.0)).abs() < 1e-9);
 }
 
 /// (file text, expected message, exactly)
