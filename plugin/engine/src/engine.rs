@@ -409,6 +409,10 @@ impl Engine {
         if snapshot.ledger.bucket_s() != config.bucket_s || snapshot.ledger.window_s() != config.window_s {
             snapshot = rebucket(&snapshot, &config);
         }
+        if config.cluster.gpu_types.is_empty() {
+            // Counts saved under a config with GPU types: not this one's.
+            snapshot.inventory.clear();
+        }
         let ranking = Arc::new(rank(&config, &snapshot, &[], now).0);
         Engine {
             config,
@@ -485,6 +489,10 @@ impl Engine {
         for (b, account, asked) in loaded.owed.entries() {
             self.snapshot.owed.add(b, account, *asked);
         }
+        // The nodes' GPUs per type, unless the plugin counted them since.
+        if self.snapshot.inventory.is_empty() && !self.config.cluster.gpu_types.is_empty() {
+            self.snapshot.inventory = loaded.inventory;
+        }
     }
 
     /// Replace the config (a reload that validated). The ledger keeps its
@@ -543,7 +551,11 @@ impl Engine {
         self.snapshot.inventory = inventory;
         let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
         self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
-        self.record_owed(now, &jobs);
+        // What was held since the last tick was under the old rates (before
+        // the first tick there is nothing to record).
+        if self.held.is_some() {
+            self.record_owed(now, &jobs);
+        }
         before != after
     }
 

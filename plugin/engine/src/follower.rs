@@ -247,7 +247,8 @@ impl Follower {
         lock(&self.state).config.as_ref().map(|(c, _)| c.clone())
     }
 
-    /// The config in force with its allocation ([`allocation`]).
+    /// The config in force with its allocation ([`allocation_at`], on the
+    /// nodes' GPUs per type the priority plugin saved with the ledger).
     pub fn allocated(&self) -> Option<(Arc<Config>, Arc<Allocation>)> {
         lock(&self.state).config.clone()
     }

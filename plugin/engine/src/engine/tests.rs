@@ -349,8 +349,11 @@ fn the_nodes_gpus_per_type_set_the_capacity() {
     let text = e.state_text(T0);
     assert!(text.ends_with("gpus b200 8\ngpus h100 8\n"), "{text}");
     let snap = Snapshot::parse(&text, 3600, 7 * 86_400).unwrap().snapshot;
-    let again = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), Some(snap), T0);
+    let again = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), Some(snap.clone()), T0);
     assert!((again.ranking().ent.capacity_gpus() - cap).abs() < 1e-9);
+    // Restarted on a config without the table: the counts are not kept.
+    let plain = Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), Some(snap), T0);
+    assert!(plain.snapshot().inventory.is_empty());
     // A count in the file wins over the nodes'.
     let mut f = Engine::new(typed_config("h100 = 1.0\nb200 = { weight = 2.2, gpus = 4 }"), None, T0);
     f.set_gpu_inventory(nodes(), T0);
