@@ -106,7 +106,7 @@ impl Weight {
 pub type Inventory = BTreeMap<Option<Arc<str>>, u32>;
 
 /// One row of `[cluster.gpu_types]`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuType {
     pub weight: Weight,
     /// GPUs of this type in the cluster, if the file says; otherwise the
@@ -154,7 +154,7 @@ pub fn check_gpu_type_name(name: &str) -> Result<(), GpuTypeError> {
 /// `[cluster.gpu_types]`, validated: every type's weight and, where the
 /// file says, its GPUs. Empty (the default): every GPU weighs 1 and
 /// nothing in Tally differs from a cluster without types.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GpuWeights {
     types: BTreeMap<Arc<str>, GpuType>,
 }

@@ -130,7 +130,7 @@ pub struct Reports {
 }
 
 /// Cluster shape.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cluster {
     pub name: Option<String>,
     /// GPUs in the cluster, if the file says; the plugin otherwise counts the

@@ -3,6 +3,7 @@
 //! GPU requests in Slurm's spellings ([`gpu_count`], [`GpuAsk`]).
 
 use rustc_hash::FxHashSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Where a job is in its life, as far as Tally cares.
@@ -166,6 +167,17 @@ impl NodeView {
     }
 }
 
+/// The GPUs per type of `nodes` (`None`: untyped), summed: what
+/// `Engine::set_gpu_inventory` takes.
+pub fn gpu_inventory(nodes: &[NodeView]) -> BTreeMap<Option<Arc<str>>, u32> {
+    let mut out: BTreeMap<Option<Arc<str>>, u32> = BTreeMap::new();
+    for (t, n) in nodes.iter().flat_map(|node| node.gpus.iter()) {
+        let sum = out.entry(t.clone()).or_insert(0);
+        *sum = sum.saturating_add(*n);
+    }
+    out
+}
+
 /// What of a node's state Tally acts on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeState {
@@ -241,6 +253,21 @@ impl GpuAsk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nodes_gpus_per_type() {
+        let node = |index: u32, gpus: Vec<(Option<Arc<str>>, u32)>| NodeView {
+            index,
+            name: format!("n{index}").into(),
+            gpus,
+            state: NodeState::default(),
+            reason: None,
+            partitions: Vec::new(),
+        };
+        let nodes = [node(0, vec![(Some("h100".into()), 8)]), node(1, vec![(Some("h100".into()), 8)]), node(2, vec![(None, 4), (Some("b200".into()), 4)])];
+        let want: BTreeMap<Option<Arc<str>>, u32> = [(None, 4), (Some("b200".into()), 4), (Some("h100".into()), 16)].into_iter().collect();
+        assert_eq!(gpu_inventory(&nodes), want);
+    }
 
     #[test]
     fn the_type_asked_for() {
