@@ -184,7 +184,9 @@ is_tagged() {
 # pids_tagged <exe-name>: live processes of that exact name that carry TB_TAG.
 pids_tagged() {
     local pid
-    for pid in $(pgrep -x "$1" || true); do
+    # (Debian 13 names the binaries slurmctld-wlm, ...: the process has that name when it
+    # was started by its real path rather than the alternatives link.)
+    for pid in $({ pgrep -x "$1"; pgrep -x "$1-wlm"; } 2>/dev/null || true); do
         is_alive "$pid" && is_tagged "$pid" && echo "$pid"
     done
     return 0
@@ -210,6 +212,8 @@ descendants() {
 bed_with_tally() {
     export TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$1
     export TALLY_ACCOUNTS=$2 TALLY_ENV=$3
+    # Two GPU types (n1 H100s, n2 B200s) and a second partition (debug, on n1).
+    export TALLY_GPU_TYPES="h100 b200" TALLY_DEBUG_PARTITION=1
     export TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE'
     bash testbed/up.sh
     trap 'bash testbed/down.sh' EXIT

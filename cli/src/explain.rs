@@ -66,7 +66,7 @@ pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
     let now = args.now.unwrap_or_else(live::now);
     let mut names = Names::new();
     let queue = slurm_json::parse_squeue(&slurm_output("squeue", args.squeue_json)?, &mut names)?;
-    let nodes = slurm_json::parse_sinfo(&slurm_output("sinfo", args.sinfo_json)?)?;
+    let nodes = slurm_json::parse_sinfo(&nodes_output(args.sinfo_json)?)?;
     let report = explain(&config, &snapshot, &queue, &nodes, &args.job, now)?;
     if let Some(me) = live::private_view_for(&config) {
         let mine = live::accounts_of(&me, &config, &snapshot);
@@ -90,22 +90,41 @@ fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
     if let Some(path) = saved {
         return std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()));
     }
-    let out = Command::new(tool).arg("--json").output().map_err(|e| {
+    run_json(&[tool, "--json"])
+}
+
+/// The nodes one record each, as `sinfo --json` lists them up to Slurm
+/// 22.05 (a `nodes` list). Later releases group nodes there (a `sinfo`
+/// list); `scontrol show nodes --json` then lists them one by one, with
+/// the same fields.
+fn nodes_output(saved: Option<PathBuf>) -> Result<String, String> {
+    let text = slurm_output("sinfo", saved)?;
+    let grouped = serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("nodes").is_none() && v.get("sinfo").is_some());
+    if grouped {
+        run_json(&["scontrol", "show", "nodes", "--json"])
+    } else {
+        Ok(text)
+    }
+}
+
+fn run_json(cmd: &[&str]) -> Result<String, String> {
+    let (tool, line) = (cmd[0], cmd.join(" "));
+    let out = Command::new(tool).args(&cmd[1..]).output().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             format!("{tool} not found on PATH: run tally explain where Slurm's client commands are installed (a login node)")
         } else {
-            format!("{tool} --json: cannot run: {e}")
+            format!("{line}: cannot run: {e}")
         }
     })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!(
-            "{tool} --json failed ({}): {} (is slurmctld up, and is this Slurm 22.05 or later with the serializer/json plugin?)",
+            "{line} failed ({}): {} (is slurmctld up, and is this Slurm 22.05 or later with the serializer/json plugin?)",
             out.status,
             err.trim()
         ));
     }
-    String::from_utf8(out.stdout).map_err(|_| format!("{tool} --json: output is not UTF-8"))
+    String::from_utf8(out.stdout).map_err(|_| format!("{line}: output is not UTF-8"))
 }
 
 // ---- the facts ---------------------------------------------------------------------------------

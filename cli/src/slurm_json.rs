@@ -358,6 +358,22 @@ mod tests {
     }
 
     #[test]
+    fn slurm_24_11_nodes_from_scontrol() {
+        // `scontrol show nodes --json` of the 24.11 test bed (trimmed):
+        // what `tally explain` reads when sinfo --json groups nodes.
+        let text = r#"{"nodes": [
+            {"name": "n1", "state": ["MIXED", "DRAIN"], "gres": "gpu:fake:8", "gres_used": "gpu:fake:8(IDX:0-7)", "partitions": ["gpu"],
+             "reason": "e2e: failing GPU", "tres": "cpu=64,mem=500G,billing=8,gres/gpu=8", "tres_used": "cpu=2,gres/gpu=8"},
+            {"name": "n2", "state": ["IDLE"], "gres": "gpu:fake:8", "gres_used": "gpu:fake:0(IDX:N/A)", "partitions": ["gpu", "debug"],
+             "reason": "", "tres": "cpu=64,mem=500G,billing=8,gres/gpu=8", "tres_used": ""}],
+            "last_update": {"set": true, "infinite": false, "number": 1796320600}, "meta": {}, "errors": [], "warnings": []}"#;
+        let nodes = parse_sinfo(text).unwrap();
+        assert_eq!((nodes[0].gpus, nodes[0].gpus_used, nodes[0].usable(), nodes[0].reason.as_str()), (8, 8, false, "e2e: failing GPU"));
+        assert_eq!((nodes[1].gpus, nodes[1].gpus_used, nodes[1].free()), (8, 0, 8));
+        assert!(nodes[1].in_partition(Some("debug")) && !nodes[0].in_partition(Some("debug")));
+    }
+
+    #[test]
     fn later_releases_numbers_and_states() {
         let text = r#"{"jobs": [{"job_id": 7, "job_state": ["PENDING"], "user_name": "u", "time_limit": {"set": true, "infinite": false, "number": 90},
             "priority": {"set": true, "infinite": false, "number": 5}, "nice": {"set": true, "number": -3}, "tres_per_node": "gres/gpu:2", "node_count": {"set": true, "number": 2}}]}"#;

@@ -4,7 +4,8 @@
 //! simulator's `planner` policy.
 
 use crate::engine::{priority_of, PlanBoard, Ranking};
-use crate::view::{JobView, RunState};
+use crate::view::{JobView, NodeView, RunState};
+use std::collections::BTreeMap;
 use tally_planner::queue::{plan_queue, QueuePlan, RunningJob, WaitingJob};
 
 /// A job and the node indices it runs on (empty unless running).
@@ -27,7 +28,18 @@ pub struct Replan {
 /// or `[cluster] gpus`). Waiting jobs are the pending, eligible (begin time
 /// passed), not held jobs that ask for GPUs, in Tally's order without the
 /// plan bit (so the last plan does not feed the next one).
-pub fn replan(r: &Ranking, jobs: &[Placed], now: u64) -> Option<Replan> {
+///
+/// `nodes`: slurmctld's node table. Given, the plan uses it: only nodes
+/// that can run work now ([`crate::view::NodeState::usable`]: not down,
+/// draining, reserved or powered off), each with its own GPU count, and
+/// each job only on the nodes of its partitions. The planner's model has
+/// nodes of one size: the largest node's; a node with fewer GPUs, or none
+/// usable now, has the rest held for the whole horizon. Jobs of different
+/// partition sets are planned one set after another, each on its nodes
+/// (a job in a set planned later does not see a hole an earlier set was
+/// planned into: both may get the plan bit, and Slurm starts one). Empty:
+/// the config's `[cluster] gpus` and `gpus_per_node`, all nodes alike.
+pub fn replan(r: &Ranking, jobs: &[Placed], nodes: &[NodeView], now: u64) -> Option<Replan> {
     let config = &r.config;
     let planner = config.planner?;
     let gpus = config.cluster.gpus?;
@@ -50,11 +62,44 @@ pub fn replan(r: &Ranking, jobs: &[Placed], now: u64) -> Option<Replan> {
         .map(|v| (priority_of(r, v, None).value, v.submit_s, v))
         .collect();
     waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.job_id.cmp(&b.2.job_id)));
-    let queue: Vec<WaitingJob> =
-        waiting.iter().map(|(_, _, v)| WaitingJob { id: u64::from(v.job_id), gpus: v.gpus, duration_s: v.time_limit_s, value: None }).collect();
-    let plan = plan_queue(gpus, config.cluster.gpus_per_node, &planner.rules, &running, &queue);
+    let to_waiting = |v: &JobView| WaitingJob { id: u64::from(v.job_id), gpus: v.gpus, duration_s: v.time_limit_s, value: None };
+    let plan = if nodes.is_empty() {
+        let queue: Vec<WaitingJob> = waiting.iter().map(|(_, _, v)| to_waiting(v)).collect();
+        plan_queue(gpus, config.cluster.gpus_per_node, &planner.rules, &running, &queue)
+    } else {
+        // Partition sets in the order of their first job.
+        let mut sets: Vec<(Option<&str>, Vec<WaitingJob>)> = Vec::new();
+        for (_, _, v) in &waiting {
+            let set = v.partition.as_deref();
+            match sets.iter_mut().find(|(s, _)| *s == set) {
+                Some((_, q)) => q.push(to_waiting(v)),
+                None => sets.push((set, vec![to_waiting(v)])),
+            }
+        }
+        let per_node = nodes.iter().map(NodeView::gpu_total).max().unwrap_or(0).max(1);
+        let slots = nodes.iter().map(|n| n.index as usize + 1).max().unwrap_or(0);
+        let by_index: BTreeMap<u32, &NodeView> = nodes.iter().map(|n| (n.index, n)).collect();
+        let mut merged = QueuePlan::default();
+        for (set, queue) in &sets {
+            let mut pinned = running.clone();
+            for i in 0..slots as u32 {
+                let open = by_index.get(&i).filter(|n| {
+                    n.state.usable() && set.is_none_or(|s| s.split(',').any(|p| n.partitions.iter().any(|q| &**q == p)))
+                });
+                let held = per_node - open.map_or(0, |n| n.gpu_total().min(per_node));
+                if held > 0 {
+                    pinned.push(RunningJob { nodes: vec![(i, held)], remaining_s: None });
+                }
+            }
+            let p = plan_queue(slots as u32 * per_node, per_node, &planner.rules, &pinned, queue);
+            merged.start_step.extend(p.start_step);
+            merged.considered += p.considered;
+            merged.skipped += p.skipped;
+        }
+        merged
+    };
     let board = PlanBoard { starts_now: plan.starts_now().filter_map(|id| u32::try_from(id).ok()).collect(), planned_at: now };
-    Some(Replan { board, plan, running: running.len(), waiting: queue.len() })
+    Some(Replan { board, plan, running: running.len(), waiting: waiting.len() })
 }
 
 #[cfg(test)]
@@ -102,7 +147,7 @@ mod tests {
         let t = T0 + 600;
         let before: Vec<u32> = jobs[2..].iter().map(|p| priority_of(&r, &p.view, None).value).collect();
         assert!(before[0] > before[1], "without a plan a's job comes first");
-        let re = replan(&r, &jobs, t).expect("planner enabled");
+        let re = replan(&r, &jobs, &[], t).expect("planner enabled");
         assert_eq!((re.running, re.waiting), (2, 2));
         assert_eq!(re.board.starts_now.iter().copied().collect::<Vec<_>>(), vec![11]);
         let views: Vec<JobView> = jobs.iter().map(|p| p.view.clone()).collect();
@@ -118,14 +163,14 @@ mod tests {
     #[test]
     fn no_planner_no_board_and_held_or_future_jobs_are_not_planned() {
         let e = Engine::new(config(false), None, T0);
-        assert!(replan(&e.ranking(), &[job(1, "alice", 1, RunState::Pending, vec![])], T0).is_none());
+        assert!(replan(&e.ranking(), &[job(1, "alice", 1, RunState::Pending, vec![])], &[], T0).is_none());
         let e = Engine::new(config(true), None, T0);
         let mut held = job(1, "alice", 1, RunState::Pending, vec![]);
         held.view.priority = 0;
         let mut later = job(2, "alice", 1, RunState::Pending, vec![]);
         later.view.begin_s = T0 + 3600;
         let cpu_only = job(3, "alice", 0, RunState::Pending, vec![]);
-        let re = replan(&e.ranking(), &[held, later, cpu_only, job(4, "bob", 2, RunState::Pending, vec![])], T0).unwrap();
+        let re = replan(&e.ranking(), &[held, later, cpu_only, job(4, "bob", 2, RunState::Pending, vec![])], &[], T0).unwrap();
         assert_eq!(re.waiting, 1);
         assert_eq!(re.board.starts_now.iter().copied().collect::<Vec<_>>(), vec![4]);
     }
@@ -135,8 +180,58 @@ mod tests {
         let e = Engine::new(config(true), None, T0);
         // 16 GPUs over both nodes: nothing fits now; a 1-GPU job waits 2 h.
         let jobs = vec![job(1, "bob", 16, RunState::Running, vec![0, 1]), job(2, "alice", 1, RunState::Pending, vec![])];
-        let re = replan(&e.ranking(), &jobs, T0).unwrap();
+        let re = replan(&e.ranking(), &jobs, &[], T0).unwrap();
         assert!(re.board.starts_now.is_empty());
         assert_eq!(re.plan.start_step.get(&2), Some(&2));
+    }
+
+    fn node(index: u32, gpus: u32, partitions: &[&str]) -> NodeView {
+        NodeView {
+            index,
+            name: format!("n{}", index + 1).into(),
+            gpus: vec![(None, gpus)],
+            state: crate::view::NodeState::default(),
+            reason: None,
+            partitions: partitions.iter().map(|&p| p.into()).collect(),
+        }
+    }
+
+    fn pending_in(id: u32, gpus: u32, partition: &str) -> Placed {
+        let mut p = job(id, "alice", gpus, RunState::Pending, vec![]);
+        p.view.partition = Some(partition.into());
+        p
+    }
+
+    #[test]
+    fn only_usable_nodes_of_the_jobs_partitions_with_their_own_gpus_are_planned() {
+        let e = Engine::new(config(true), None, T0);
+        let r = e.ranking();
+        let two = || vec![node(0, 8, &["gpu", "debug"]), node(1, 8, &["gpu"])];
+        let q = vec![pending_in(5, 8, "gpu")];
+        // Both nodes free: the job starts now.
+        assert_eq!(replan(&r, &q, &two(), T0).unwrap().board.starts_now.len(), 1);
+        // Node 1 draining, node 0 busy: nothing to start on.
+        let mut nodes = two();
+        nodes[1].state.drain = true;
+        let busy0 = job(1, "bob", 8, RunState::Running, vec![0]);
+        let re = replan(&r, &[busy0.clone(), q[0].clone()], &nodes, T0).unwrap();
+        assert!(re.board.starts_now.is_empty(), "planned onto a draining node");
+        // Down, reserved or powered off likewise.
+        let marks: [fn(&mut crate::view::NodeState); 3] = [|s| s.down = true, |s| s.reserved = true, |s| s.unavailable = true];
+        for f in marks {
+            let mut nodes = two();
+            f(&mut nodes[1].state);
+            assert!(replan(&r, &[busy0.clone(), q[0].clone()], &nodes, T0).unwrap().board.starts_now.is_empty());
+        }
+        // A debug job sees node 0 only (full): it waits though node 1 is free.
+        let re = replan(&r, &[busy0.clone(), pending_in(6, 4, "debug")], &two(), T0).unwrap();
+        assert!(re.board.starts_now.is_empty(), "planned outside its partition");
+        // A job of gpu fits node 1 now.
+        assert_eq!(replan(&r, &[busy0, pending_in(7, 4, "gpu")], &two(), T0).unwrap().board.starts_now.len(), 1);
+        // A 4-GPU node does not take an 8-GPU job.
+        let small = vec![node(0, 8, &["gpu"]), node(1, 4, &["gpu"])];
+        let busy = job(1, "bob", 8, RunState::Running, vec![0]);
+        assert!(replan(&r, &[busy.clone(), pending_in(8, 8, "gpu")], &small, T0).unwrap().board.starts_now.is_empty());
+        assert_eq!(replan(&r, &[busy, pending_in(9, 4, "gpu")], &small, T0).unwrap().board.starts_now.len(), 1);
     }
 }

@@ -154,6 +154,14 @@ impl Host {
                 Some((table, count)) => unsafe { read_nodes(*table, *count, &mut names) },
                 None => Vec::new(),
             };
+            // A node's one GPU type, by index (`None`: untyped or mixed).
+            let mut node_type: Vec<Option<Arc<str>>> = vec![None; nodes.last().map_or(0, |n| n.index as usize + 1)];
+            for n in &nodes {
+                if let [(Some(t), _)] = n.gpus.as_slice() {
+                    node_type[n.index as usize] = Some(t.clone());
+                }
+            }
+            let typed = node_type.iter().any(Option::is_some);
             let draining: Vec<Option<Arc<str>>> = if nodes.iter().any(|n| n.state.drain) {
                 let mut by_index = vec![None; nodes.last().map_or(0, |n| n.index as usize + 1)];
                 for n in nodes.iter().filter(|n| n.state.drain) {
@@ -168,7 +176,19 @@ impl Host {
             // SAFETY: job_list under the job read lock; pointers not kept.
             for p in unsafe { job_pointers(list) } {
                 // SAFETY: a live job under the lock.
-                if let Some(view) = unsafe { read_job_named(p, &mut names) } {
+                if let Some(mut view) = unsafe { read_job_named(p, &mut names) } {
+                    // A running job of no known type has its nodes' type,
+                    // when they all have the same one.
+                    if typed && view.gpu_type.is_none() && view.state == RunState::Running && view.gpus > 0 {
+                        // SAFETY: as above.
+                        let on: Vec<Option<&Arc<str>>> =
+                            unsafe { job_nodes(p) }.into_iter().map(|i| node_type.get(i as usize).and_then(Option::as_ref)).collect();
+                        if let Some(Some(first)) = on.first() {
+                            if on.iter().all(|t| *t == Some(*first)) {
+                                view.gpu_type = Some((*first).clone());
+                            }
+                        }
+                    }
                     if !draining.is_empty() && view.state == RunState::Running {
                         // SAFETY: as above.
                         let on: Vec<Arc<str>> = unsafe { job_nodes(p) }

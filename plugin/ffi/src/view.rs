@@ -12,7 +12,7 @@ use slurm_sys::{
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
 use tally_engine::submit::SubmitView;
-use tally_engine::view::{gpu_count, GpuAsk, JobView, Names, NodeState, NodeView, RunState};
+use tally_engine::view::{gpu_count, gpu_type, GpuAsk, JobView, Names, NodeState, NodeView, RunState};
 
 /// Copy a C string; `None` for NULL or empty.
 ///
@@ -87,11 +87,16 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
     let nodes = details.map(|d| d.min_nodes).filter(|&n| n > 0 && n != NO_VAL).unwrap_or(1);
     // What it holds (or held) once it started: the allocated TRES, which
     // counts every way of asking (--gpus, per node, per task, per socket).
-    let alloc = if state != RunState::Pending && j.start_time > 0 { unsafe { c_string(j.tres_alloc_str) } } else { None };
+    // (`tres_fmt_alloc_str`, `gres/gpu=4,gres/gpu:h100=4`: the names; the
+    // unformatted `tres_alloc_str` has TRES ids.)
+    let alloc = if state != RunState::Pending && j.start_time > 0 { unsafe { c_string(j.tres_fmt_alloc_str) } } else { None };
     let tasks = details.map(|d| d.num_tasks).filter(|&n| n > 0 && n != NO_VAL);
     // SAFETY: fields of a live job.
     let asked = GpuAsk::new(unsafe { tres([j.tres_per_job, j.tres_per_node, j.tres_per_task, j.tres_per_socket]) }, nodes, tasks);
     let gpus = alloc.as_deref().and_then(gpu_count).or_else(|| asked.total().ok().flatten()).unwrap_or(0);
+    // The type of its GPUs: allocated (with typed AccountingStorageTRES),
+    // else asked for; `Host::copy` fills in a running job's nodes' type.
+    let gpu_type = alloc.as_deref().and_then(gpu_type).or_else(|| asked.gpu_type()).map(|t| names.intern(t));
     let time_limit_s = match j.time_limit {
         NO_VAL | INFINITE => None,
         m => Some(u64::from(m) * 60),
@@ -105,6 +110,7 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
         comment: unsafe { c_string(j.comment) },
         partition: unsafe { c_name(names, j.partition) },
         gpus,
+        gpu_type,
         submit_s: details.map_or(0, |d| secs(d.submit_time)),
         begin_s: details.map_or(0, |d| secs(d.begin_time)),
         start_s: secs(j.start_time),

@@ -90,17 +90,18 @@ impl Snapshot {
         let victims: BTreeSet<u64> = pool.for_preemptor(p, &m).into_iter().collect();
         // Claim: the allocated victims leave, the preemptor runs.
         let tree = &self.config.tree;
-        let gone: Vec<(u64, std::sync::Arc<str>, u32)> =
-            self.running.iter().filter(|j| victims.contains(&j.id) && j.is_allocated(&self.ent)).map(|j| (j.id, j.account.clone(), j.gpus)).collect();
-        for (id, account, gpus) in gone {
+        // (In budget units: GPUs × their type's weight, as the entitlement counts.)
+        let gone: Vec<(u64, std::sync::Arc<str>, f64)> =
+            self.running.iter().filter(|j| victims.contains(&j.id) && j.is_allocated(&self.ent)).map(|j| (j.id, j.account.clone(), j.units())).collect();
+        for (id, account, units) in gone {
             self.claimed.insert(id);
             if let Some(n) = tree.id(&account) {
-                self.ent.add_running(n, -f64::from(gpus));
+                self.ent.add_running(n, -units);
             }
         }
         if p.is_allocated(&self.ent) && !victims.is_empty() {
             if let Some(n) = tree.id(&p.account) {
-                self.ent.add_running(n, f64::from(p.gpus));
+                self.ent.add_running(n, p.units());
             }
         }
         let out: BTreeSet<u32> = victims.into_iter().filter_map(|v| u32::try_from(v).ok()).collect();

@@ -252,9 +252,9 @@ fn tick(host: &Host, shared: &Shared) {
     retry_held_ledger(shared, t);
     // 1. Copy the jobs (and the node table) under the job READ lock:
     //    slurmctld's readers (RPCs, sprio) go on meanwhile.
-    let copied = host.copy_jobs_and_nodes();
-    let views = copied.jobs;
-    let on_draining = copied.on_draining;
+    let mut copied = host.copy_jobs_and_nodes();
+    let views = std::mem::take(&mut copied.jobs);
+    let on_draining = std::mem::take(&mut copied.on_draining);
     let ids: Vec<u32> = views.iter().map(|v| v.job_id).collect();
     // 2. Charge, rank and walk the queue with no slurmctld lock held (the
     //    engine's mutex is never taken on Slurm's call paths).
@@ -262,6 +262,11 @@ fn tick(host: &Host, shared: &Shared) {
     let (report, changes, drain) = {
         let mut guard = lock(&shared.engine);
         let Some(engine) = guard.as_mut() else { return };
+        // With [cluster.gpu_types]: the capacity in budget units from the
+        // nodes' typed GPUs (re-ranks only when it changed).
+        if !copied.nodes.is_empty() && engine.set_gpu_inventory(tally_engine::view::gpu_inventory(&copied.nodes), t) {
+            log::info!("GPU types: the cluster's capacity is now {:.1} budget units (from the nodes' GPUs)", engine.ranking().ent.capacity_gpus());
+        }
         let report = engine.tick(t, views, plan.as_deref());
         publish(engine);
         let changes: HashMap<u32, u32> = report.priorities.iter().map(|&(i, p)| (ids[i], p)).collect();
@@ -352,9 +357,10 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     let began = std::time::Instant::now();
     let t = now();
     // 1. Copy the jobs out under the read lock.
-    let jobs = host.copy_placed().jobs;
+    let copied = host.copy_placed();
+    let (jobs, nodes) = (copied.jobs, copied.nodes);
     // 2. Plan with no lock held.
-    let Some(re) = replan(&r, &jobs, t) else { return IDLE };
+    let Some(re) = replan(&r, &jobs, &nodes, t) else { return IDLE };
     let board = Arc::new(re.board);
     *lock(&PLAN) = Some(board.clone());
     // 3. The priorities the plan changes, from the copy with no lock held
