@@ -478,6 +478,11 @@ fn e2e_10_a_kill_9_in_a_submit_storm_loses_nothing() {
     // is Slurm's durability, not Tally's: wait until slurmctld has saved
     // the fillers as running, so the test checks what Tally decides.
     let running_since = std::time::SystemTime::now();
+    // Something slurmctld must save after that: it saves job state when
+    // jobs change, and the fillers may have been saved before
+    // `running_since` (then nothing else changes; seen on 24.11).
+    let nudge = try_submit("sa", 1, "contract=0", 60, &["--hold"]).unwrap();
+    cancel(nudge);
     wait_until(60, "slurmctld to save its job state with the fillers running", || {
         std::fs::metadata(format!("{RUN_DIR}/state/job_state")).and_then(|m| m.modified()).is_ok_and(|t| t > running_since)
     });
@@ -707,7 +712,11 @@ fn e2e_13_a_drained_node_empties_as_its_contracts_end() {
     }
     // (`drained*`: also not responding for a while, as a slurmd of this
     // bed sometimes is after the kill -9 test; empty all the same.)
-    wait_until(60, "n1 to be drained", || sh("sinfo", &["-h", "-n", "n1", "-o", "%T"]).trim().trim_end_matches('*') == "drained");
+    // (One line per partition n1 is in.)
+    wait_until(60, "n1 to be drained", || {
+        let states = sh("sinfo", &["-h", "-n", "n1", "-o", "%T"]);
+        !states.trim().is_empty() && states.lines().all(|l| l.trim().trim_end_matches('*') == "drained")
+    });
     // The log said what the drain waited for, and on which contract.
     let log = std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld.log")).unwrap_or_default();
     assert!(log.contains(&format!("host drain: n1 waits on job {plain}, inside its contract")), "no drain wait line for job {plain}");
