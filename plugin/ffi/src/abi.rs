@@ -191,6 +191,24 @@ pub struct Factors {
     pub columns: SprioColumns,
 }
 
+/// One zeroed `T` from Slurm's allocator (`xmalloc`), for Slurm to free
+/// with `xfree`; NULL when out of memory.
+pub(crate) fn xcalloc<T>() -> *mut T {
+    // SAFETY: xmalloc's own call (xmalloc.h), zeroed, not `try`.
+    unsafe {
+        slurm_sys::slurm_xcalloc(
+            1,
+            std::mem::size_of::<T>(),
+            true,
+            false,
+            c"priority_tally".as_ptr(),
+            line!() as c_int,
+            c"priority_p_get_priority_factors_list".as_ptr(),
+        )
+    }
+    .cast::<T>()
+}
+
 /// sprio's answer: a Slurm `List` of `priority_factors_object_t`, each
 /// allocated with Slurm's allocator (slurmctld frees them with
 /// `slurm_destroy_priority_factors_object`); NULL when there are none.
@@ -198,19 +216,7 @@ pub fn factors_list(items: impl IntoIterator<Item = Factors>) -> List {
     // SAFETY: list_create with Slurm's destructor for these objects.
     let out = unsafe { slurm_sys::list_create(Some(slurm_sys::slurm_destroy_priority_factors_object)) };
     for f in items {
-        // SAFETY: xmalloc equivalent; zeroed; freed by Slurm.
-        let obj = unsafe {
-            slurm_sys::slurm_xcalloc(
-                1,
-                std::mem::size_of::<priority_factors_object_t>(),
-                true,
-                false,
-                c"priority_tally".as_ptr(),
-                line!() as c_int,
-                c"priority_p_get_priority_factors_list".as_ptr(),
-            )
-        }
-        .cast::<priority_factors_object_t>();
+        let obj = xcalloc::<priority_factors_object_t>();
         if obj.is_null() {
             continue;
         }

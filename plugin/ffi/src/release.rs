@@ -22,6 +22,21 @@ use slurm_sys::priority_factors_object_t;
 /// The release the plugins are built for (`"22.05"` or `"24.11"`).
 pub const RELEASE: &str = slurm_sys::RELEASE;
 
+/// sprio's columns into the fields both releases name alike (the
+/// object's own in 22.05, its `priority_factors_t`'s in 24.11).
+macro_rules! write_columns {
+    ($to:expr, $c:expr) => {{
+        let (to, c) = ($to, $c);
+        to.priority_site = slurm_sys::NICE_OFFSET + c.site;
+        to.priority_js = c.jobsize;
+        to.priority_part = c.partition;
+        to.priority_fs = c.fairshare;
+        to.priority_qos = c.qos;
+        to.nice = (i64::from(slurm_sys::NICE_OFFSET) + c.nice) as u32;
+        to.priority_age = c.age;
+    }};
+}
+
 /// Write one sprio line's factors into a zeroed object Slurm will free.
 /// `false`: no memory (the object is to be dropped).
 ///
@@ -29,7 +44,6 @@ pub const RELEASE: &str = slurm_sys::RELEASE;
 /// `o` was just allocated zeroed with `slurm_xcalloc` and is exclusively ours.
 #[cfg(slurm = "22.05")]
 pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors) -> bool {
-    let c = f.columns;
     o.job_id = f.job_id;
     o.user_id = f.user_id;
     // No partition: slurmctld packs this list after the job lock is
@@ -37,13 +51,7 @@ pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors
     // meanwhile (`scontrol update job … Partition=`, a purge). The
     // destructor does not free it, so a copy would leak on every sprio.
     o.partition = std::ptr::null_mut();
-    o.priority_site = slurm_sys::NICE_OFFSET + c.site;
-    o.priority_js = c.jobsize;
-    o.priority_part = c.partition;
-    o.priority_fs = c.fairshare;
-    o.priority_qos = c.qos;
-    o.nice = (i64::from(slurm_sys::NICE_OFFSET) + c.nice) as u32;
-    o.priority_age = c.age;
+    write_columns!(o, f.columns);
     true
 }
 
@@ -55,33 +63,12 @@ pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors
 /// As above.
 #[cfg(slurm = "24.11")]
 pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors) -> bool {
-    use slurm_sys::priority_factors_t;
-    use std::ffi::c_int;
-    // SAFETY: xmalloc equivalent, zeroed; freed by Slurm with the object.
-    let p = unsafe {
-        slurm_sys::slurm_xcalloc(
-            1,
-            std::mem::size_of::<priority_factors_t>(),
-            true,
-            false,
-            c"priority_tally".as_ptr(),
-            line!() as c_int,
-            c"priority_p_get_priority_factors_list".as_ptr(),
-        )
-    }
-    .cast::<priority_factors_t>();
-    // SAFETY: NULL or freshly allocated and zeroed.
+    let p = crate::abi::xcalloc::<slurm_sys::priority_factors_t>();
+    // SAFETY: NULL or freshly allocated and zeroed, ours until handed over.
     let Some(pf) = (unsafe { p.as_mut() }) else { return false };
-    let c = f.columns;
     o.job_id = f.job_id;
     o.user_id = f.user_id;
-    pf.priority_site = slurm_sys::NICE_OFFSET + c.site;
-    pf.priority_js = c.jobsize;
-    pf.priority_part = c.partition;
-    pf.priority_fs = c.fairshare;
-    pf.priority_qos = c.qos;
-    pf.nice = (i64::from(slurm_sys::NICE_OFFSET) + c.nice) as u32;
-    pf.priority_age = c.age;
+    write_columns!(pf, f.columns);
     o.prio_factors = p;
     true
 }
