@@ -31,6 +31,7 @@ install)
     ;;
 remove)
     in_root dpkg -r "$pkg" >/dev/null || die "dpkg -r $pkg failed${root:+ in $root}"
+    # shellcheck disable=SC2016 # (dpkg-query's format, not the shell's)
     status=$(in_root dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
     [[ -z $status || $status == not-installed || $status == config-files ]] || die "$pkg still $status after dpkg -r"
     [[ $status != config-files ]] || die "$pkg left config files after dpkg -r"

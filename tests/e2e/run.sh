@@ -8,7 +8,6 @@
 # suite against Slurm 24.11 in a Debian 13 chroot (tests/e2e/slurm-24.11.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 RUN=${TALLY_RUN_DIR:-/var/tmp/tally-testbed}
 # shellcheck source=testbed/lib.sh
 source testbed/lib.sh

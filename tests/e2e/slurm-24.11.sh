@@ -32,13 +32,14 @@ cp tests/e2e/tally.toml "$CHROOT$RUN/e2e-tally.toml"
 target/release/tally config accounts tests/e2e/tally.toml >"$CHROOT$RUN/e2e-accounts"
 
 inside() { bash testbed/trixie.sh run "$@"; }
+# shellcheck disable=SC2317 # (the EXIT trap's)
 down() {
     inside bash testbed/down.sh || true
     bash testbed/trixie.sh umount || true
 }
 trap down EXIT
 bash testbed/deb.sh install "$DEB" "$CHROOT"
-TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR= TALLY_GPU_TYPES="h100 b200" TALLY_DEBUG_PARTITION=1 \
+TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR='' TALLY_GPU_TYPES="h100 b200" TALLY_DEBUG_PARTITION=1 \
     TALLY_ACCOUNTS=$RUN/e2e-accounts TALLY_ENV="TALLY_CONFIG=$RUN/e2e-tally.toml" \
     TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE' \
     inside bash testbed/up.sh
