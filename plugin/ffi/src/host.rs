@@ -10,7 +10,7 @@
 
 use crate::view::{job_nodes, job_pointers, read_job_named, read_nodes};
 use slurm_sys::{
-    job_record_t, lock_level_t, node_record_t, slurmctld_lock_t, slurmctld_only, time_t, List, JOB_PENDING, JOB_RUNNING,
+    lock_level_t, node_record_t, slurmctld_lock_t, slurmctld_only, time_t, List, JOB_PENDING, JOB_RUNNING,
     JOB_STATE_BASE, NO_LOCK, READ_LOCK, WRITE_LOCK,
 };
 use std::sync::Arc;
@@ -124,26 +124,25 @@ impl Host {
     /// Copy every job under the job *read* lock, names shared through one
     /// [`Names`]: the jobs, and how long the lock was waited for and held.
     pub fn copy_jobs(&self) -> Copied<JobView> {
-        self.copy(false, |_, view| view)
+        self.copy(false, false, |view, _| view)
     }
 
     /// [`Host::copy_jobs`], with the node table and, for each running job
     /// on a draining node, those nodes (the recalculation thread's copy).
     pub fn copy_jobs_and_nodes(&self) -> Copied<JobView> {
-        self.copy(true, |_, view| view)
+        self.copy(true, false, |view, _| view)
     }
 
     /// [`Host::copy_jobs`], with the nodes each running job holds (the
     /// planner thread's copy).
     pub fn copy_placed(&self) -> Copied<Placed> {
-        self.copy(true, |p, view| {
-            // SAFETY: a live job under the read lock `copy` holds.
-            let nodes = if view.state == RunState::Running { unsafe { job_nodes(p) } } else { Vec::new() };
-            Placed { view, nodes }
-        })
+        self.copy(true, true, |view, nodes| Placed { view, nodes })
     }
 
-    fn copy<T>(&self, with_nodes: bool, mut each: impl FnMut(*mut job_record_t, JobView) -> T) -> Copied<T> {
+    /// The copy: `each` gets every job and, for a running job when
+    /// `placed` (or its nodes were read anyway), the node indices it holds,
+    /// read once from its bitmap.
+    fn copy<T>(&self, with_nodes: bool, placed: bool, mut each: impl FnMut(JobView, Vec<u32>) -> T) -> Copied<T> {
         let asked = Instant::now();
         self.with_jobs(Access::ReadJobs, |list| {
             let locked = Instant::now();
@@ -177,29 +176,31 @@ impl Host {
             for p in unsafe { job_pointers(list) } {
                 // SAFETY: a live job under the lock.
                 if let Some(mut view) = unsafe { read_job_named(p, &mut names) } {
+                    let running = view.state == RunState::Running;
+                    let untyped = typed && view.gpu_type.is_none() && view.gpus > 0;
+                    let held = if running && (placed || untyped || !draining.is_empty()) {
+                        // SAFETY: as above.
+                        unsafe { job_nodes(p) }
+                    } else {
+                        Vec::new()
+                    };
                     // A running job of no known type has its nodes' type,
                     // when they all have the same one.
-                    if typed && view.gpu_type.is_none() && view.state == RunState::Running && view.gpus > 0 {
-                        // SAFETY: as above.
-                        let on: Vec<Option<&Arc<str>>> =
-                            unsafe { job_nodes(p) }.into_iter().map(|i| node_type.get(i as usize).and_then(Option::as_ref)).collect();
-                        if let Some(Some(first)) = on.first() {
-                            if on.iter().all(|t| *t == Some(*first)) {
-                                view.gpu_type = Some((*first).clone());
+                    if running && untyped {
+                        let mut types = held.iter().map(|&i| node_type.get(i as usize).and_then(Option::as_ref));
+                        if let Some(Some(first)) = types.next() {
+                            if types.all(|t| t == Some(first)) {
+                                view.gpu_type = Some(first.clone());
                             }
                         }
                     }
-                    if !draining.is_empty() && view.state == RunState::Running {
-                        // SAFETY: as above.
-                        let on: Vec<Arc<str>> = unsafe { job_nodes(p) }
-                            .into_iter()
-                            .filter_map(|i| draining.get(i as usize).cloned().flatten())
-                            .collect();
+                    if !draining.is_empty() && running {
+                        let on: Vec<Arc<str>> = held.iter().filter_map(|&i| draining.get(i as usize).cloned().flatten()).collect();
                         if !on.is_empty() {
                             on_draining.push((view.job_id, on));
                         }
                     }
-                    jobs.push(each(p, view));
+                    jobs.push(each(view, held));
                 }
             }
             Copied { jobs, nodes, on_draining, waited: locked.duration_since(asked), held: locked.elapsed() }
