@@ -11,6 +11,7 @@
 //! step = "1h"
 //! decay = 0.97        # per step, in (0, 1]
 //! penalty = 8         # unmet realtime GPU-step cost, x weight (5-10)
+//! must_finish = true  # a batch job runs only if it ends inside the horizon (default)
 //! [[jobs]]
 //! id = 1
 //! class = "training"  # training | batch_inference | quantization
@@ -84,6 +85,7 @@ struct RawHorizon {
     step: Option<Spanned<crate::raw::Duration>>,
     decay: Option<f64>,
     penalty: Option<f64>,
+    must_finish: Option<bool>,
 }
 
 /// `steps` as written: any TOML integer (the range is checked with its
@@ -348,7 +350,8 @@ pub fn parse(text: &str, file: &str) -> Result<Scenario, ConfigError> {
     if !problems.is_empty() {
         return Err(ConfigError { file: file.to_string(), problems });
     }
-    Ok(Scenario { gpus, gpus_per_node: per_node, steps, step_s, decay, penalty, jobs, services })
+    let must_finish = h.must_finish.unwrap_or(true);
+    Ok(Scenario { gpus, gpus_per_node: per_node, steps, step_s, decay, penalty, must_finish, jobs, services })
 }
 
 /// Read (at most [`crate::MAX_FILE_BYTES`]) and validate a scenario file.

@@ -39,7 +39,7 @@ fn scenario(gpus: u32, jobs: usize, steps: usize, seed: u64) -> Scenario {
         })
         .collect();
     let services = vec![Service { name: "chat".into(), demand, swap_cap: (gpus / 32).max(1), weight: 10.0 }];
-    Scenario { gpus, gpus_per_node: 8, steps, step_s: 3600, decay: 0.97, penalty: 8.0, jobs, services }
+    Scenario { gpus, gpus_per_node: 8, steps, step_s: 3600, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services }
 }
 
 fn main() {

@@ -8,7 +8,7 @@ pub(crate) fn job(id: u64, gpus: u32, dur: usize, priority: f64, arrival: usize)
 
 /// Nodes of 8 GPUs (or one node, if smaller), 1 h steps, decay 0.95, penalty 8.
 pub(crate) fn scenario(gpus: u32, steps: usize, jobs: Vec<PlanJob>, services: Vec<Service>) -> Scenario {
-    Scenario { gpus, gpus_per_node: 8.min(gpus), steps, step_s: 3600, decay: 0.95, penalty: 8.0, jobs, services }
+    Scenario { gpus, gpus_per_node: 8.min(gpus), steps, step_s: 3600, decay: 0.95, penalty: 8.0, must_finish: true, jobs, services }
 }
 
 /// A service of weight 10.

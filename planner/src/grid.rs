@@ -29,6 +29,16 @@ pub(crate) fn firsts(gpus: u32, per_node: u32, g: u32) -> impl Iterator<Item = u
     (0..count).map(move |k| k * align).filter(move |&f| g > per_node || f / per_node == (f + g - 1) / per_node)
 }
 
+/// The last step job `j` may start at, or `None` when it may not start in
+/// the horizon at all: from its arrival, up to the last step of the horizon
+/// or, with [`Scenario::must_finish`], up to the last step at which its run
+/// still ends inside the horizon (the horizon rule every mode builds plans
+/// by; the validator states it again).
+pub(crate) fn last_start(s: &Scenario, j: &PlanJob) -> Option<usize> {
+    let last = if s.must_finish { s.steps.checked_sub(j.duration_steps)? } else { s.steps.checked_sub(1)? };
+    (j.arrival_step <= last).then_some(last)
+}
+
 /// What job `j` started at step `t` is worth: priority × GPUs × decay^u
 /// summed over the steps `u` of its run inside the horizon, one step at a
 /// time (as the validator sums it).
@@ -168,10 +178,19 @@ impl Bits {
         firsts(self.gpus, per_node, g).find(|&first| (from..to).all(|t| self.free(t, first, g)))
     }
 
-    /// The earliest start ≥ `from` at which a legal block of `g` GPUs is free
-    /// for `dur` steps (clipped to the horizon), and the lowest such block.
-    pub(crate) fn earliest(&self, g: u32, per_node: u32, from: usize, dur: usize) -> Option<(usize, u32)> {
-        (from..self.steps()).find_map(|t| self.block(g, per_node, t, (t + dur).min(self.steps())).map(|first| (t, first)))
+    /// The earliest start in `from..=last` at which a legal block of `g`
+    /// GPUs is free for `dur` steps (clipped to the horizon), and the lowest
+    /// such block.
+    pub(crate) fn earliest(&self, g: u32, per_node: u32, from: usize, last: usize, dur: usize) -> Option<(usize, u32)> {
+        (from..=last.min(self.steps().saturating_sub(1)))
+            .find_map(|t| self.block(g, per_node, t, (t + dur).min(self.steps())).map(|first| (t, first)))
+    }
+
+    /// [`Bits::earliest`] for job `j` of `s` under the horizon rule
+    /// ([`last_start`]), from `from` (at least its arrival).
+    pub(crate) fn earliest_for(&self, s: &Scenario, j: &PlanJob, from: usize) -> Option<(usize, u32)> {
+        let last = last_start(s, j)?;
+        self.earliest(j.gpus, s.gpus_per_node, from.max(j.arrival_step), last, j.duration_steps)
     }
 }
 
@@ -236,6 +255,7 @@ mod tests {
         // One node of 130: blocks of 64 at 0 and 64, each busy at step 1.
         assert_eq!(b.block(64, 130, 0, 2), None);
         assert_eq!(b.block(64, 130, 0, 1), Some(0));
-        assert_eq!(b.earliest(2, 130, 0, 1), Some((0, 0)));
+        assert_eq!(b.earliest(2, 130, 0, 1, 1), Some((0, 0)));
+        assert_eq!(b.earliest(2, 130, 1, 1, 1), Some((1, 0)));
     }
 }

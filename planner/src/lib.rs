@@ -6,8 +6,10 @@
 //! - **Batch jobs** take a contiguous, aligned block of `gpus` GPUs (a power
 //!   of two: a block of g starts at a multiple of g, so it never straddles
 //!   nodes unless it is a whole-node multiple) for `duration_steps`
-//!   consecutive steps from a start ≥ their arrival, never interrupted.
-//!   Pinned jobs (already running) keep their block and start.
+//!   consecutive steps from a start ≥ their arrival, never interrupted;
+//!   with [`Scenario::must_finish`] (Dharma's rule) the run ends inside the
+//!   horizon or the job is not placed. Pinned jobs (already running) keep
+//!   their block and start.
 //! - **Realtime services** follow a demand curve: at step t a service holds
 //!   a set of GPUs; GPUs changing hands between consecutive steps (added +
 //!   removed) are at most its `swap_cap`; demand not served costs `penalty`
@@ -81,6 +83,13 @@ pub struct Scenario {
     pub decay: f64,
     /// Multiplier of unmet realtime demand (5-10).
     pub penalty: f64,
+    /// Dharma's horizon rule (the scenario files' default): a batch job
+    /// runs only if it finishes inside the horizon, since a run is never
+    /// interrupted and one cut off at the horizon's end earns nothing now (it
+    /// waits for a later plan). `false`: a run may overrun the horizon and
+    /// its steps inside it count (the live queue's planner, whose jobs are
+    /// often longer than the horizon). Pinned (running) jobs are exempt.
+    pub must_finish: bool,
     pub jobs: Vec<PlanJob>,
     pub services: Vec<Service>,
 }

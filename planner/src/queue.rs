@@ -148,6 +148,9 @@ pub fn scenario(gpus: u32, gpus_per_node: u32, rules: &QueueRules, running: &[Ru
         step_s: rules.step_s.max(1),
         decay: rules.decay,
         penalty: 8.0,
+        // Live jobs are often longer than the horizon: the plan orders
+        // them by when they start, so a long job is planned, not left out.
+        must_finish: false,
         jobs,
         services: Vec::new(),
     };

@@ -106,7 +106,7 @@ fn random_scenario(seed: u64) -> Scenario {
             weight: 10.0,
         })
         .collect();
-    Scenario { gpus, gpus_per_node: per_node, steps, step_s: 3600, decay: 0.97, penalty: 8.0, jobs, services }
+    Scenario { gpus, gpus_per_node: per_node, steps, step_s: 3600, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services }
 }
 
 #[test]
@@ -132,16 +132,16 @@ fn fast_plans_validate_match_their_value_and_beat_the_single_greedy() {
 
 #[test]
 fn the_search_finds_the_optimum_the_priority_greedy_misses() {
-    // 4 GPUs, 2 steps: A (2 GPUs × 2 steps, priority 5) and B (4 GPUs × 1
-    // step, priority 4). By priority, A takes step 0 and B never fits:
-    // 5·2·(1 + 0.95) = 19.5. Optimum: B at 0 (16), A at 1 running past the
-    // horizon (5·2·0.95 = 9.5): 25.5.
-    let s = scenario(4, 2, vec![job(1, 2, 2, 5.0, 0), job(2, 4, 1, 4.0, 0)], vec![]);
+    // 4 GPUs, 3 steps: A (2 GPUs × 2 steps, priority 5) and B (4 GPUs × 1
+    // step, priority 4). By priority, A takes steps 0-1 and B step 2:
+    // 5·2·(1 + 0.95) + 4·4·0.95² = 33.94. Optimum: B at 0 (16), A at 1
+    // (5·2·(0.95 + 0.95²) = 18.525): 34.525.
+    let s = scenario(4, 3, vec![job(1, 2, 2, 5.0, 0), job(2, 4, 1, 4.0, 0)], vec![]);
     let greedy = validate(&s, &fast::greedy(&s)).unwrap();
-    assert!((greedy.value - 19.5).abs() < 1e-9);
+    assert!((greedy.value - 33.94).abs() < 1e-9, "{}", greedy.value);
     let p = fast::plan(&s);
     let score = validate(&s, &p).unwrap();
-    assert!((score.value - 25.5).abs() < 1e-9, "{}", score.value);
+    assert!((score.value - 34.525).abs() < 1e-9, "{}", score.value);
     assert!(p.batch.contains(&Placed { job_id: 2, start_step: 0, first_gpu: 0 }));
 }
 
@@ -163,12 +163,23 @@ fn best_fit_keeps_a_node_whole() {
 
 #[test]
 fn runs_past_the_horizon_and_long_horizons() {
-    // 40 steps (the step masks' tail): a 30-step job arriving at 35 runs
-    // from its arrival past the horizon.
-    let s = scenario(8, 40, vec![job(1, 8, 30, 2.0, 35)], vec![]);
+    // 40 steps (the step masks' tail): a 30-step job arriving at 35 cannot
+    // end inside the horizon, so it is not placed; a 5-step one is, at 35.
+    let s = scenario(8, 40, vec![job(1, 8, 30, 2.0, 35), job(2, 8, 5, 1.0, 35)], vec![]);
     let p = fast::plan(&s);
-    validate(&s, &p).unwrap();
+    let score = validate(&s, &p).unwrap();
+    assert_eq!(p.batch, vec![Placed { job_id: 2, start_step: 35, first_gpu: 0 }]);
+    assert_eq!((score.placed, score.finished), (1, 1));
+    // Without the horizon rule the long one runs from its arrival past the
+    // horizon (its 5 steps inside are worth more than the short job's).
+    let s = Scenario { must_finish: false, ..s };
+    let p = fast::plan(&s);
+    let score = validate(&s, &p).unwrap();
     assert_eq!(p.batch, vec![Placed { job_id: 1, start_step: 35, first_gpu: 0 }]);
+    assert_eq!((score.placed, score.finished), (1, 0));
+    // The validator refuses a run past the horizon under the rule.
+    let s = Scenario { must_finish: true, ..s };
+    assert!(matches!(validate(&s, &p), Err(crate::Violation::PastHorizon { job: 1, start: 35, end: 65, steps: 40 })));
     // Over 64 steps: the single greedy, still valid.
     let s = scenario(8, 80, vec![job(1, 4, 30, 2.0, 0), job(2, 8, 10, 3.0, 5)], vec![svc(vec![1; 80], 1)]);
     let p = fast::plan(&s);

@@ -22,6 +22,8 @@ pub enum Violation {
     Outside { job: u64, first: u32, end: u32 },
     #[error("job {job} starts at step {start}, before its arrival at {arrival}")]
     BeforeArrival { job: u64, start: usize, arrival: usize },
+    #[error("job {job} runs steps {start}..{end}, past the horizon's {steps} steps (must_finish: a job runs only if it ends inside the horizon)")]
+    PastHorizon { job: u64, start: usize, end: usize, steps: usize },
     #[error("pinned job {0} was moved")]
     PinnedMoved(u64),
     #[error("pinned job {0} was dropped")]
@@ -51,8 +53,10 @@ pub struct Score {
     pub utilisation: f64,
     /// Per step: GPUs busy (batch + realtime).
     pub busy: Vec<u32>,
-    /// Jobs placed inside the horizon.
+    /// Jobs placed inside the horizon (running ones included).
     pub placed: usize,
+    /// Jobs whose run ends inside the horizon (running ones included).
+    pub finished: usize,
     /// Free GPUs per step that no block of the smallest waiting job's size
     /// could use (fragmentation), summed over steps.
     pub fragmented_gpu_steps: u64,
@@ -102,6 +106,11 @@ pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
             None if p.start_step < job.arrival_step => {
                 return Err(Violation::BeforeArrival { job: job.id, start: p.start_step, arrival: job.arrival_step })
             }
+            // The horizon rule, stated again: a run that is not already
+            // going ends inside the horizon.
+            None if s.must_finish && p.start_step.saturating_add(job.duration_steps) > steps => {
+                return Err(Violation::PastHorizon { job: job.id, start: p.start_step, end: p.start_step.saturating_add(job.duration_steps), steps })
+            }
             _ => {}
         }
         let end = (p.start_step + job.duration_steps).min(steps);
@@ -117,6 +126,9 @@ pub fn validate(s: &Scenario, plan: &Plan) -> Result<Score, Violation> {
         }
         if p.start_step < steps {
             score.placed += 1;
+        }
+        if p.start_step.saturating_add(job.duration_steps) <= steps {
+            score.finished += 1;
         }
     }
     for j in s.jobs.iter().filter(|j| j.pinned.is_some()) {
@@ -185,6 +197,7 @@ mod tests {
             step_s: 3600,
             decay: 1.0,
             penalty: 8.0,
+            must_finish: true,
             jobs: vec![PlanJob { id: 1, gpus: 4, duration_steps: 1, priority: 1.0, arrival_step: 0, pinned: None }],
             services: vec![],
         };

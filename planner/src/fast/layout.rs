@@ -1,7 +1,6 @@
 //! What fast mode lays on the grid before the batch search: the realtime
 //! services as bands at fixed offsets from an edge of the GPU range, each
 //! its demand dilated to its swap cap and clipped to the GPUs left free.
-//! (FIFO lays its peak bands with [`band`] too.)
 
 use super::super::grid::{dilate, Bits};
 use super::super::Scenario;
@@ -29,7 +28,7 @@ pub(crate) enum Edge {
 /// One band on a cluster of `gpus`: at step `t`, the free GPUs of the
 /// `curve[t]` from `offset` GPUs off `edge`, inwards, taken on `grid`.
 /// Returns them per step.
-pub(crate) fn band(grid: &mut Bits, gpus: u32, curve: &[u32], edge: Edge, offset: u32) -> Vec<Vec<u32>> {
+fn band(grid: &mut Bits, gpus: u32, curve: &[u32], edge: Edge, offset: u32) -> Vec<Vec<u32>> {
     let mut held = Vec::with_capacity(curve.len());
     for (t, &n) in curve.iter().enumerate() {
         let span = match edge {

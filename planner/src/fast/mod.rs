@@ -67,20 +67,23 @@ use super::grid::{pinned_bits, pinned_plan};
 use super::{Placed, Plan, Scenario};
 use layout::{layouts, place_layout};
 
-/// The single greedy plan (fast mode before the search, and its fallback
-/// for horizons over 64 steps): bands stacked at the top, batch jobs by
-/// priority (then bigger blocks, earlier arrival, id) at the earliest step,
-/// lowest block.
-pub(crate) fn greedy(s: &Scenario) -> Plan {
+/// The simple greedy (Dharma's placement rule, and the floor fast mode is
+/// held to): realtime bands stacked at the top (each service's demand
+/// raised to its swap cap), then batch jobs by priority × decay^arrival
+/// (then bigger blocks, earlier arrival, id), each at its earliest legal
+/// fit under the horizon rule, lowest block. Also fast mode's plan for
+/// horizons over 64 steps.
+pub fn greedy(s: &Scenario) -> Plan {
     let mut grid = pinned_bits(s);
     let mut plan = pinned_plan(s);
     plan.realtime = place_layout(s, &mut grid, &layouts(s.services.len())[0]);
     let mut order: Vec<&super::PlanJob> = s.jobs.iter().filter(|j| j.pinned.is_none()).collect();
+    let discounted = |j: &super::PlanJob| j.priority * s.decay.powi(j.arrival_step.min(i32::MAX as usize) as i32);
     order.sort_by(|a, b| {
-        b.priority.total_cmp(&a.priority).then(b.gpus.cmp(&a.gpus)).then(a.arrival_step.cmp(&b.arrival_step)).then(a.id.cmp(&b.id))
+        discounted(b).total_cmp(&discounted(a)).then(b.gpus.cmp(&a.gpus)).then(a.arrival_step.cmp(&b.arrival_step)).then(a.id.cmp(&b.id))
     });
     for j in order {
-        if let Some((t, first)) = grid.earliest(j.gpus, s.gpus_per_node, j.arrival_step, j.duration_steps) {
+        if let Some((t, first)) = grid.earliest_for(s, j, j.arrival_step) {
             grid.set_run(first, j.gpus, t, (t + j.duration_steps).min(s.steps));
             plan.batch.push(Placed { job_id: j.id, start_step: t, first_gpu: first });
         }
@@ -93,13 +96,19 @@ pub fn plan(s: &Scenario) -> Plan {
     plan_scored(s).0
 }
 
-/// The fast plan and its value (equal to `validate(s, &plan).value`).
+/// The fast plan and its value (equal to `validate(s, &plan).value`): the
+/// search's plan, or the simple [`greedy`]'s when that is worth more (so
+/// fast mode is never below it).
 pub(crate) fn plan_scored(s: &Scenario) -> (Plan, f64) {
+    let g = greedy(s);
+    let gv = super::validate(s, &g).map(|sc| sc.value).unwrap_or(f64::NEG_INFINITY);
     if s.steps > pack::MAX_STEPS || s.steps == 0 {
-        let p = greedy(s);
-        let v = super::validate(s, &p).map(|sc| sc.value).unwrap_or(f64::NEG_INFINITY);
-        return (p, v);
+        return (g, gv);
     }
-    pack::search(s, pack::Budget::default())
+    let (p, v) = pack::search(s, pack::Budget::default());
+    if gv > v {
+        (g, gv)
+    } else {
+        (p, v)
+    }
 }
-

@@ -2,7 +2,7 @@
 //! of batch jobs and a block rule decode into a plan, the value of which is
 //! summed as the plan is built; a counted work budget bounds the passes.
 
-use super::super::grid::{demand, dilate, firsts, pinned_bits, pinned_plan, step_bits, Bits, Discounts};
+use super::super::grid::{demand, dilate, firsts, last_start, pinned_bits, pinned_plan, step_bits, Bits, Discounts};
 use super::super::rng::Rng;
 use super::super::{Placed, Plan, Scenario};
 use super::elastic;
@@ -153,6 +153,8 @@ struct Job {
     /// Duration clipped to the horizon.
     dur: usize,
     arrival: usize,
+    /// The last step it may start at (the horizon rule, `grid::last_start`).
+    last: usize,
     priority: f64,
     /// Its value when it starts at its arrival (the most it can bring).
     ideal: f64,
@@ -217,10 +219,10 @@ impl Ctx {
 
     /// Earliest start and block for job `j` under `rule`.
     fn find(&mut self, p: &Packer, j: &Job, rule: Rule) -> Option<(usize, u32)> {
-        if j.arrival >= self.steps {
+        if j.arrival > j.last || j.arrival >= self.steps {
             return None;
         }
-        let allowed = step_bits(j.arrival, self.steps);
+        let allowed = step_bits(j.arrival, j.last + 1);
         let room = p.cap_mask(j.gpus);
         let cands = &self.cands[j.size];
         let mut best: Option<(usize, u64, u32)> = None;
@@ -412,12 +414,14 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         .jobs
         .iter()
         .filter(|j| j.pinned.is_none() && j.gpus > 0 && j.gpus.is_power_of_two() && j.gpus <= s.gpus)
-        .map(|j| Job {
+        .filter_map(|j| last_start(s, j).map(|last| (j, last)))
+        .map(|(j, last)| Job {
             id: j.id,
             gpus: j.gpus,
             size: j.gpus.trailing_zeros() as usize,
             dur: j.duration_steps.min(steps),
             arrival: j.arrival_step,
+            last,
             priority: j.priority,
             ideal: 0.0,
         })

@@ -54,7 +54,7 @@
 //! decreasing); it loses through fragmentation across steps and the churn of
 //! GPUs between batch and services, which decoding has to absorb.
 
-use super::super::grid::{demand, dilate, firsts, pinned_bits, value, Bits};
+use super::super::grid::{demand, dilate, firsts, last_start, pinned_bits, value, Bits};
 use super::super::{Plan, Scenario};
 use super::solver::{decided, eligible, pinned_value};
 use highs::{Col, RowProblem};
@@ -114,9 +114,10 @@ impl Mip {
             }
             // S[j,t] = "started by t": monotone, its step up is the start.
             let a = j.arrival_step;
-            let mut cols: Vec<Col> = Vec::with_capacity(steps - a);
-            for t in a..steps {
-                let gain = value(s, j, t) - if t + 1 < steps { value(s, j, t + 1) } else { 0.0 };
+            let last = last_start(s, j).expect("eligible");
+            let mut cols: Vec<Col> = Vec::with_capacity(last + 1 - a);
+            for t in a..=last {
+                let gain = value(s, j, t) - if t < last { value(s, j, t + 1) } else { 0.0 };
                 let col = pb.add_integer_column(-gain, 0..=1);
                 if let Some(&prev) = cols.last() {
                     pb.add_row(..=0, [(prev, 1.0), (col, -1.0)]);
@@ -274,11 +275,14 @@ impl Mip {
 }
 
 /// `coef · run[j,t] = coef · (S[j,t] − S[j,t−dur])` for a job whose
-/// `S` columns start at step `a` (`t ≥ a`).
+/// `S` columns start at step `a` (`t ≥ a`) and end at its last start
+/// (`S` stays at its last column's value after it; the two terms cancel
+/// once both are there, and are left out).
 fn running(a: usize, cols: &[Col], dur: usize, t: usize, coef: f64) -> impl Iterator<Item = (Col, f64)> + '_ {
-    let on = Some((cols[t - a], coef));
-    let off = t.checked_sub(dur).filter(|&u| u >= a).map(|u| (cols[u - a], -coef));
-    on.into_iter().chain(off)
+    let at = |u: usize| (u - a).min(cols.len() - 1);
+    let off = t.checked_sub(dur).filter(|&u| u >= a).map(at);
+    let on = Some(at(t)).filter(|&k| Some(k) != off);
+    on.map(|k| (cols[k], coef)).into_iter().chain(off.filter(|_| on.is_some()).map(|k| (cols[k], -coef)))
 }
 
 /// Disjoint legal blocks of `c` GPUs free of pinned jobs at step `t`.

@@ -28,7 +28,7 @@
 //! missed placed first while that helps ("squeaky wheel"): a decoding takes
 //! about 2 ms at 512 GPUs.
 
-use super::super::grid::{demand, dilate, firsts, pinned_plan, value, Bits};
+use super::super::grid::{demand, dilate, firsts, last_start, pinned_plan, value, Bits};
 use super::super::{validate, Placed, Plan, Scenario, Score, Violation};
 use super::api::{Formulation, FullError, FullResult, FullStatus};
 use super::count::Mip;
@@ -284,7 +284,8 @@ impl Mip {
             let j = &s.jobs[ji];
             let candidates: Vec<u32> = firsts(s.gpus, per_node, j.gpus).collect();
             let mut best: Option<(f64, usize, u32)> = None;
-            for t in j.arrival_step..steps {
+            let Some(last) = last_start(s, j) else { continue };
+            for t in j.arrival_step..=last {
                 let end = (t + j.duration_steps).min(steps);
                 let mut busy = vec![0u64; words];
                 for u in t..end {

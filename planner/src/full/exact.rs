@@ -82,7 +82,7 @@
 //! (the warm plan), stopping at `mip_rel_gap` or the time limit; its
 //! incumbent is read back directly.
 
-use super::super::grid::{demand, firsts, pinned_bits, pinned_plan, value};
+use super::super::grid::{demand, firsts, last_start, pinned_bits, pinned_plan, value};
 use super::super::{Placed, Plan, Scenario};
 use super::api::{FullError, FullOptions};
 use super::solver::{decided, eligible, pinned_value, solve_mip};
@@ -173,7 +173,8 @@ impl Exact {
             let mut once: Vec<(Col, f64)> = Vec::new();
             let mut by_step: Vec<Vec<(Col, f64)>> = vec![Vec::new(); steps];
             for first in firsts(s.gpus, s.gpus_per_node, g) {
-                let starts: Vec<usize> = (j.arrival_step..steps)
+                let last = last_start(s, j).expect("eligible");
+                let starts: Vec<usize> = (j.arrival_step..=last)
                     .filter(|&t| (t..(t + j.duration_steps).min(steps)).all(|u| pinned.free(u, first, g)))
                     .collect();
                 if starts.is_empty() {

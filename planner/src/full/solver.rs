@@ -3,7 +3,7 @@
 //! pinned jobs add to the bound. (Named `solver`, not `highs`, so that
 //! `highs::…` always means the crate.)
 
-use super::super::grid::{firsts, value};
+use super::super::grid::{firsts, last_start, value};
 use super::super::{Placed, Plan, PlanJob, Scenario};
 use super::api::{FullError, FullOptions};
 use highs::{HighsModelStatus, HighsSolutionStatus, Model, SolvedModel};
@@ -53,10 +53,11 @@ pub(super) fn has_solution(m: &SolvedModel) -> bool {
     m.int_info_value(c"primal_solution_status").ok() == Some(HighsSolutionStatus::Feasible as i64)
 }
 
-/// Whether job `j` gets columns: not pinned, worth something, arriving in
-/// the horizon, with a legal block on the cluster.
+/// Whether job `j` gets columns: not pinned, worth something, able to start
+/// in the horizon under its rule (`grid::last_start`), with a legal block on
+/// the cluster.
 pub(super) fn eligible(s: &Scenario, j: &PlanJob) -> bool {
-    j.pinned.is_none() && j.duration_steps > 0 && j.priority > 0.0 && j.arrival_step < s.steps && firsts(s.gpus, s.gpus_per_node, j.gpus).next().is_some()
+    j.pinned.is_none() && j.duration_steps > 0 && j.priority > 0.0 && last_start(s, j).is_some() && firsts(s.gpus, s.gpus_per_node, j.gpus).next().is_some()
 }
 
 /// The value of the pinned jobs over the horizon (a constant of the objective).

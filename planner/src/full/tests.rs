@@ -144,7 +144,7 @@ fn random(seed: u64, gpus: u32, njobs: usize, steps: usize, nsvc: usize) -> Scen
             Service { name: format!("svc{k}"), demand, swap_cap: 1 + rng.below((gpus / 32).max(2) as usize) as u32, weight: 1.0 + rng.unit() }
         })
         .collect();
-    Scenario { gpus, gpus_per_node: per_node, steps, step_s: 900, decay: 0.97, penalty: 8.0, jobs, services }
+    Scenario { gpus, gpus_per_node: per_node, steps, step_s: 900, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services }
 }
 
 /// The count model is a relaxation: on seeded random instances the fast
@@ -298,7 +298,7 @@ mod exact_model {
                 jobs[0].arrival_step = 0;
             }
             let demand = (0..steps).map(|_| rng.below(4) as u32).collect();
-            let s = Scenario { gpus: 8, gpus_per_node: 8, steps, step_s: 3600, decay: 0.97, penalty: 8.0, jobs, services: vec![svc(demand, 2)] };
+            let s = Scenario { gpus: 8, gpus_per_node: 8, steps, step_s: 3600, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services: vec![svc(demand, 2)] };
             let warm = fast::plan(&s);
             let warm_value = validate(&s, &warm).unwrap().value;
             let (p, bound, _) = solve_exact(&s);
