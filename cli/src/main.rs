@@ -18,6 +18,7 @@ mod man;
 mod share;
 mod slurm_json;
 mod plan;
+mod plan_check;
 mod plot;
 mod sim;
 mod suite;

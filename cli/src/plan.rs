@@ -8,6 +8,29 @@ use std::path::PathBuf;
 use tally_allocator::format_duration;
 use tally_planner::{fast, fifo, validate, Plan, Scenario, Score};
 
+/// A gap at most this (relative) is a proof of optimality: the bound and
+/// the plan's value are summed differently, so an exact 0 is not expected.
+const PROVED: f64 = 1e-6;
+
+/// The plan's gap to a bound: `(bound − value) / |bound|`, ≥ 0.
+fn gap(value: f64, bound: f64) -> f64 {
+    (bound - value).max(0.0) / bound.abs().max(1e-9)
+}
+
+/// What a bound says about a plan, in words that do not claim more than
+/// it proves: "proved optimal" only at gap 0; "within N%" when the solver
+/// stopped at its gap target; the dual bound at the time limit otherwise.
+/// The gap itself is always printed beside it.
+fn bound_label(model: &str, stopped_at_target: bool, gap: f64, target: f64) -> String {
+    if gap <= PROVED {
+        format!("{model} model: proved optimal by HiGHS")
+    } else if stopped_at_target {
+        format!("{model} model: HiGHS proved the plan within {}% of the optimum (--gap {target})", 100.0 * target)
+    } else {
+        format!("{model} model: HiGHS's dual bound at the time limit")
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// The greedy heuristic (legal by construction, microseconds).
@@ -20,8 +43,20 @@ pub enum Mode {
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
     /// Scenario file (TOML, docs/planner.md).
-    #[arg(long, value_name = "FILE")]
-    pub scenario: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["generated", "instances"])]
+    pub scenario: Option<PathBuf>,
+    /// Plan a generated instance instead of a file: FAMILY:SEED, FAMILY one
+    /// of the shipped scenarios' names (e.g. mixed:3; docs/planner.md).
+    #[arg(long, value_name = "FAMILY:SEED", conflicts_with = "scenario")]
+    pub generated: Option<String>,
+    /// Measure the planner on N generated instances (FIFO, the greedy, fast
+    /// mode and, with --mode full, full mode asked for a proof within
+    /// --time-limit each), every plan validated.
+    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "generated", "json", "svg"])]
+    pub instances: Option<usize>,
+    /// With --instances: no progress bar.
+    #[arg(long)]
+    pub quiet: bool,
     #[arg(long, value_enum, default_value = "fast")]
     pub mode: Mode,
     /// Print the plans and figures as JSON.
@@ -60,11 +95,13 @@ struct Solved {
     label: &'static str,
     plan: Plan,
     score: Score,
-    /// Full mode: the solver's proven bound, whether it proved its model
-    /// optimal, and which model ("exact" or "count").
+    /// Full mode: the solver's proven bound and whether it stopped at its
+    /// gap target (not the time limit), and which model ("exact" or "count").
     bound: Option<(f64, bool)>,
     model: Option<&'static str>,
     micros: u128,
+    /// Full mode: the relative gap it was asked to stop at (`--gap`).
+    gap_target: f64,
     /// Full mode: the fast plan it started from (for the side-by-side).
     fast: Option<Score>,
 }
@@ -75,7 +112,7 @@ fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
     let fast_us = t.elapsed().as_micros();
     let score = validate(s, &p).map_err(|e| format!("fast plan invalid (a bug): {e}"))?;
     match a.mode {
-        Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, fast: None }),
+        Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, gap_target: 0.0, fast: None }),
         #[cfg(feature = "highs")]
         Mode::Full => {
             use tally_planner::full;
@@ -91,11 +128,11 @@ fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
                 Ok(r) => {
                     let full_score = validate(s, &r.plan).map_err(|e| format!("full plan invalid (a bug): {e}"))?;
                     let optimal = r.status == full::FullStatus::Optimal;
-                    Ok(Solved { label: "full", plan: r.plan, score: full_score, bound: Some((r.bound, optimal)), model: Some(if r.model == full::Formulation::Exact { "exact" } else { "count" }), micros: t.elapsed().as_micros(), fast: Some(score) })
+                    Ok(Solved { label: "full", plan: r.plan, score: full_score, bound: Some((r.bound, optimal)), model: Some(if r.model == full::Formulation::Exact { "exact" } else { "count" }), micros: t.elapsed().as_micros(), gap_target: a.gap, fast: Some(score) })
                 }
                 Err(e) => {
                     eprintln!("full mode failed ({e}); using the fast plan");
-                    Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, fast: None })
+                    Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, gap_target: 0.0, fast: None })
                 }
             }
         }
@@ -191,7 +228,7 @@ fn plan_json(s: &Scenario, p: &Plan, score: &Score) -> Value {
         "realtime": s.services.iter().zip(&p.realtime).map(|(svc, held)| json!({ "service": svc.name, "gpus_per_step": held })).collect::<Vec<_>>(),
         "score": {
             "value": score.value, "batch_value": score.batch_value, "unmet_gpu_steps": score.unmet_gpu_steps,
-            "unmet_cost": score.unmet_cost, "utilisation": score.utilisation, "jobs_placed": score.placed,
+            "unmet_cost": score.unmet_cost, "utilisation": score.utilisation, "jobs_placed": score.placed, "jobs_finished": score.finished,
             "fragmented_gpu_steps": score.fragmented_gpu_steps, "busy_per_step": score.busy,
         },
     })
@@ -254,31 +291,61 @@ fn svg(s: &Scenario, p: &Plan) -> String {
     })
 }
 
+/// The scenario `--scenario` or `--generated` names, and how to call it.
+fn scenario(a: &PlanArgs) -> Result<(Scenario, String), String> {
+    if let Some(g) = &a.generated {
+        use tally_planner::generate::{instance, Family};
+        let names = Family::ALL.map(Family::name).join(", ");
+        let (family, seed) = g.split_once(':').ok_or_else(|| format!("--generated {g}: write FAMILY:SEED, e.g. mixed:3 (families: {names})"))?;
+        let family = Family::parse(family).ok_or_else(|| format!("--generated {g}: no family {family:?} (families: {names})"))?;
+        let seed: u64 = seed.parse().map_err(|_| format!("--generated {g}: the seed {seed:?} is not a whole number >= 0"))?;
+        return Ok((instance(family, seed), format!("generated {}:{seed}", family.name())));
+    }
+    let path = a.scenario.as_ref().ok_or("give --scenario FILE, --generated FAMILY:SEED or --instances N")?;
+    Ok((tally_config::scenario::load(path).map_err(|e| e.to_string())?, path.display().to_string()))
+}
+
 pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
-    let s = tally_config::scenario::load(&a.scenario).map_err(|e| e.to_string())?;
+    if let Some(n) = a.instances {
+        #[cfg(feature = "highs")]
+        let full = match a.mode {
+            Mode::Full => Some(tally_allocator::parse_duration(&a.time_limit).map_err(|e| format!("--time-limit: {e}"))?.max(1) as f64),
+            Mode::Fast => None,
+        };
+        #[cfg(not(feature = "highs"))]
+        let full = None;
+        return crate::plan_check::run(n, full, a.quiet);
+    }
+    let (s, name) = scenario(&a)?;
     let ours = solve(&s, &a)?;
     let base_plan = fifo::plan(&s);
     let base = validate(&s, &base_plan).map_err(|e| format!("fifo plan invalid (a bug): {e}"))?;
+    let strict_plan = fifo::plan_variant(&s, fifo::Variant::Strict);
+    let strict = validate(&s, &strict_plan).map_err(|e| format!("strict fifo plan invalid (a bug): {e}"))?;
     if let Some(path) = &a.svg {
         std::fs::write(path, svg(&s, &ours.plan)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if a.json {
         let out = json!({
-            "scenario": a.scenario.display().to_string(),
+            "scenario": name,
             "mode": ours.label,
             "plan": plan_json(&s, &ours.plan, &ours.score),
             "bound": ours.bound.map(|(b, _)| b),
-            "bound_optimal": ours.bound.map(|(_, o)| o),
+            "gap": ours.bound.map(|(b, _)| gap(ours.score.value, b)),
+            "proved_optimal": ours.bound.map(|(b, _)| gap(ours.score.value, b) <= PROVED),
+            "stopped_at_gap_target": ours.bound.map(|(_, o)| o),
             "bound_model": ours.model,
+            "must_finish": s.must_finish,
             "fast_value": ours.fast.as_ref().map(|f| f.value),
             "fifo": plan_json(&s, &base_plan, &base),
+            "fifo_strict": plan_json(&s, &strict_plan, &strict),
         });
         println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
         return Ok(());
     }
     println!(
-        "{}: {} GPUs ({} per node), {} steps of {}, {} jobs, {} services, penalty {}, decay {}",
-        a.scenario.display(),
+        "{}: {} GPUs ({} per node), {} steps of {}, {} jobs, {} services, penalty {}, decay {}, {}",
+        name,
         s.gpus,
         s.gpus_per_node,
         s.steps,
@@ -286,7 +353,8 @@ pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
         s.jobs.len(),
         s.services.len(),
         s.penalty,
-        s.decay
+        s.decay,
+        if s.must_finish { "jobs must finish inside the horizon" } else { "runs may overrun the horizon" }
     );
     println!("\nPlan ({} mode; letters = batch jobs by id, @ # = realtime services, . = idle):", ours.label);
     print_grid(&s, &ours.plan);
@@ -307,23 +375,18 @@ pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
     row("utilisation", &|sc| sc.utilisation, true);
     row("value", &|sc| sc.value, false);
     row("unmet realtime GPU-steps", &|sc| sc.unmet_gpu_steps as f64, false);
-    row("jobs placed in the horizon", &|sc| sc.placed as f64, false);
+    row("jobs started in the horizon", &|sc| sc.placed as f64, false);
+    row("jobs finished in the horizon", &|sc| sc.finished as f64, false);
     row("fragmented GPU-steps", &|sc| sc.fragmented_gpu_steps as f64, false);
     print!("\n{table}");
     println!("per-step utilisation: {}", ours.score.busy.iter().map(|b| format!("{}", 100 * b / s.gpus.max(1))).collect::<Vec<_>>().join(" "));
-    let below = |v: f64, bound: f64| 100.0 * (bound - v).max(0.0) / bound.abs().max(1e-9);
     match (ours.bound, &ours.fast) {
         (Some((bound, _)), _) if !bound.is_finite() => println!("bound: HiGHS proved none within the time limit"),
-        (Some((bound, optimal)), Some(f)) => println!(
-            "bound {bound:.1} ({}): full within {:.2}%, fast within {:.2}%",
-            match (optimal, ours.model) {
-                (true, Some("exact")) => "exact model, proved optimal by HiGHS",
-                (true, _) => "count model, proved optimal by HiGHS",
-                (false, Some("exact")) => "exact model, HiGHS's dual bound at the time limit",
-                (false, _) => "count model, HiGHS's dual bound at the time limit",
-            },
-            below(ours.score.value, bound),
-            below(f.value, bound)
+        (Some((bound, at_target)), Some(f)) => println!(
+            "bound {bound:.1} ({}): full's gap {:.2}%, fast's gap {:.2}%",
+            bound_label(ours.model.unwrap_or("count"), at_target, gap(ours.score.value, bound), ours.gap_target),
+            100.0 * gap(ours.score.value, bound),
+            100.0 * gap(f.value, bound)
         ),
         _ if cfg!(feature = "highs") => println!("bound: --mode full proves one (HiGHS)"),
         _ => println!("bound: needs full mode (this tally was built without HiGHS)"),

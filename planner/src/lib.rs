@@ -35,6 +35,7 @@
 
 pub mod fast;
 pub mod fifo;
+pub mod generate;
 #[cfg(feature = "highs")]
 pub mod full;
 mod grid;

@@ -96,6 +96,16 @@ pub fn plan(s: &Scenario) -> Plan {
     plan_scored(s).0
 }
 
+/// The search alone, without the greedy's floor under it (what `tally
+/// plan --instances` measures the floor against); the greedy for horizons
+/// over 64 steps.
+pub fn search_only(s: &Scenario) -> Plan {
+    if s.steps > pack::MAX_STEPS || s.steps == 0 {
+        return greedy(s);
+    }
+    pack::search(s, pack::Budget::default()).0
+}
+
 /// The fast plan and its value (equal to `validate(s, &plan).value`): the
 /// search's plan, or the simple [`greedy`]'s when that is worth more (so
 /// fast mode is never below it).

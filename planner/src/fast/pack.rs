@@ -528,6 +528,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
     if let Some((counts, curves)) = ctx.elastic.clone() {
         let extra = (limit * budget.elastic_percent / 100).min(budget.elastic_max);
         let (e_seed_limit, e_limit) = (ctx.work + extra / 3 * 2, ctx.work + extra);
+        let trade_limit = ctx.work + extra / 2;
         let mut found: Option<Decoded> = None;
         // First a short search with the services as counts: the best such
         // plan guides the first layout.
@@ -546,6 +547,8 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
             }
         }
         let guide = improve(&mut ctx, &mut scratch, &mut e_marks, &mut cand_marks, every, guide, g_seed_limit + extra / 6);
+        // Realtime demand given up where a batch job is worth more.
+        let (guide, counts, curves) = trade(&mut ctx, s, &mut realtime, &mut scratch, &mut e_marks, &mut cand_marks, every, guide, counts, curves, trade_limit);
         let mut guides = vec![(guide.order.clone(), guide.rule, Some(guide))];
         for o in &orders {
             for rule in RULES {
@@ -613,6 +616,121 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         }
     }
     (plan, best.value)
+}
+
+/// The objective's trade-off between realtime and batch, searched: unmet
+/// realtime demand costs `penalty × weight` a GPU-step, so when a batch job
+/// that started late or not at all in `guide` (a plan on the counts layout
+/// `counts`, the services' `curves` kept free) would bring more by running
+/// earlier than the demand its run would leave unmet, the services give
+/// those GPUs up. For each such job and start, the GPUs its run lacks at
+/// each step (beyond what the curves leave batch there) are taken from the
+/// services, the least weighted first, each curve lowered there and kept
+/// within its swap cap (its ramps lowered too, `layout::clip`); the start
+/// whose value gain most exceeds the added cost is tried: the order decoded
+/// again with that job first on the counts the lower curves leave. A plan
+/// worth more is kept (its curves with it) and the next job is looked at;
+/// a job whose best trade does not pay is not tried again. Returns the
+/// guide, its counts layout and curves (the ones given, if no trade paid).
+#[allow(clippy::too_many_arguments)]
+fn trade(
+    ctx: &mut Ctx,
+    s: &Scenario,
+    realtime: &mut Vec<Vec<Vec<Vec<u32>>>>,
+    scratch: &mut Packer,
+    marks: &mut [Mark],
+    cand_marks: &mut [Mark],
+    every: usize,
+    mut guide: Decoded,
+    mut counts: usize,
+    mut curves: Vec<Vec<u32>>,
+    limit: u64,
+) -> (Decoded, usize, Vec<Vec<u32>>) {
+    let steps = ctx.steps;
+    let wanted: Vec<Vec<u32>> = (0..s.services.len()).map(|si| (0..steps).map(|t| demand(s, si, t)).collect()).collect();
+    let unmet = |si: usize, r: &[u32]| -> f64 {
+        let missing: u32 = r.iter().zip(&wanted[si]).map(|(&r, &d)| d.saturating_sub(r)).sum();
+        s.penalty * s.services[si].weight * f64::from(missing)
+    };
+    let mut by_weight: Vec<usize> = (0..s.services.len()).collect();
+    by_weight.sort_by(|&a, &b| s.services[a].weight.total_cmp(&s.services[b].weight).then(a.cmp(&b)));
+    let mut given_up = vec![false; ctx.jobs.len()];
+    while ctx.work < limit {
+        // The room the curves leave batch.
+        let room = ctx.bases[counts].0.cap.clone();
+        let mut best: Option<(f64, usize, Vec<Vec<u32>>, f64)> = None;
+        for (ji, j) in ctx.jobs.iter().enumerate() {
+            let now = guide.starts[ji].map_or(0.0, |(t, _)| ctx.value(j, t));
+            if given_up[ji] || j.ideal <= now {
+                continue;
+            }
+            for t in j.arrival..=j.last {
+                let gain = ctx.value(j, t) - now;
+                if gain <= 0.0 {
+                    break; // later starts are worth no more
+                }
+                ctx.work += (j.dur * s.services.len()) as u64;
+                // What the services must give for the job to fit beside
+                // them (other batch jobs make way when it is decoded first).
+                let mut need: Vec<u32> = (0..steps).map(|u| if (t..t + j.dur).contains(&u) { j.gpus.saturating_sub(room[u]) } else { 0 }).collect();
+                if need.iter().all(|&n| n == 0) {
+                    continue; // room enough: blocks, not the services, keep it out
+                }
+                let mut lower = curves.clone();
+                for &si in &by_weight {
+                    let mut cut = lower[si].clone();
+                    for (c, n) in cut.iter_mut().zip(&mut need) {
+                        let take = (*n).min(*c);
+                        *c -= take;
+                        *n -= take;
+                    }
+                    clip(&mut lower[si], &cut, s.services[si].swap_cap);
+                }
+                if need.iter().any(|&n| n > 0) {
+                    continue; // the services do not hold enough there
+                }
+                let cost: f64 = (0..lower.len()).map(|si| unmet(si, &lower[si]) - unmet(si, &curves[si])).sum();
+                if gain > cost && best.as_ref().is_none_or(|b| gain - cost > b.0) {
+                    best = Some((gain - cost, ji, lower, cost));
+                }
+            }
+        }
+        let Some((_, ji, lower, cost)) = best else { break };
+        // The counts the lower curves leave, and the order with the job first.
+        let (mut base, value) = ctx.bases[counts].clone();
+        for (t, c) in base.cap.iter_mut().enumerate() {
+            *c += curves.iter().zip(&lower).map(|(a, b)| a[t] - b[t]).sum::<u32>();
+        }
+        // A counts layout: no GPUs of its own (`realtime` kept in step with `bases`).
+        ctx.bases.push((base, value - cost));
+        realtime.push(Vec::new());
+        let layout = ctx.bases.len() - 1;
+        let mut order = guide.order.clone();
+        let pos = order.iter().position(|&x| x as usize == ji).expect("every job is in the order");
+        order[..=pos].rotate_right(1);
+        let before = ctx.work;
+        let d = ctx.decode(scratch, cand_marks, every, None, layout, order, guide.rule);
+        // A short improvement of its own (ten decodes' worth): the jobs the
+        // traded one pushed aside find their places again.
+        let per_try = (ctx.work - before) * 10;
+        let mut trial_marks = cand_marks.to_vec();
+        let d = improve(ctx, scratch, &mut trial_marks, cand_marks, every, d, (ctx.work + per_try).min(limit.max(ctx.work + 1)));
+        if d.value > guide.value + 1e-9 * guide.value.abs() {
+            // `improve` leaves its best plan's marks in `trial_marks` only
+            // when that plan was the last accepted one; decode it again to
+            // be sure the marks are its own.
+            let d = ctx.decode(scratch, cand_marks, every, None, layout, d.order, d.rule);
+            guide = d;
+            marks.swap_with_slice(cand_marks);
+            counts = layout;
+            curves = lower;
+        } else {
+            ctx.bases.pop();
+            realtime.pop();
+            given_up[ji] = true;
+        }
+    }
+    (guide, counts, curves)
 }
 
 /// Improvement from `best` (whose marks are `marks`) until `limit`:

@@ -195,6 +195,11 @@ impl Mip {
         Mip { problem: pb, num_cols, x, h, u, peak: peaks, pinned, pinned_busy, pinned_value, eligible: eligibles }
     }
 
+    /// Each job's start in an integral solution (`None`: not started).
+    pub(super) fn starts(&self, cols: &[f64]) -> Vec<Option<usize>> {
+        self.x.iter().map(|x| x.as_ref().and_then(|(a, xs)| xs.iter().position(|c| cols.get(c.index()).is_some_and(|&v| v > 0.5)).map(|k| a + k))).collect()
+    }
+
     /// A valid plan as a point of the model (a warm start).
     pub(super) fn cols_of(&self, s: &Scenario, plan: &Plan) -> Option<Vec<f64>> {
         let mut v = vec![0.0; self.num_cols];

@@ -61,6 +61,10 @@ impl Best {
     pub(super) fn plan(&self) -> Option<&Plan> {
         self.plan.as_ref().map(|(p, _)| p)
     }
+    /// The best plan's value (−∞ without one).
+    pub(super) fn value(&self) -> f64 {
+        self.plan.as_ref().map_or(f64::NEG_INFINITY, |(_, sc)| sc.value)
+    }
     pub(super) fn finish(self, status: FullStatus, bound: f64, model: Formulation) -> Result<FullResult, FullError> {
         let Some((plan, score)) = self.plan else {
             return Err(self.violation.map_or(FullError::NoSolution("no plan decoded".into()), FullError::Invalid));

@@ -149,7 +149,7 @@ struct Exact {
 
 impl Exact {
     #[allow(clippy::needless_range_loop)] // steps index several tables at once
-    fn build(s: &Scenario) -> Exact {
+    fn build(s: &Scenario, window: Option<&[Option<(usize, usize)>]>) -> Exact {
         let steps = s.steps;
         let ngpu = s.gpus as usize;
         let mut pb = RowProblem::default();
@@ -166,15 +166,16 @@ impl Exact {
         let mut touched: Vec<(u32, usize, Col)> = Vec::new();
         let mut slots = Vec::new();
         for (ji, j) in s.jobs.iter().enumerate() {
-            if !eligible(s, j) {
+            if !eligible(s, j) || window.is_some_and(|w| w[ji].is_none()) {
                 continue;
             }
+            let (lo, hi) = window.and_then(|w| w[ji]).unwrap_or((0, usize::MAX));
             let g = j.gpus;
             let mut once: Vec<(Col, f64)> = Vec::new();
             let mut by_step: Vec<Vec<(Col, f64)>> = vec![Vec::new(); steps];
             for first in firsts(s.gpus, s.gpus_per_node, g) {
                 let last = last_start(s, j).expect("eligible");
-                let starts: Vec<usize> = (j.arrival_step..=last)
+                let starts: Vec<usize> = (j.arrival_step.max(lo)..=last.min(hi))
                     .filter(|&t| (t..(t + j.duration_steps).min(steps)).all(|u| pinned.free(u, first, g)))
                     .collect();
                 if starts.is_empty() {
@@ -417,9 +418,39 @@ impl Exact {
     }
 }
 
+/// Estimated nonzeros of the exact model restricted to `window` (per job:
+/// the range its start may take, `None`: not placed).
+pub(super) fn window_size(s: &Scenario, window: &[Option<(usize, usize)>]) -> usize {
+    let mut nz = 0usize;
+    for (j, w) in s.jobs.iter().zip(window) {
+        if let (true, Some((lo, hi))) = (eligible(s, j), w) {
+            let blocks = firsts(s.gpus, s.gpus_per_node, j.gpus).count();
+            nz = nz.saturating_add(blocks.saturating_mul(hi + 1 - lo).saturating_mul(2 * j.gpus as usize + 2));
+        }
+    }
+    nz.saturating_add(s.services.len().saturating_mul(s.gpus as usize).saturating_mul(s.steps).saturating_mul(5))
+}
+
+/// The count model's decoder of last resort (`full::plan`): the exact model
+/// with each job's start restricted to a window around the count
+/// solution's (and the jobs it does not start left out), solved within
+/// `time_s` from `warm`. Where the count solution can be laid out on GPU
+/// indices at all, its value is reached; only the bound of the full exact
+/// model would prove more, so the bound returned here is not one.
+pub(super) fn solve_window(s: &Scenario, window: &[Option<(usize, usize)>], warm: Option<&Plan>, time_s: f64, opts: &FullOptions) -> Result<Option<Plan>, FullError> {
+    let mut ex = Exact::build(s, Some(window));
+    if ex.num_cols == 0 {
+        return Ok(None);
+    }
+    let start = warm.and_then(|w| ex.cols_of(s, w));
+    let model = Model::try_new(std::mem::take(&mut ex.problem)).map_err(|_| FullError::Solver("to load the windowed exact model"))?;
+    let run = solve_mip(model, time_s, opts, start.as_deref())?;
+    Ok(run.sol.map(|cols: Vec<f64>| ex.decode(s, &cols)))
+}
+
 /// Build and solve the exact model within `time_s`, warm-started from `warm`.
 pub(super) fn solve(s: &Scenario, warm: Option<&Plan>, time_s: f64, opts: &FullOptions) -> Result<Outcome, FullError> {
-    let mut ex = Exact::build(s);
+    let mut ex = Exact::build(s, None);
     if ex.num_cols == 0 {
         // Nothing to decide: the pinned plan is the only one.
         return Ok(Outcome { plan: Some(ex.decode(s, &[])), bound: Some(ex.pinned_value), optimal: true });

@@ -153,6 +153,16 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
             let hint = best.plan().cloned();
             mip.decode_into(s, &sol, hint.as_ref(), &mut best, decode_until(began, opts));
             solved_any = true;
+            // 3. Decoding lost value: the exact model around the solution's starts.
+            if best.value() < bound - 1e-6 * bound.abs().max(1.0) && left() > MIN_MIP_S {
+                let window: Vec<Option<(usize, usize)>> = mip.starts(&sol).into_iter().map(|t| t.map(|t| (t.saturating_sub(WINDOW), t + WINDOW))).collect();
+                if exact::window_size(s, &window) <= MAX_WINDOW_NONZEROS {
+                    let hint = best.plan().cloned();
+                    if let Ok(Some(p)) = exact::solve_window(s, &window, hint.as_ref(), left(), opts) {
+                        best.offer(check(s, p));
+                    }
+                }
+            }
         }
     }
     if !solved_any {
@@ -160,6 +170,12 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
     }
     best.finish(status, bound, Formulation::Count)
 }
+
+/// Steps either side of the count solution's start the windowed exact
+/// model may move a job.
+const WINDOW: usize = 1;
+/// Largest windowed exact model (estimated nonzeros) tried.
+const MAX_WINDOW_NONZEROS: usize = 400_000;
 
 /// Decoding may use up to the time limit (it takes milliseconds per try).
 fn decode_until(began: Instant, opts: &FullOptions) -> Instant {

@@ -312,3 +312,14 @@ mod exact_model {
         }
     }
 }
+
+#[test]
+fn generated_instances_full_mode_validates_and_its_bound_holds() {
+    for (f, seed, s) in crate::generate::instances(40) {
+        let warm = fast::plan(&s);
+        let fast_value = validate(&s, &warm).unwrap().value;
+        let r = plan(&s, &warm, &FullOptions { time_limit_s: 0.3, ..FullOptions::default() }).unwrap_or_else(|e| panic!("{} #{seed}: {e}", f.name()));
+        let score = validate(&s, &r.plan).unwrap_or_else(|e| panic!("{} #{seed}: {e}", f.name()));
+        assert!(score.value >= fast_value - 1e-9 && r.bound >= score.value - 1e-6, "{} #{seed}: fast {fast_value}, full {}, bound {}", f.name(), score.value, r.bound);
+    }
+}
