@@ -347,7 +347,14 @@ fn full_mode_reports_a_bound_no_plan_exceeds() {
     let (ok, out, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--time-limit", "60s"]);
     assert!(ok, "{err}");
     assert!(out.contains("full          fast     fifo+peak     full/fifo"), "{out}");
-    assert!(out.contains("bound ") && out.contains("fast within "), "{out}");
+    assert!(out.contains("bound ") && out.contains("fast's gap "), "{out}");
+    // The label claims a proof only at gap 0, and the gap is always there.
+    let gap = v["gap"].as_f64().expect("the gap, always");
+    assert_eq!(v["proved_optimal"].as_bool(), Some(gap <= 1e-6), "{out}");
+    assert_eq!(out.contains("proved optimal"), gap <= 1e-6, "{out}");
+    let (ok, out, err) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--time-limit", "60s", "--gap", "0"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("exact model: proved optimal by HiGHS): full's gap 0.00%"), "{out}");
     fails_with(&["plan", "--scenario", "examples/scenarios/mixed.toml", "--mode", "full", "--time-limit", "soon"], "--time-limit");
 }
 
@@ -524,4 +531,16 @@ fn sim_replays_typed_gpus() {
         &["sim", "--trace", &trace, "--config", &config, "--gpus", "12", "--gpu-types", "h100=8,b200=8"],
         "--gpus 12: [cluster.gpu_types] counts 16 typed GPUs, more than the 12 GPUs simulated",
     );
+}
+
+#[test]
+fn plan_measures_generated_instances_and_refuses_bad_names() {
+    let (ok, out, err) = tally(&["plan", "--instances", "10", "--quiet"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("scale-64 #2") && out.contains("validator violations: 0"), "{out}");
+    let (ok, out, err) = tally(&["plan", "--generated", "mixed:3"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("generated mixed:3: 8 GPUs") && out.contains("jobs must finish inside the horizon"), "{out}");
+    fails_with(&["plan", "--generated", "tiny:3"], "no family \"tiny\" (families: training-heavy, mixed, realtime-contention, uniform-priority, scale-64)");
+    fails_with(&["plan", "--generated", "mixed"], "write FAMILY:SEED");
 }
