@@ -36,6 +36,7 @@ pub mod fifo;
 #[cfg(feature = "highs")]
 pub mod full;
 mod grid;
+pub mod predict;
 pub mod queue;
 mod rng;
 pub mod validate;
