@@ -30,8 +30,9 @@ pub enum Format {
     /// Standard Workload Format of the Parallel Workloads Archive.
     Swf,
     /// Your cluster's history: `SLURM_TIME_FORMAT=%s sacct -a -X -D -P -S
-    /// START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment`
-    /// (contracts from the comments under --config's rules).
+    /// START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Timelimit,JobName,Comment`
+    /// (contracts from the comments under --config's rules; Timelimit and
+    /// JobName optional, Comment last).
     Sacct,
 }
 
@@ -76,9 +77,10 @@ pub struct ImportIo {
 #[derive(clap::Subcommand, Debug)]
 pub enum HistoryCommand {
     /// Your cluster's history, from `SLURM_TIME_FORMAT=%s sacct -a -X -D -P
-    /// -S START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment`,
-    /// as a canonical trace (`tally trace import --format sacct`); with
-    /// --seed-ledger, the ledger a new install starts from.
+    /// -S START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Timelimit,JobName,Comment`
+    /// (Timelimit and JobName optional, Comment last), as a canonical trace
+    /// (`tally trace import --format sacct`); with --seed-ledger, the ledger
+    /// a new install starts from.
     Import(ImportIo),
 }
 
@@ -221,6 +223,12 @@ fn import_history(args: &ImportIo, file: &str, text: &str) -> Result<(), String>
         h.skipped.len(),
         if skipped.is_empty() { String::new() } else { format!(" ({})", skipped.join(", ")) }
     );
+    if let Some((line, first)) = h.comment_problems.first() {
+        eprintln!(
+            "{file}: {} jobs have a class=, model_params= or method= token that could not be read (imported without it); the first, line {line}: {first}",
+            h.comment_problems.len()
+        );
+    }
     Ok(())
 }
 

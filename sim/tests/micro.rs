@@ -39,6 +39,8 @@ fn trace(rows: &[Row]) -> Trace {
                 resumable,
                 priority: 0,
                 gpu_type: None,
+                time_limit_s: None,
+                name: None,
             })
             .collect(),
     }
