@@ -82,11 +82,23 @@ pub enum HistoryCommand {
     /// (`tally trace import --format sacct`); with --seed-ledger, the ledger
     /// a new install starts from.
     Import(ImportIo),
+    /// Online job-duration predictions over a canonical trace: the mean
+    /// absolute error of the predictions and of the time limits, overall
+    /// and per class, and how many predictions came from each fallback
+    /// level (docs/planner.md, "Demand predictors").
+    Predict(crate::predict::PredictArgs),
+    /// Each realtime service's weekly profile of GPUs in use and its 24-hour
+    /// demand curve from a given time (a planner scenario's
+    /// `[[services]] demand`).
+    Profile(crate::predict::ProfileArgs),
 }
 
-impl From<HistoryCommand> for TraceCommand {
-    fn from(HistoryCommand::Import(io): HistoryCommand) -> TraceCommand {
-        TraceCommand::Import(ImportArgs { format: Format::Sacct, procs_per_gpu: 1, io })
+/// `tally history import|predict|profile`.
+pub fn run_history(cmd: HistoryCommand) -> Result<(), String> {
+    match cmd {
+        HistoryCommand::Import(io) => run(TraceCommand::Import(ImportArgs { format: Format::Sacct, procs_per_gpu: 1, io })),
+        HistoryCommand::Predict(a) => crate::predict::run_predict(a),
+        HistoryCommand::Profile(a) => crate::predict::run_profile(a),
     }
 }
 
