@@ -20,6 +20,7 @@ mod slurm_json;
 mod plan;
 mod plan_check;
 mod plot;
+mod predict;
 mod sim;
 mod suite;
 mod table;
@@ -48,7 +49,8 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
-    /// Your cluster's own history (sacct) as a trace, to replay under Tally.
+    /// Your cluster's own history (sacct) as a trace, to replay under Tally;
+    /// the demand predictors over a trace.
     History {
         #[command(subcommand)]
         command: trace::HistoryCommand,
@@ -186,7 +188,7 @@ fn main() -> ExitCode {
         }),
         Command::Demo { config, gpus } => demo::run(config, gpus),
         Command::Trace { command } => trace::run(command),
-        Command::History { command } => trace::run(command.into()),
+        Command::History { command } => trace::run_history(command),
         Command::Sim(cmd) => match *cmd {
             sim::SimCmd { command: Some(sim::SimCommand::Suite(args)), .. } => suite::run_cmd(args),
             sim::SimCmd { args, .. } => sim::run_cmd(args),

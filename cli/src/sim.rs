@@ -13,7 +13,7 @@ use tally_allocator::{format_duration, parse_duration, GpuWeights};
 use tally_sim::cluster::GpuGroup;
 use tally_config::Config;
 use tally_sim::metrics::Scored;
-use tally_sim::sim::{run, Policy, PolicyResult, Settings};
+use tally_sim::sim::{run, PlanDurations, Policy, PolicyResult, Settings};
 use tally_sim::trace::{self, Class, Trace};
 
 /// `tally sim [OPTIONS]` or `tally sim suite [OPTIONS]`.
@@ -63,6 +63,13 @@ pub struct SimArgs {
     /// cred_expire + 1 s, 121 s by default).
     #[arg(long, value_name = "DURATION", default_value = "121s")]
     pub requeue_delay: String,
+    /// The durations the planner policies (planner, tally+planner) plan
+    /// with: true (the real remaining work, an oracle), limit (the trace's
+    /// time_limit_s; the true duration where it has none) or predicted (the
+    /// online predictor, trained on the jobs ended so far). Jobs always run
+    /// their true durations.
+    #[arg(long, value_name = "true|limit|predicted", default_value = "true")]
+    pub plan_durations: String,
     /// Print the figures as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -122,12 +129,18 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     warn_missing_types(&trace, &groups);
     let replan_s = parse_duration(&a.replan).map_err(|e| format!("--replan: {e}"))?.max(1);
     let requeue_delay_s = parse_duration(&a.requeue_delay).map_err(|e| format!("--requeue-delay: {e}"))?;
+    let plan_durations = PlanDurations::parse(&a.plan_durations)
+        .ok_or_else(|| format!("--plan-durations: `{}` is not one of true, limit, predicted", a.plan_durations))?;
+    if plan_durations == PlanDurations::Limit && trace.jobs.iter().all(|j| j.time_limit_s.is_none()) {
+        eprintln!("warning: --plan-durations limit: {} has no time_limit_s column; the planner plans with the true durations", trace_path.display());
+    }
     let settings = Settings {
         gpus,
         gpus_per_node: a.gpus_per_node.unwrap_or(config.cluster.gpus_per_node),
         replan_s,
         requeue_delay_s,
         plan_interval_s: config.planner.map_or(1800, |p| p.interval_s),
+        plan_durations,
         ..Settings::default()
     };
 
@@ -169,6 +182,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
                        "gpu_hours": trace.gpu_hours(), "demand_over_supply": demand },
             "cluster": cluster_json(&config, gpus, settings.gpus_per_node, replan_s, &groups),
             "config": config.source,
+            "plan_durations": plan_durations.name(),
             "policies": ok.iter().map(|(_, r, _)| policy_json(r)).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?);
@@ -324,6 +338,12 @@ fn policy_json(r: &PolicyResult) -> Value {
         m.insert("unrunnable".into(), json!(r.unrunnable));
         m.insert("unfinished".into(), json!(r.unfinished()));
         m.insert("events".into(), json!(r.events));
+        if let Some(e) = &r.belief_mae {
+            m.insert(
+                "plan_durations_mae_s".into(),
+                json!({ "jobs": e.n, "belief": e.predicted_s, "jobs_with_limit": e.with_limit, "time_limit": e.limit_s, "belief_on_those": e.predicted_with_limit_s }),
+            );
+        }
     }
     v
 }
@@ -348,14 +368,18 @@ fn print_table(
         config
     );
     println!(
-        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; tally re-ranks every {} and at job ends,\nmultifactor and planner every {}; requeued jobs wait {}{}\n",
+        "on {} GPUs ({} per node): demand is {:.1}x supply over the arrival window; tally re-ranks every {} and at job ends,\nmultifactor and planner every {}; requeued jobs wait {}{}{}\n",
         s.gpus,
         s.gpus_per_node,
         demand,
         format_duration(calc_period_s),
         format_duration(s.replan_s),
         format_duration(s.requeue_delay_s),
-        types.map_or(String::new(), |t| format!("\n{t}"))
+        types.map_or(String::new(), |t| format!("\n{t}")),
+        match s.plan_durations {
+            PlanDurations::True => String::new(),
+            d => format!("\nthe planners plan with durations: {} (jobs run their true durations)", d.name()),
+        }
     );
     // A label column, then one column per policy.
     let mut table = Table::new(once(Column::left(38)).chain(rs.iter().map(|_| Column::right(14)))).gap("");
@@ -391,6 +415,11 @@ fn print_table(
     row("jobs unfinished (drain limit)", &|r| r.unfinished().to_string());
     row("too big for the cluster", &|r| r.unrunnable.to_string());
     row("events", &|r| r.events.to_string());
+    if rs.iter().any(|(_, r, _)| r.belief_mae.is_some()) {
+        let hours = |x: f64| format!("{:.2}h", x / 3600.0);
+        row("planned durations: MAE", &|r| r.belief_mae.map_or("-".into(), |m| hours(m.predicted_s)));
+        row("  time limits' MAE (jobs with one)", &|r| r.belief_mae.filter(|m| m.with_limit > 0).map_or("-".into(), |m| hours(m.limit_s)));
+    }
     table.row(once("replay time (s)".to_string()).chain(rs.iter().map(|(_, _, secs)| format!("{secs:.2}"))));
     print!("{table}");
     println!("\n(all policies in parallel: {wall:.1} s wall)");

@@ -30,8 +30,9 @@ pub enum Format {
     /// Standard Workload Format of the Parallel Workloads Archive.
     Swf,
     /// Your cluster's history: `SLURM_TIME_FORMAT=%s sacct -a -X -D -P -S
-    /// START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment`
-    /// (contracts from the comments under --config's rules).
+    /// START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Timelimit,JobName,Comment`
+    /// (contracts from the comments under --config's rules; Timelimit and
+    /// JobName optional, Comment last).
     Sacct,
 }
 
@@ -76,15 +77,28 @@ pub struct ImportIo {
 #[derive(clap::Subcommand, Debug)]
 pub enum HistoryCommand {
     /// Your cluster's history, from `SLURM_TIME_FORMAT=%s sacct -a -X -D -P
-    /// -S START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment`,
-    /// as a canonical trace (`tally trace import --format sacct`); with
-    /// --seed-ledger, the ledger a new install starts from.
+    /// -S START -E END -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Timelimit,JobName,Comment`
+    /// (Timelimit and JobName optional, Comment last), as a canonical trace
+    /// (`tally trace import --format sacct`); with --seed-ledger, the ledger
+    /// a new install starts from.
     Import(ImportIo),
+    /// Online job-duration predictions over a canonical trace: the mean
+    /// absolute error of the predictions and of the time limits, overall
+    /// and per class, and how many predictions came from each fallback
+    /// level (docs/planner.md, "Demand predictors").
+    Predict(crate::predict::PredictArgs),
+    /// Each realtime service's weekly profile of GPUs in use and its 24-hour
+    /// demand curve from a given time (a planner scenario's
+    /// `[[services]] demand`).
+    Profile(crate::predict::ProfileArgs),
 }
 
-impl From<HistoryCommand> for TraceCommand {
-    fn from(HistoryCommand::Import(io): HistoryCommand) -> TraceCommand {
-        TraceCommand::Import(ImportArgs { format: Format::Sacct, procs_per_gpu: 1, io })
+/// `tally history import|predict|profile`.
+pub fn run_history(cmd: HistoryCommand) -> Result<(), String> {
+    match cmd {
+        HistoryCommand::Import(io) => run(TraceCommand::Import(ImportArgs { format: Format::Sacct, procs_per_gpu: 1, io })),
+        HistoryCommand::Predict(a) => crate::predict::run_predict(a),
+        HistoryCommand::Profile(a) => crate::predict::run_profile(a),
     }
 }
 
@@ -221,6 +235,12 @@ fn import_history(args: &ImportIo, file: &str, text: &str) -> Result<(), String>
         h.skipped.len(),
         if skipped.is_empty() { String::new() } else { format!(" ({})", skipped.join(", ")) }
     );
+    if let Some((line, first)) = h.comment_problems.first() {
+        eprintln!(
+            "{file}: {} jobs have a class=, model_params= or method= token that could not be read (imported without it); the first, line {line}: {first}",
+            h.comment_problems.len()
+        );
+    }
     Ok(())
 }
 

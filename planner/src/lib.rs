@@ -39,6 +39,7 @@ pub mod generate;
 #[cfg(feature = "highs")]
 pub mod full;
 mod grid;
+pub mod predict;
 pub mod queue;
 mod rng;
 pub mod validate;

@@ -51,11 +51,31 @@
 //!    are expected: [`AugmentOptions::validate_for`] refuses a rate that
 //!    would expect more over the trace, [`augment`] lowers it to that cap.
 //!
+//! 8. **Time limits** (`time_limit_s`), the way users set them: each user
+//!    has a habit, drawn once — ask for 1.5×, 2×, 3× or 4× the job's real
+//!    duration (20% / 30% / 20% / 15% of users), or always the partition's
+//!    maximum, [`MAX_TIME_LIMIT_S`] (15%). A job's limit is its duration
+//!    times its user's factor, rounded up to a whole hour, at most
+//!    [`MAX_TIME_LIMIT_S`] — but never below the duration rounded up to an
+//!    hour (a job longer than the maximum had a longer limit).
+//! 9. **Job names** (`name`): each user has a word (`sft`, `eval`, …,
+//!    drawn once) and names a job `<word>-<b>`, `b` the job's duration
+//!    bucket (`floor(log2(duration / 10 min))`, 0 below 20 min): a user's
+//!    few scripts, each running about as long each time. With probability
+//!    30% the bucket is off by 1 or 2 (the same script on other data).
+//!    This is an assumption, made so that (user, name) carries information
+//!    about the duration as it does on real clusters; how much it carries
+//!    (within 2× for 70% of jobs) is invented, not measured. Realtime jobs
+//!    are named `<user>-serve` (one service per user), debug jobs
+//!    `<word>-debug`.
+//!
 //! The output is sorted by `(submit_s, job_id)`. Random draws come from
-//! three independent streams (teams and users; the trace's jobs, a fixed
-//! number of draws per job; debug arrivals), so changing e.g.
-//! `debug_per_day` leaves the original jobs' columns unchanged, and changing
-//! `unallocated_fraction` only flips contracts.
+//! independent streams (teams and users; the trace's jobs, a fixed
+//! number of draws per job; debug arrivals; the users' limit and name
+//! habits; the trace jobs' names), so changing e.g.
+//! `debug_per_day` leaves the original jobs' columns unchanged, changing
+//! `unallocated_fraction` only flips contracts, and rules 8 and 9 leave
+//! every other column as it was before they existed.
 
 use crate::trace::{Class, Trace, TraceJob};
 use rand::{Rng, SeedableRng};
@@ -96,6 +116,20 @@ pub const WORK_DAYS: u64 = 5;
 /// Debug jobs: GPUs and duration ranges (inclusive).
 pub const DEBUG_GPUS: (u32, u32) = (1, 2);
 pub const DEBUG_DURATION_S: (u64, u64) = (120, 900);
+/// The partition's longest time limit: a user's limit is never above it
+/// (unless the job itself ran longer).
+pub const MAX_TIME_LIMIT_S: u64 = 7 * DAY_S;
+/// Users' time-limit habits, cumulative: an overestimate factor of the
+/// duration, or `None` for always the partition's maximum.
+pub const LIMIT_HABITS: [(Option<f64>, f64); 5] =
+    [(Some(1.5), 0.20), (Some(2.0), 0.50), (Some(3.0), 0.70), (Some(4.0), 0.85), (None, 1.0)];
+/// The words users name their scripts with (one per user).
+pub const NAME_WORDS: [&str; 12] = ["sft", "pretrain", "eval", "sweep", "distill", "rlhf", "bench", "finetune", "export", "embed", "probe", "ablate"];
+/// Shortest duration of name bucket 1 (bucket `floor(log2(d / this))`).
+pub const NAME_BUCKET_BASE_S: u64 = 600;
+/// Probability that a job's name bucket is off by 1 or 2.
+pub const NAME_NOISE: f64 = 0.3;
+
 /// Demand over supply assumed when neither the options nor the config give
 /// a cluster size: `gpus = round(mean busy GPUs / 2.5)`.
 pub const DEMAND_OVER_SUPPLY: f64 = 2.5;
@@ -266,6 +300,55 @@ fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
 const STREAM_TEAMS: u64 = 0;
 const STREAM_JOBS: u64 = 1;
 const STREAM_DEBUG: u64 = 2;
+const STREAM_HABITS: u64 = 3;
+const STREAM_NAMES: u64 = 4;
+
+/// A user's habits (rules 8 and 9): their time-limit factor (`None`: the
+/// partition's maximum) and the word of their job names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Habit {
+    pub limit_factor: Option<f64>,
+    pub word: &'static str,
+}
+
+/// Every user's habits, drawn in the teams' and users' order from their own
+/// stream (two draws a user).
+fn habits(teams: &[Team], seed: u64) -> std::collections::HashMap<String, Habit> {
+    let mut rng = rng(seed, STREAM_HABITS);
+    let mut out = std::collections::HashMap::new();
+    for (user, _) in teams.iter().flat_map(|t| &t.users) {
+        let (u_factor, u_word) = (unit(&mut rng), unit(&mut rng));
+        let limit_factor = LIMIT_HABITS.iter().find(|(_, c)| u_factor < *c).and_then(|(f, _)| *f);
+        let word = NAME_WORDS[uniform_int(u_word, 0, NAME_WORDS.len() as u64 - 1) as usize];
+        out.insert(user.clone(), Habit { limit_factor, word });
+    }
+    out
+}
+
+/// A job's time limit under a user's factor (rule 8).
+pub fn time_limit(duration_s: u64, limit_factor: Option<f64>) -> u64 {
+    let hour = |s: u64| s.div_ceil(3600).max(1) * 3600;
+    let asked = match limit_factor {
+        Some(f) => hour((duration_s as f64 * f).ceil() as u64).min(MAX_TIME_LIMIT_S),
+        None => MAX_TIME_LIMIT_S,
+    };
+    asked.max(hour(duration_s))
+}
+
+/// A job's name bucket (rule 9): `floor(log2(duration / 10 min))`, 0 below 20 min.
+pub fn name_bucket(duration_s: u64) -> u32 {
+    (duration_s / NAME_BUCKET_BASE_S).max(1).ilog2()
+}
+
+/// A trace job's name from two draws (rule 9).
+fn job_name(user: &str, class: Class, word: &str, duration_s: u64, u_noise: f64, u_shift: f64) -> String {
+    if class == Class::Realtime {
+        return format!("{user}-serve");
+    }
+    let b = i64::from(name_bucket(duration_s));
+    let b = if u_noise < NAME_NOISE { (b + [-2, -1, 1, 2][uniform_int(u_shift, 0, 3) as usize]).max(0) } else { b };
+    format!("{word}-{b}")
+}
 
 /// Uniform in [0, 1).
 fn unit(rng: &mut ChaCha8Rng) -> f64 {
@@ -396,6 +479,9 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
     let mut input = trace.clone();
     input.sort(); // draws follow the canonical order, whatever the input's
     let mut rng_jobs = rng(opts.seed, STREAM_JOBS);
+    let mut rng_names = rng(opts.seed, STREAM_NAMES);
+    let habits = habits(&teams, opts.seed);
+    let habit = |user: &str| habits.get(user).copied().unwrap_or(Habit { limit_factor: Some(2.0), word: NAME_WORDS[0] });
     let mut jobs: Vec<TraceJob> = Vec::with_capacity(input.jobs.len());
     for job in &input.jobs {
         let mut u = [0.0; 9];
@@ -413,7 +499,11 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
             config.contracts.longest_accepted((raw / 60 * 60).max(60))
         };
         let resumable = job.duration_s > max_s || RESUMABLE.iter().any(|&(c, p)| c == class && u_res < p);
+        let (u_noise, u_shift) = (unit(&mut rng_names), unit(&mut rng_names));
+        let h = habit(&user);
         jobs.push(TraceJob {
+            time_limit_s: Some(time_limit(job.duration_s, h.limit_factor)),
+            name: Some(job_name(&user, class, h.word, job.duration_s, u_noise, u_shift)),
             account,
             user,
             class,
@@ -457,6 +547,8 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
                     let [u_team, u_user, u_gpus, u_dur, u_prio0, u_prio] = u;
                     let (account, user) = chooser.choose(u_team, u_user);
                     let duration_s = uniform_int(u_dur, DEBUG_DURATION_S.0, DEBUG_DURATION_S.1);
+                    let h = habit(&user);
+                    let (time_limit_s, name) = (Some(time_limit(duration_s, h.limit_factor)), Some(format!("{}-debug", h.word)));
                     jobs.push(TraceJob {
                         job_id: next_id,
                         submit_s: t as u64,
@@ -469,6 +561,8 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
                         resumable: false,
                         priority: priority(u_prio0, u_prio),
                         gpu_type: None,
+                        time_limit_s,
+                        name,
                     });
                     next_id += 1;
                 }
@@ -664,6 +758,50 @@ mod tests {
         let a = strip(augment(&trace, &config, &AugmentOptions::default()));
         let b = strip(augment(&trace, &config, &AugmentOptions { debug_per_day: 0.0, ..Default::default() }));
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn limits_and_names_follow_user_habits_and_leave_the_other_columns_alone() {
+        let (trace, config) = (bare(4000), config());
+        let out = augment(&trace, &config, &AugmentOptions::default());
+        for j in &out.jobs {
+            let limit = j.time_limit_s.expect("every job has a limit");
+            assert_eq!(limit % 3600, 0, "{j:?}");
+            assert!(limit >= j.duration_s, "{j:?}");
+            assert!(limit <= MAX_TIME_LIMIT_S.max(j.duration_s.div_ceil(3600) * 3600), "{j:?}");
+            let name = j.name.as_deref().expect("every job has a name");
+            assert!(crate::trace::parse_csv(&crate::trace::to_csv(&Trace { jobs: vec![j.clone()] })).is_ok(), "{name} is a valid name");
+            match j.class {
+                Class::Realtime => assert_eq!(name, format!("{}-serve", j.user)),
+                Class::Debug => assert!(name.ends_with("-debug")),
+                _ => {
+                    let b: i64 = name.rsplit_once('-').unwrap().1.parse().unwrap();
+                    assert!((b - i64::from(name_bucket(j.duration_s))).abs() <= 2, "{j:?}");
+                }
+            }
+        }
+        // Users are consistent: a user's 3-hour jobs all get one limit.
+        let three_h: Vec<&TraceJob> = out.jobs.iter().filter(|j| j.duration_s == 3 * 3600).collect();
+        for j in &three_h {
+            assert!(three_h.iter().filter(|k| k.user == j.user).all(|k| k.time_limit_s == j.time_limit_s), "{j:?}");
+        }
+        // Several habits across users, some at the partition maximum.
+        let long: std::collections::BTreeSet<u64> = out.jobs.iter().filter(|j| j.duration_s == 3 * 3600).filter_map(|j| j.time_limit_s).collect();
+        assert!(long.len() >= 4, "{long:?}");
+        assert!(long.contains(&MAX_TIME_LIMIT_S));
+        // Names carry the duration: most jobs' bucket is their own.
+        let own = out.jobs.iter().filter(|j| !matches!(j.class, Class::Realtime | Class::Debug)).filter(|j| {
+            j.name.as_deref().and_then(|n| n.rsplit_once('-')).map(|(_, b)| b == name_bucket(j.duration_s).to_string()).unwrap_or(false)
+        });
+        let others = out.jobs.iter().filter(|j| !matches!(j.class, Class::Realtime | Class::Debug)).count() as f64;
+        let share = own.count() as f64 / others;
+        assert!((0.65..0.80).contains(&share), "share with their own bucket {share}");
+        assert_eq!(time_limit(600, Some(1.5)), 3600);
+        assert_eq!(time_limit(3 * 3600, Some(1.5)), 5 * 3600);
+        assert_eq!(time_limit(3 * 3600, None), MAX_TIME_LIMIT_S);
+        assert_eq!(time_limit(5 * DAY_S, Some(4.0)), MAX_TIME_LIMIT_S);
+        assert_eq!(time_limit(8 * DAY_S + 1, Some(2.0)), 8 * DAY_S + 3600, "a job longer than the maximum");
+        assert_eq!((name_bucket(1), name_bucket(1199), name_bucket(1200), name_bucket(4800)), (0, 0, 1, 3));
     }
 
     #[test]

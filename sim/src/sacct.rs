@@ -16,6 +16,7 @@ use crate::trace::{Class, Trace, TraceJob};
 use std::collections::BTreeMap;
 use tally_allocator::tres::{gpu_count, gpu_type};
 use tally_allocator::{parse_comment, ContractRules, GpuWeights};
+use tally_planner::predict::CommentMeta;
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -93,6 +94,42 @@ fn unix_time(s: &str) -> Result<Option<u64>, String> {
 /// The columns [`history`] reads; `Comment` last, so that a `|` in a
 /// comment cannot shift the others.
 pub const HISTORY_COLUMNS: &str = "JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment";
+/// The same with the optional columns [`history`] also reads (time limit and job name).
+pub const HISTORY_COLUMNS_FULL: &str = "JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Timelimit,JobName,Comment";
+
+/// A time limit as sacct prints it: `[days-]hours:minutes:seconds`,
+/// `minutes:seconds`, `minutes`, `days-hours[:minutes]`, in seconds;
+/// `None` for no limit (`UNLIMITED`, `Partition_Limit`, `INVALID`, empty).
+pub fn parse_time_limit(s: &str) -> Result<Option<u64>, String> {
+    let s = s.trim();
+    if s.is_empty() || ["UNLIMITED", "Partition_Limit", "INVALID", "NONE"].iter().any(|w| s.eq_ignore_ascii_case(w)) {
+        return Ok(None);
+    }
+    let bad = || format!("time limit `{s}` is not one of sacct's forms ([days-]hours:minutes:seconds, minutes:seconds, minutes, UNLIMITED, Partition_Limit)");
+    let num = |x: &str| -> Result<u64, String> { if !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()) { x.parse().map_err(|_| bad()) } else { Err(bad()) } };
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (Some(num(d)?), r),
+        None => (None, s),
+    };
+    let parts: Vec<u64> = rest.split(':').map(num).collect::<Result<_, _>>()?;
+    let secs = match (days, parts.as_slice()) {
+        (None, [m]) => m * 60,
+        (None, [m, sec]) => m * 60 + sec,
+        (None, [h, m, sec]) => h * 3600 + m * 60 + sec,
+        (Some(d), [h]) => d * 86_400 + h * 3600,
+        (Some(d), [h, m]) => d * 86_400 + h * 3600 + m * 60,
+        (Some(d), [h, m, sec]) => d * 86_400 + h * 3600 + m * 60 + sec,
+        _ => return Err(bad()),
+    };
+    Ok(Some(secs))
+}
+
+/// A job name as a trace name: characters a trace name cannot hold
+/// (whitespace, `,`, quotes) become `_`; empty is none.
+fn trace_name(raw: &str) -> Option<String> {
+    let name: String = raw.trim().chars().map(|c| if c.is_whitespace() || matches!(c, ',' | '"' | '\'') { '_' } else { c }).collect();
+    (!name.is_empty() && name != "-").then_some(name)
+}
 
 /// Why a job of the history is not in the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -129,6 +166,10 @@ pub struct History {
     pub refused_contracts: usize,
     /// Requeues in the history (runs after a job's first).
     pub requeues: usize,
+    /// Imported jobs whose comment has a `class=`, `model_params=` or
+    /// `method=` token that could not be read (an unknown class is imported
+    /// as `training`): the first problem of each, by line.
+    pub comment_problems: Vec<(usize, String)>,
     /// Every run of the imported jobs, in Unix seconds (what a ledger is
     /// seeded from).
     pub runs: Vec<HistoryRun>,
@@ -158,6 +199,8 @@ struct Seen {
     user: String,
     gpus: Option<u32>,
     gpu_type: Option<String>,
+    time_limit_s: Option<u64>,
+    name: Option<String>,
     comment: String,
 }
 
@@ -166,16 +209,19 @@ struct Seen {
 ///
 /// ```text
 /// SLURM_TIME_FORMAT=%s sacct -a -X -D -P -S <start> -E <end> \
-///     -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES,Comment
+///     -o JobIDRaw,Submit,Start,End,State,Account,User,AllocTRES[,Timelimit,JobName],Comment
 /// ```
 ///
+/// (`Timelimit` and `JobName` optional: with them the trace has each job's
+/// time limit, [`parse_time_limit`], and name, for the predictors.)
 /// one line per run of a job (`-D`: a requeued job's earlier runs too).
 /// A job becomes one trace job: its first submission, its GPUs from
 /// `AllocTRES` ([`gpu_count`]) and, when `types` (`[cluster.gpu_types]`)
 /// names it, their type ([`gpu_type`]; a type the table does not name is
 /// left out: it weighs 1 either way), its contract from its comment under
 /// `rules` (the site's rules, as job_submit/tally applies them; refused →
-/// contract 0), its class from a `class=` token (else `training`), and its
+/// contract 0), its class from a `class=` token (else `training`; read by
+/// `tally_planner::predict::CommentMeta`, the one definition), and its
 /// work: the sum of its runs if resumable, else its last run (earlier runs
 /// of a job that cannot checkpoint were thrown away). Jobs that never
 /// started, hold no GPU or are still running are left out and counted.
@@ -191,6 +237,7 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
     if c_comment + 1 != cols.len() {
         return Err(SacctError::Header(format!("Comment as the last column (a `|` in a comment would shift the ones after it): -o {HISTORY_COLUMNS}")));
     }
+    let (c_limit, c_name) = (col("Timelimit").ok(), col("JobName").ok());
     let mut jobs: BTreeMap<u64, Seen> = BTreeMap::new();
     for (n, line) in lines {
         let bad = |what: String| SacctError::Line { line: n + 1, what };
@@ -206,6 +253,11 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
         let submit = unix_time(f[c_submit]).map_err(bad)?;
         let start = unix_time(f[c_start]).map_err(bad)?.filter(|&t| t > 0);
         let end = unix_time(f[c_end]).map_err(bad)?;
+        let time_limit_s = match c_limit {
+            Some(c) => parse_time_limit(f[c]).map_err(bad)?,
+            None => None,
+        };
+        let name = c_name.and_then(|c| trace_name(f[c]));
         let seen = jobs.entry(id).or_insert_with(|| Seen {
             line: n + 1,
             submit,
@@ -214,8 +266,13 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
             user: f[c_user].to_string(),
             gpus: None,
             gpu_type: None,
+            time_limit_s: None,
+            name: None,
             comment: String::new(),
         });
+        // The last line's limit and name (a requeue may change the limit).
+        seen.time_limit_s = time_limit_s.or(seen.time_limit_s);
+        seen.name = name.or(seen.name.take());
         seen.submit = match (seen.submit, submit) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -251,10 +308,15 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
                 tally_allocator::Contract::UNALLOCATED
             }
         };
-        let class = parsed
-            .ok()
-            .and_then(|p| p.rest.split(|c: char| c == ',' || c.is_whitespace()).find_map(|t| t.strip_prefix("class=").and_then(Class::parse)))
-            .unwrap_or(Class::Training);
+        let (meta, problems) = CommentMeta::parse(&seen.comment);
+        let class = meta.class.as_deref().and_then(Class::parse);
+        let problem = problems.first().map(ToString::to_string).or_else(|| {
+            meta.class.as_ref().filter(|_| class.is_none()).map(|c| format!("class=`{c}` is not a class (one of training|batch_inference|quantization|realtime|debug|interactive); imported as training"))
+        });
+        if let Some(p) = problem {
+            out.comment_problems.push((seen.line, p));
+        }
+        let class = class.unwrap_or(Class::Training);
         let run_s = |(a, b): (u64, Option<u64>)| b.unwrap_or(a).saturating_sub(a);
         let duration_s = if contract.resumable { seen.runs.iter().map(|&r| run_s(r)).sum() } else { run_s((last_start, Some(last_end))) };
         out.requeues += seen.runs.len() - 1;
@@ -282,6 +344,8 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
             resumable: contract.resumable,
             priority: 0,
             gpu_type: seen.gpu_type,
+            time_limit_s: seen.time_limit_s.filter(|&l| l > 0),
+            name: seen.name,
         });
     }
     out.origin_s = out.trace.jobs.iter().map(|j| j.submit_s).min().unwrap_or(0);
@@ -405,6 +469,58 @@ mod history_tests {
         assert_eq!(h.runs.len(), 6, "jobs 10, 11 (two runs each), 15, 16");
         // Round trip through the canonical CSV.
         assert_eq!(crate::trace::parse_csv(&crate::trace::to_csv(&h.trace)).unwrap(), h.trace);
+    }
+
+    #[test]
+    fn time_limits_and_names_when_the_columns_are_there() {
+        let text = "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Timelimit|JobName|Comment\n\
+                    1|100|100|200|COMPLETED|nlp|ana|gres/gpu=1|1-00:00:00|sft 7b|contract=1h class=training model_params=7b\n\
+                    2|100|100|200|COMPLETED|nlp|ana|gres/gpu=1|02:00:00||class=Debug\n\
+                    3|100|100|200|COMPLETED|nlp|ana|gres/gpu=1|30:00|eval|model_params=lots\n\
+                    4|100|100|200|COMPLETED|nlp|ana|gres/gpu=1|UNLIMITED|x|class=gaming\n\
+                    5|100|100|200|COMPLETED|nlp|ana|gres/gpu=1|Partition_Limit|y|class=debug;method=lora\n";
+        let h = history(text, &rules(), &GpuWeights::default()).unwrap();
+        let got: Vec<(Option<u64>, Option<&str>, Class)> = h.trace.jobs.iter().map(|j| (j.time_limit_s, j.name.as_deref(), j.class)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(86_400), Some("sft_7b"), Class::Training),
+                (Some(7200), None, Class::Debug),
+                (Some(1800), Some("eval"), Class::Training),
+                (None, Some("x"), Class::Training),
+                (None, Some("y"), Class::Debug),
+            ]
+        );
+        // Bad tokens are counted, not fatal.
+        let lines: Vec<usize> = h.comment_problems.iter().map(|p| p.0).collect();
+        assert_eq!(lines, vec![4, 5]);
+        assert!(h.comment_problems[0].1.contains("model_params=`lots`"), "{:?}", h.comment_problems);
+        assert!(h.comment_problems[1].1.contains("class=`gaming`"), "{:?}", h.comment_problems);
+        assert_eq!(crate::trace::parse_csv(&crate::trace::to_csv(&h.trace)).unwrap(), h.trace);
+        let e = history(&text.replace("30:00", "half an hour"), &rules(), &GpuWeights::default()).unwrap_err();
+        assert!(e.to_string().starts_with("sacct output line 4: time limit `half an hour`"), "{e}");
+    }
+
+    #[test]
+    fn time_limits_in_every_form_sacct_prints() {
+        let cases = [
+            ("1-00:00:00", Some(86_400)),
+            ("2-03:04:05", Some(2 * 86_400 + 3 * 3600 + 4 * 60 + 5)),
+            ("02:00:00", Some(7200)),
+            ("30:00", Some(1800)),
+            ("45", Some(2700)),
+            ("1-12", Some(86_400 + 12 * 3600)),
+            ("1-12:30", Some(86_400 + 12 * 3600 + 1800)),
+            ("UNLIMITED", None),
+            ("Partition_Limit", None),
+            ("", None),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(parse_time_limit(raw), Ok(want), "{raw}");
+        }
+        for raw in ["1:2:3:4", "x", "-1", "1-", "01:-1:00", "1.5"] {
+            assert!(parse_time_limit(raw).is_err(), "{raw}");
+        }
     }
 
     #[test]

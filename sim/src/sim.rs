@@ -43,6 +43,7 @@ use crate::trace::{Class, Trace};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
+use tally_planner::predict::{mae, JobKey, Mae, Outcome, PredictRules, Predictor};
 use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 use tally_allocator::priority::InsideKey;
 use tally_allocator::tree::NodeId;
@@ -94,6 +95,38 @@ impl Policy {
     }
 }
 
+/// The durations the planner policies (`planner`, `tally+planner`) plan
+/// with. Jobs always run for their true duration; only the plan's belief
+/// changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlanDurations {
+    /// The true remaining work (an oracle; the default, as before).
+    #[default]
+    True,
+    /// The job's time limit (the true duration when the trace has none),
+    /// minus the work done.
+    Limit,
+    /// The online predictor (`tally_planner::predict`), trained on the
+    /// jobs that ended before the job's submission in this replay and
+    /// capped at its time limit, minus the work done. A job that outlives
+    /// its belief is believed to run to its limit.
+    Predicted,
+}
+
+impl PlanDurations {
+    pub const ALL: [PlanDurations; 3] = [PlanDurations::True, PlanDurations::Limit, PlanDurations::Predicted];
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanDurations::True => "true",
+            PlanDurations::Limit => "limit",
+            PlanDurations::Predicted => "predicted",
+        }
+    }
+    pub fn parse(s: &str) -> Option<PlanDurations> {
+        PlanDurations::ALL.into_iter().find(|d| d.name() == s.trim())
+    }
+}
+
 /// The simulated cluster and scheduler settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -115,6 +148,8 @@ pub struct Settings {
     pub requeue_delay_s: u64,
     /// Re-plan period of the planners (`[planner] interval`).
     pub plan_interval_s: u64,
+    /// The durations the planners plan with.
+    pub plan_durations: PlanDurations,
 }
 
 impl Default for Settings {
@@ -128,6 +163,7 @@ impl Default for Settings {
             drain_limit_s: 365 * 86_400,
             requeue_delay_s: 121,
             plan_interval_s: 1800,
+            plan_durations: PlanDurations::True,
         }
     }
 }
@@ -178,6 +214,11 @@ struct SimJob {
     epoch: u32,
     /// tally+planner: the last plan starts it now.
     planned: bool,
+    /// The time limit of the trace, if any.
+    time_limit_s: Option<u64>,
+    /// What the planners believe its whole duration is ([`PlanDurations`];
+    /// set at submission).
+    belief_s: u64,
 }
 
 /// The queue in Slurm's order: (priority descending, submit, job id, index).
@@ -204,6 +245,10 @@ pub struct PolicyResult {
     pub events: u64,
     /// Jobs larger than the cluster: never run (not counted as owed).
     pub unrunnable: usize,
+    /// With [`PlanDurations::Predicted`] or `Limit`: the planner's belief
+    /// at submission against the true durations (and the time limits), over
+    /// the jobs submitted.
+    pub belief_mae: Option<Mae>,
 }
 
 impl PolicyResult {
@@ -265,6 +310,10 @@ struct Sim<'a> {
     log: Option<Vec<Happening>>,
     violations: u64,
     origin: u64,
+    /// [`PlanDurations::Predicted`]: the predictor and each job's keys.
+    predictor: Option<(Predictor, Vec<JobKey>)>,
+    /// Beliefs at submission against the true durations.
+    outcomes: Vec<Outcome>,
 }
 
 type R<T> = Result<T, SimError>;
@@ -345,6 +394,8 @@ impl<'a> Sim<'a> {
                 placement: Vec::new(),
                 epoch: 0,
                 planned: false,
+                time_limit_s: tj.time_limit_s,
+                belief_s: tj.duration_s.max(1),
             });
         }
         let teams = shares.len();
@@ -390,6 +441,22 @@ impl<'a> Sim<'a> {
             log: log.then(Vec::new),
             violations: 0,
             origin,
+            predictor: (s.plan_durations == PlanDurations::Predicted).then(|| {
+                let keys = trace
+                    .jobs
+                    .iter()
+                    .map(|tj| JobKey {
+                        user: tj.user.clone(),
+                        account: tj.account.clone(),
+                        name: tj.name.clone(),
+                        class: Some(tj.class.name().to_string()),
+                        method: None,
+                        model_bucket: None,
+                    })
+                    .collect();
+                (Predictor::new(PredictRules::default()), keys)
+            }),
+            outcomes: Vec::new(),
         })
     }
 
@@ -574,13 +641,45 @@ impl<'a> Sim<'a> {
         self.rt_reserve.get(day).copied().unwrap_or(0)
     }
 
+    /// A job is submitted: what the planners will believe its duration is.
+    fn believe(&mut self, i: usize) {
+        let j = &self.jobs[i];
+        let limit = j.time_limit_s.unwrap_or(j.duration_s);
+        let belief = match (self.s.plan_durations, &self.predictor) {
+            (PlanDurations::True, _) => return,
+            (PlanDurations::Limit, _) => limit,
+            (PlanDurations::Predicted, Some((p, keys))) => p.predict(&keys[i], j.time_limit_s).duration_s,
+            (PlanDurations::Predicted, None) => limit,
+        };
+        self.outcomes.push(Outcome { predicted_s: belief, actual_s: j.duration_s, time_limit_s: j.time_limit_s });
+        self.jobs[i].belief_s = belief.max(1);
+    }
+
+    /// The work the planners believe job `i` has left at `now`: the truth
+    /// ([`PlanDurations::True`]), else its belief minus the work done (this
+    /// run and, if resumable, the runs before), or when it has outlived its
+    /// belief, its time limit minus the work done.
+    fn believed_left(&self, i: usize, now: u64) -> u64 {
+        let j = &self.jobs[i];
+        let ran = if j.status == Status::Running { now.saturating_sub(j.run_start) } else { 0 };
+        if self.s.plan_durations == PlanDurations::True {
+            return j.remaining_s.saturating_sub(ran);
+        }
+        let done = j.duration_s.saturating_sub(j.remaining_s) + ran;
+        if j.belief_s > done {
+            j.belief_s - done
+        } else {
+            j.time_limit_s.unwrap_or(j.duration_s).saturating_sub(done).max(1)
+        }
+    }
+
     fn running_for_plan(&self, now: u64) -> Vec<RunningJob> {
         self.running
             .iter()
             .map(|&i| {
                 let j = &self.jobs[i];
                 let nodes = j.placement.iter().map(|&(n, g)| (n as u32, g)).collect();
-                RunningJob { nodes, remaining_s: Some((j.run_start + j.remaining_s).saturating_sub(now)) }
+                RunningJob { nodes, remaining_s: Some(self.believed_left(i, now)) }
             })
             .collect()
     }
@@ -596,13 +695,14 @@ impl<'a> Sim<'a> {
         let mut waiting = self.waiting();
         waiting.sort_by_key(|&i| (self.jobs[i].job.submit_s, self.jobs[i].job.id));
         // The oldest PLAN_JOBS jobs, valued by the trace's priority (Dharma's
-        // priority × time decay); the durations are the true remaining work.
+        // priority × time decay); the durations are the true remaining work,
+        // or the limit or a prediction (`Settings::plan_durations`).
         let queue: Vec<WaitingJob> = waiting
             .iter()
             .take(PLAN_JOBS)
             .map(|&i| {
                 let j = &self.jobs[i];
-                WaitingJob { id: i as u64, gpus: j.job.gpus, duration_s: Some(j.remaining_s), value: Some(f64::from(j.priority_col.max(0)) + 1.0) }
+                WaitingJob { id: i as u64, gpus: j.job.gpus, duration_s: Some(self.believed_left(i, now)), value: Some(f64::from(j.priority_col.max(0)) + 1.0) }
             })
             .collect();
         let rules = QueueRules { step_s: PLAN_STEP_S, steps: PLAN_STEPS, decay: 0.97, max_jobs: PLAN_JOBS, default_duration_s: PLAN_STEP_S };
@@ -629,7 +729,7 @@ impl<'a> Sim<'a> {
         let planner = self.config.planner.map(|p| p.rules).unwrap_or_default();
         let queue: Vec<WaitingJob> = by_value
             .iter()
-            .map(|&(_, _, _, i)| WaitingJob { id: i as u64, gpus: self.jobs[i].job.gpus, duration_s: Some(self.jobs[i].remaining_s), value: None })
+            .map(|&(_, _, _, i)| WaitingJob { id: i as u64, gpus: self.jobs[i].job.gpus, duration_s: Some(self.believed_left(i, now)), value: None })
             .collect();
         let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &planner, &running, &queue);
         let starts: BTreeSet<usize> = plan.starts_now().map(|i| i as usize).collect();
@@ -734,6 +834,9 @@ impl<'a> Sim<'a> {
 
     fn finish(&mut self, i: usize, now: u64) {
         self.stop(i, now, RunEnd::Completed);
+        if let Some((p, keys)) = &mut self.predictor {
+            p.observe(&keys[i], self.jobs[i].duration_s);
+        }
         let j = &mut self.jobs[i];
         j.status = Status::Done;
         j.remaining_s = 0;
@@ -1161,6 +1264,7 @@ fn run_inner(
             if sim.jobs[i].status == Status::Running {
                 continue;
             }
+            sim.believe(i);
             if sim.jobs[i].job.gpus > sim.cluster.gpus_for(sim.jobs[i].gpu_type.as_deref()) {
                 sim.jobs[i].status = Status::Unrunnable;
                 unrunnable += 1;
@@ -1200,6 +1304,7 @@ fn run_inner(
     debug_assert_eq!(teams.iter().map(|t| &t.0).collect::<Vec<_>>(), sim.team_names.iter().collect::<Vec<_>>());
     debug_assert!(teams.iter().zip(&sim.team_rates).all(|(t, r)| (t.1 - r).abs() < 1e-9));
     let scored = score(&meta, &sim.runs, &teams, total, last_t);
-    let result = PolicyResult { policy: policy.name(), score: scored, contract_violations: sim.violations, events, unrunnable };
+    let belief_mae = (s.plan_durations != PlanDurations::True).then(|| mae(&sim.outcomes));
+    let result = PolicyResult { policy: policy.name(), score: scored, contract_violations: sim.violations, events, unrunnable, belief_mae };
     Ok((result, sim.log))
 }

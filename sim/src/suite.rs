@@ -120,6 +120,8 @@ fn arrivals(rng: &mut ChaCha8Rng, team: &str, (from, to): (u64, u64), per_hour: 
             resumable,
             priority: 0,
             gpu_type: None,
+            time_limit_s: None,
+            name: None,
         });
         t += next_arrival(rng, per_hour);
     }

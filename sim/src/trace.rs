@@ -15,6 +15,14 @@
 //! written only when a job has a type, so untyped traces read and write as
 //! they always did.
 //!
+//! Two more optional columns, written on the same terms (only when a job
+//! has one, `-` for the jobs without): `time_limit_s`, the time limit the
+//! job was submitted with (whole seconds >= 1; what a real scheduler knows
+//! instead of the duration), and `name`, the job's name (`sbatch
+//! --job-name`; a name as `account`). The simulator runs jobs for their
+//! `duration_s` whatever their limit; the planner may plan with the limit
+//! or a prediction (`sim::PlanDurations`).
+//!
 //! Reading and writing go through the `csv` crate (RFC 4180 quoting);
 //! [`read_csv`] is the one CSV reader of the crate (`import` reads
 //! ElasticFlow files with it too).
@@ -80,6 +88,10 @@ pub struct TraceJob {
     pub priority: i32,
     /// The GPU type it asks for (`gpu_type` column); `None`: any GPUs.
     pub gpu_type: Option<String>,
+    /// The time limit it was submitted with (`time_limit_s` column), seconds.
+    pub time_limit_s: Option<u64>,
+    /// Its job name (`name` column).
+    pub name: Option<String>,
 }
 
 impl TraceJob {
@@ -98,6 +110,8 @@ impl TraceJob {
             resumable: false,
             priority: 0,
             gpu_type: None,
+            time_limit_s: None,
+            name: None,
         }
     }
 }
@@ -180,6 +194,10 @@ pub const COLUMNS: [&str; 10] =
 
 /// The optional column: a job's GPU type.
 pub const GPU_TYPE: &str = "gpu_type";
+/// The optional column: a job's time limit, seconds.
+pub const TIME_LIMIT_S: &str = "time_limit_s";
+/// The optional column: a job's name.
+pub const NAME: &str = "name";
 
 // Indices into COLUMNS.
 const JOB_ID: usize = 0;
@@ -330,11 +348,17 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
         }
     }
 
-    let mut typed = file.names.iter().enumerate().filter(|(_, n)| *n == GPU_TYPE).map(|(i, _)| i);
-    let type_index = typed.next();
-    if typed.next().is_some() {
-        return Err(TraceError::DuplicateColumn { line: file.header_line, column: GPU_TYPE });
-    }
+    let optional = |column: &'static str| -> Result<Option<usize>, TraceError> {
+        let mut found = file.names.iter().enumerate().filter(|(_, n)| *n == column).map(|(i, _)| i);
+        let index = found.next();
+        if found.next().is_some() {
+            return Err(TraceError::DuplicateColumn { line: file.header_line, column });
+        }
+        Ok(index)
+    };
+    let type_index = optional(GPU_TYPE)?;
+    let limit_index = optional(TIME_LIMIT_S)?;
+    let name_index = optional(NAME)?;
 
     let mut jobs = Vec::new();
     let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
@@ -374,6 +398,24 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
                 Err(e) => return Err(TraceError::Row { line, column: GPU_TYPE, problem: format!("{e}; empty or `-` for any GPUs") }),
             },
         };
+        let time_limit_s = match limit_index.map(|k| &fields[k]) {
+            None | Some("") | Some("-") => None,
+            Some(raw) => match raw.parse::<u64>() {
+                Ok(v) if v >= 1 => Some(v),
+                _ => {
+                    let problem = format!("expected whole seconds >= 1 (empty or `-` for no limit), found `{raw}`");
+                    return Err(TraceError::Row { line, column: TIME_LIMIT_S, problem });
+                }
+            },
+        };
+        let job_name = match name_index.map(|k| &fields[k]) {
+            None | Some("") | Some("-") => None,
+            Some(raw) if valid_name(raw) => Some(raw.to_string()),
+            Some(raw) => {
+                let problem = format!("expected a name without spaces, commas or quotes (empty or `-` for none), found `{raw}`");
+                return Err(TraceError::Row { line, column: NAME, problem });
+            }
+        };
         if let Some(first) = seen.insert(job_id, line) {
             return Err(TraceError::Row {
                 line,
@@ -381,7 +423,18 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
                 problem: format!("job id {job_id} is already used on line {first} (job ids must be unique)"),
             });
         }
-        jobs.push(TraceJob { account, user, class, contract_s, resumable, priority, gpu_type, ..TraceJob::bare(job_id, submit_s, duration_s, gpus) });
+        jobs.push(TraceJob {
+            account,
+            user,
+            class,
+            contract_s,
+            resumable,
+            priority,
+            gpu_type,
+            time_limit_s,
+            name: job_name,
+            ..TraceJob::bare(job_id, submit_s, duration_s, gpus)
+        });
     }
     let mut trace = Trace { jobs };
     trace.sort();
@@ -396,7 +449,9 @@ pub fn to_csv(trace: &Trace) -> String {
     let mut w = csv::Writer::from_writer(Vec::with_capacity(64 * (trace.jobs.len() + 1)));
     // The type column only when a job has a type: untyped traces as always.
     let typed = trace.jobs.iter().any(|j| j.gpu_type.is_some());
-    let header = COLUMNS.iter().copied().chain(typed.then_some(GPU_TYPE));
+    let limited = trace.jobs.iter().any(|j| j.time_limit_s.is_some());
+    let named = trace.jobs.iter().any(|j| j.name.is_some());
+    let header = COLUMNS.iter().copied().chain(typed.then_some(GPU_TYPE)).chain(limited.then_some(TIME_LIMIT_S)).chain(named.then_some(NAME));
     let written = w.write_record(header).and_then(|()| {
         trace.jobs.iter().try_for_each(|j| {
             let fields = [
@@ -412,7 +467,9 @@ pub fn to_csv(trace: &Trace) -> String {
                 j.priority.to_string(),
             ];
             let t = typed.then(|| j.gpu_type.clone().unwrap_or_else(|| "-".to_string()));
-            w.write_record(fields.into_iter().chain(t))
+            let l = limited.then(|| j.time_limit_s.map_or_else(|| "-".to_string(), |l| l.to_string()));
+            let n = named.then(|| j.name.clone().unwrap_or_else(|| "-".to_string()));
+            w.write_record(fields.into_iter().chain(t).chain(l).chain(n))
         })
     });
     // Into memory, from UTF-8 fields: neither can fail.
@@ -456,6 +513,8 @@ mod tests {
             resumable: true,
             priority: 0,
             gpu_type: None,
+            time_limit_s: None,
+            name: None,
         }
     }
 
@@ -494,6 +553,8 @@ mod tests {
                 resumable: false,
                 priority: -3,
                 gpu_type: None,
+                time_limit_s: None,
+                name: None,
             }]
         );
     }
@@ -625,6 +686,8 @@ mod tests {
                 resumable: i % 2 == 0,
                 priority: i as i32 - 2,
                 gpu_type: None,
+                time_limit_s: None,
+                name: None,
             });
         }
         let trace = Trace { jobs };
@@ -653,6 +716,33 @@ mod tests {
             "line 2: column `gpu_type`: GPU type `gpu:b200` is not a GRES type as Slurm spells it (1 to 64 letters, digits, `_`, `-` or `.`, starting with a letter or digit, as in gres.conf's Type=: e.g. h100, a100_80g); empty or `-` for any GPUs"
         );
         assert_eq!(parse_csv(&format!("{HEADER},gpu_type,gpu_type\n")).unwrap_err().to_string(), "line 1: header: column `gpu_type` appears twice (each column at most once)");
+    }
+
+    #[test]
+    fn time_limit_and_name_columns_are_optional_and_checked() {
+        let text = format!("{HEADER},name,time_limit_s\n1,0,60,8,a,u,training,0,false,0,sft-7b,7200\n2,0,60,8,a,u,training,0,false,0,-,\n");
+        let t = parse_csv(&text).unwrap();
+        let got: Vec<(Option<u64>, Option<&str>)> = t.jobs.iter().map(|j| (j.time_limit_s, j.name.as_deref())).collect();
+        assert_eq!(got, vec![(Some(7200), Some("sft-7b")), (None, None)]);
+        // Written after the others, in a fixed order, `-` for the jobs without.
+        let out = to_csv(&t);
+        assert!(out.starts_with(&format!("{HEADER},time_limit_s,name\n1,0,60,8,a,u,training,0,false,0,7200,sft-7b\n2,0,60,8,a,u,training,0,false,0,-,-\n")), "{out}");
+        assert_eq!(parse_csv(&out).unwrap(), t);
+        // Only the limit: no name column; neither: the ten columns as always.
+        let limit_only = Trace { jobs: t.jobs.iter().map(|j| TraceJob { name: None, ..j.clone() }).collect() };
+        assert!(to_csv(&limit_only).starts_with(&format!("{HEADER},time_limit_s\n")));
+        let plain = Trace { jobs: t.jobs.iter().map(|j| TraceJob { name: None, time_limit_s: None, ..j.clone() }).collect() };
+        assert!(to_csv(&plain).starts_with(&format!("{HEADER}\n1,")));
+        let cases = [
+            ("time_limit_s", "0", "line 2: column `time_limit_s`: expected whole seconds >= 1 (empty or `-` for no limit), found `0`"),
+            ("time_limit_s", "2h", "line 2: column `time_limit_s`: expected whole seconds >= 1 (empty or `-` for no limit), found `2h`"),
+            ("name", "\"a b\"", "line 2: column `name`: expected a name without spaces, commas or quotes (empty or `-` for none), found `a b`"),
+        ];
+        for (column, value, want) in cases {
+            let bad = format!("{HEADER},{column}\n1,0,60,8,a,u,training,0,false,0,{value}\n");
+            assert_eq!(parse_csv(&bad).unwrap_err().to_string(), want);
+        }
+        assert_eq!(parse_csv(&format!("{HEADER},name,name\n")).unwrap_err().to_string(), "line 1: header: column `name` appears twice (each column at most once)");
     }
 
     #[test]

@@ -39,6 +39,8 @@ fn trace(rows: &[Row]) -> Trace {
                 resumable,
                 priority: 0,
                 gpu_type: None,
+                time_limit_s: None,
+                name: None,
             })
             .collect(),
     }
@@ -254,4 +256,62 @@ fn planner_orders_the_queue_by_the_plan() {
     assert_eq!(log, vec![start(0, 1), End { t: 100, job: 1 }, start(100, 3), End { t: 150, job: 3 }, start(150, 2), End { t: 200, job: 2 }]);
     // FIFO: arrival order.
     assert!(schedule(Policy::Fifo, &tr).contains(&start(100, 2)));
+}
+
+mod plan_durations {
+    use super::*;
+    use tally_sim::sim::{run, PlanDurations};
+
+    /// A stream of 2-GPU jobs of four users, each user's script running
+    /// the same time every time; limits from `limit(duration)`.
+    fn stream(limit: impl Fn(u64) -> Option<u64>) -> Trace {
+        let jobs = (0..60u64)
+            .map(|i| {
+                let user = i % 4;
+                let duration_s = 1800 * (user + 1);
+                TraceJob {
+                    account: if user < 2 { "a" } else { "b" }.into(),
+                    user: format!("u{user}"),
+                    name: Some(format!("script{user}")),
+                    time_limit_s: limit(duration_s),
+                    ..TraceJob::bare(i + 1, i * 1200, duration_s, 2)
+                }
+            })
+            .collect();
+        Trace { jobs }
+    }
+
+    fn with(d: PlanDurations) -> Settings {
+        Settings { plan_durations: d, ..settings() }
+    }
+
+    #[test]
+    fn limits_equal_to_the_durations_plan_as_the_truth() {
+        let tr = stream(Some);
+        for policy in [Policy::Planner, Policy::TallyPlanner] {
+            let (truth, log_truth) = run_logged(&tr, &config(), policy, with(PlanDurations::True)).unwrap();
+            let (limit, log_limit) = run_logged(&tr, &config(), policy, with(PlanDurations::Limit)).unwrap();
+            assert_eq!(log_truth, log_limit, "{policy:?}");
+            assert_eq!(truth.belief_mae, None);
+            let m = limit.belief_mae.unwrap();
+            assert_eq!((m.n, m.predicted_s, m.limit_s), (60, 0.0, 0.0));
+        }
+    }
+
+    #[test]
+    fn the_predictor_learns_each_script_and_beats_loose_limits() {
+        // Every limit is 10 h; each user's script always runs (user + 1) × 30 min.
+        let tr = stream(|_| Some(10 * 3600));
+        let limit = run(&tr, &config(), Policy::Planner, with(PlanDurations::Limit), &mut |_| {}).unwrap().belief_mae.unwrap();
+        let mean_duration = tr.jobs.iter().map(|j| j.duration_s as f64).sum::<f64>() / 60.0;
+        assert!((limit.predicted_s - (36_000.0 - mean_duration)).abs() < 1e-6, "{limit:?}");
+        let predicted = run(&tr, &config(), Policy::Planner, with(PlanDurations::Predicted), &mut |_| {}).unwrap().belief_mae.unwrap();
+        assert_eq!(predicted.limit_s, limit.limit_s);
+        // Once two of a user's jobs have ended, its predictions are exact: only
+        // the first few jobs of each user fall back (to the class, the limit).
+        assert!(predicted.predicted_s < limit.predicted_s / 5.0, "{predicted:?} vs {limit:?}");
+        // Jobs still run their true durations: the work done is the same.
+        let busy = |d| run(&tr, &config(), Policy::Planner, with(d), &mut |_| {}).unwrap().score.useful_gpu_hours;
+        assert!((busy(PlanDurations::Predicted) - busy(PlanDurations::True)).abs() < 1e-6);
+    }
 }

@@ -71,6 +71,8 @@ fn two_equal_teams_never_preempt_a_job_twice() {
                 resumable: true,
                 priority: 0,
                 gpu_type: None,
+                time_limit_s: None,
+                name: None,
             });
         }
         let case = Case { name: "ping-pong".into(), about: String::new(), trace: Trace { jobs }, config: config.clone(), gpus: 32, demand: 0.0 };
