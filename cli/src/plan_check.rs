@@ -64,7 +64,7 @@ fn drop_unfinished(s: &Scenario, p: &Plan) -> Plan {
     p
 }
 
-fn measure(family: Family, seed: u64, s: &Scenario, full: Option<Solver<'_>>) -> Row {
+fn measure(family: Family, seed: u64, s: &Scenario, full: Option<Solver<'_>>, effort: u32) -> Row {
     let mut violations = Vec::new();
     let mut score = |name: &str, p: &Plan| match validate(s, p) {
         Ok(sc) => sc.value,
@@ -75,11 +75,11 @@ fn measure(family: Family, seed: u64, s: &Scenario, full: Option<Solver<'_>>) ->
     };
     let fifo = score("fifo", &fifo::plan(s));
     let greedy = score("greedy", &fast::greedy(s));
-    let search = score("search", &fast::search_only(s));
-    let fast_plan = fast::plan(s);
+    let search = score("search", &fast::search_only(s, effort));
+    let fast_plan = fast::plan_with_effort(s, effort);
     let fast = score("fast", &fast_plan);
     let old = Scenario { must_finish: false, ..s.clone() };
-    let cut = score("fast (cut runs dropped)", &drop_unfinished(s, &fast::plan(&old)));
+    let cut = score("fast (cut runs dropped)", &drop_unfinished(s, &fast::plan_with_effort(&old, effort)));
     let solved = full.map(|f| f(s, &fast_plan));
     let full = match solved {
         Some(Ok((p, bound))) => Some((score("full", &p), bound)),
@@ -111,7 +111,7 @@ fn worst(v: &[f64]) -> f64 {
 }
 
 /// Run `n` instances; `time_limit_s`/`gap` for full mode (`None`: without HiGHS).
-pub fn run(n: usize, full_limit: Option<f64>, quiet: bool) -> Result<(), String> {
+pub fn run(n: usize, full_limit: Option<f64>, quiet: bool, effort: u32) -> Result<(), String> {
     if n == 0 {
         return Err("--instances: give at least 1".into());
     }
@@ -139,7 +139,7 @@ pub fn run(n: usize, full_limit: Option<f64>, quiet: bool) -> Result<(), String>
     for (family, seed, s) in &all {
         bar.set_message(format!("{} #{seed}", family.name()));
         let f = solver.as_ref().map(|f| f as Solver<'_>);
-        rows.push(measure(*family, *seed, s, f));
+        rows.push(measure(*family, *seed, s, f, effort));
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -162,7 +162,7 @@ pub fn run(n: usize, full_limit: Option<f64>, quiet: bool) -> Result<(), String>
             pct(r.ratio(r.cut)),
         ]);
     }
-    println!("{n} instances drawn like the shipped scenarios (tally_planner::generate), must-finish on;");
+    println!("{n} instances drawn like the shipped scenarios (tally_planner::generate), must-finish on, fast mode at effort {effort};");
     println!("x/opt = value over full mode's proven optimum (over its bound where none was proven: a bound marked +);");
     println!("search = fast mode's search without the greedy's floor; cut runs = fast mode under the old rule (runs cut at the horizon counted), those runs then dropped\n");
     print!("{t}");

@@ -543,4 +543,11 @@ fn plan_measures_generated_instances_and_refuses_bad_names() {
     assert!(out.starts_with("generated mixed:3: 8 GPUs") && out.contains("jobs must finish inside the horizon"), "{out}");
     fails_with(&["plan", "--generated", "tiny:3"], "no family \"tiny\" (families: training-heavy, mixed, realtime-contention, uniform-priority, scale-64)");
     fails_with(&["plan", "--generated", "mixed"], "write FAMILY:SEED");
+    // More search effort: said in the JSON, never below the greedy; 0 refused.
+    let (ok, out, err) = tally(&["plan", "--generated", "training-heavy:5", "--effort", "3", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["effort"], 3, "{out}");
+    assert!(v["plan"]["score"]["value"].as_f64().unwrap() >= v["greedy_value"].as_f64().unwrap() - 1e-9, "{out}");
+    fails_with(&["plan", "--generated", "mixed:1", "--effort", "0"], "0 is not in 1..=100");
 }

@@ -66,6 +66,18 @@ fn main() {
             base.value,
             100.0 * base.utilisation
         );
+        if gpus == 64 {
+            // Ten times the search (`tally plan --effort 10`).
+            let mut best10 = f64::MAX;
+            let mut p10 = None;
+            for _ in 0..runs {
+                let t = Instant::now();
+                p10 = Some(fast::plan_with_effort(&s, 10));
+                best10 = best10.min(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let v10 = validate(&s, p10.as_ref().expect("planned")).expect("valid fast plan").value;
+            println!("{:<22} fast at effort 10: {best10:.3} ms, value {v10:.0}", "");
+        }
         #[cfg(feature = "highs")]
         {
             use tally_planner::full;

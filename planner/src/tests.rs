@@ -113,7 +113,7 @@ fn random_scenario(seed: u64) -> Scenario {
 fn fast_plans_validate_match_their_value_and_beat_the_single_greedy() {
     for seed in 0..300 {
         let s = random_scenario(seed);
-        let (p, value) = fast::plan_scored(&s);
+        let (p, value) = fast::plan_scored(&s, 1);
         let score = validate(&s, &p).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         // The incremental scorer is the validator's value.
         assert!((score.value - value).abs() <= 1e-9 * value.abs().max(1.0), "seed {seed}: {} vs {value}", score.value);
@@ -268,10 +268,15 @@ fn generated_instances_validate_in_every_mode_and_fast_is_never_below_the_greedy
         let name = format!("{} #{seed}", f.name());
         let fast = validate(&s, &fast::plan(&s)).unwrap_or_else(|e| panic!("{name}: fast: {e}"));
         let greedy = validate(&s, &fast::greedy(&s)).unwrap_or_else(|e| panic!("{name}: greedy: {e}"));
-        validate(&s, &fast::search_only(&s)).unwrap_or_else(|e| panic!("{name}: search: {e}"));
+        validate(&s, &fast::search_only(&s, 1)).unwrap_or_else(|e| panic!("{name}: search: {e}"));
+        // More effort: still legal, still above the greedy, and as deterministic.
+        let more = fast::plan_with_effort(&s, 3);
+        assert_eq!(more, fast::plan_with_effort(&s, 3), "{name}: effort 3 not deterministic");
+        let more = validate(&s, &more).unwrap_or_else(|e| panic!("{name}: fast at effort 3: {e}"));
         let fifo = validate(&s, &crate::fifo::plan(&s)).unwrap_or_else(|e| panic!("{name}: fifo: {e}"));
         let strict = validate(&s, &crate::fifo::plan_variant(&s, crate::fifo::Variant::Strict)).unwrap_or_else(|e| panic!("{name}: strict fifo: {e}"));
         assert!(fast.value >= greedy.value - 1e-9, "{name}: fast {} < greedy {}", fast.value, greedy.value);
+        assert!(more.value >= greedy.value - 1e-9, "{name}: fast at effort 3 {} < greedy {}", more.value, greedy.value);
         // Filling holes never loses to the blocked queue on these instances' FIFO order.
         assert!(fifo.finished >= strict.finished, "{name}: fifo finished {} < strict {}", fifo.finished, strict.finished);
         // Every placed job finishes inside the horizon.

@@ -35,8 +35,11 @@
 //!    earliest arrival; shorter first) × the block rules × the layouts; the
 //!    best by value is kept. Then a bounded improvement loop on the best
 //!    order: squeaky wheel (a job that started late or not at all moves
-//!    earlier in the order, alone or with all the late ones) and small
-//!    swaps, accepting plans that are not worse, keeping the best.
+//!    earlier in the order, alone or with all the late ones), a
+//!    neighbourhood shuffle (a late job and up to five jobs placed in its
+//!    window trade places at random: the chains of moves none of which
+//!    pays alone) and small swaps, accepting plans that are not worse,
+//!    keeping the best.
 //!
 //! The value of a decoded plan is computed incrementally with the same
 //! definition as [`validate()`](crate::validate()) (priority × decay^t per GPU-step minus
@@ -93,29 +96,36 @@ pub fn greedy(s: &Scenario) -> Plan {
 
 /// The fast plan.
 pub fn plan(s: &Scenario) -> Plan {
-    plan_scored(s).0
+    plan_scored(s, 1).0
+}
+
+/// The fast plan with `effort` times the default search budget (1 is
+/// [`plan`]; the budget is counted work, so the plan is as deterministic,
+/// and the time grows about linearly: `tally plan --effort`).
+pub fn plan_with_effort(s: &Scenario, effort: u32) -> Plan {
+    plan_scored(s, effort).0
 }
 
 /// The search alone, without the greedy's floor under it (what `tally
 /// plan --instances` measures the floor against); the greedy for horizons
 /// over 64 steps.
-pub fn search_only(s: &Scenario) -> Plan {
+pub fn search_only(s: &Scenario, effort: u32) -> Plan {
     if s.steps > pack::MAX_STEPS || s.steps == 0 {
         return greedy(s);
     }
-    pack::search(s, pack::Budget::default()).0
+    pack::search(s, pack::Budget::with_effort(effort)).0
 }
 
 /// The fast plan and its value (equal to `validate(s, &plan).value`): the
 /// search's plan, or the simple [`greedy`]'s when that is worth more (so
 /// fast mode is never below it).
-pub(crate) fn plan_scored(s: &Scenario) -> (Plan, f64) {
+pub(crate) fn plan_scored(s: &Scenario, effort: u32) -> (Plan, f64) {
     let g = greedy(s);
     let gv = super::validate(s, &g).map(|sc| sc.value).unwrap_or(f64::NEG_INFINITY);
     if s.steps > pack::MAX_STEPS || s.steps == 0 {
         return (g, gv);
     }
-    let (p, v) = pack::search(s, pack::Budget::default());
+    let (p, v) = pack::search(s, pack::Budget::with_effort(effort));
     if gv > v {
         (g, gv)
     } else {

@@ -37,6 +37,16 @@ impl Default for Budget {
     }
 }
 
+impl Budget {
+    /// The default budget times `effort` (≥ 1): every work figure scaled,
+    /// so the search runs about `effort` times as long, still counted work.
+    pub(crate) fn with_effort(effort: u32) -> Budget {
+        let k = u64::from(effort.max(1));
+        let d = Budget::default();
+        Budget { passes: d.passes * k, work_min: d.work_min * k, work_max: d.work_max * k, elastic_max: d.elastic_max * k, ..d }
+    }
+}
+
 /// Bit `t` set when bits `t..t + d` of `m` are all set.
 fn runs(m: u64, d: usize) -> u64 {
     if d == 0 {
@@ -734,7 +744,8 @@ fn trade(
 }
 
 /// Improvement from `best` (whose marks are `marks`) until `limit`:
-/// squeaky wheel and swaps on its order; returns the best plan seen.
+/// squeaky wheel, neighbourhood shuffles and swaps on its order; returns
+/// the best plan seen.
 fn improve(ctx: &mut Ctx, scratch: &mut Packer, marks: &mut [Mark], cand_marks: &mut [Mark], every: usize, mut best: Decoded, limit: u64) -> Decoded {
     let n = ctx.jobs.len();
     // Deterministic: the search never looks at the clock.
@@ -755,7 +766,39 @@ fn improve(ctx: &mut Ctx, scratch: &mut Packer, marks: &mut [Mark], cand_marks: 
             let q = rng.below(p);
             order[q..=p].rotate_right(1);
             changed = q;
-        } else if r < 70 && !late.is_empty() {
+        } else if r < 65 && !late.is_empty() {
+            // A late job and the jobs placed in its window (arrival to its
+            // last possible end) trade places at random: a chain of moves
+            // none of which pays alone.
+            let p = late[rng.below(late.len())];
+            let j = &ctx.jobs[order[p] as usize];
+            let (lo, hi) = (j.arrival, j.last + j.dur);
+            let mut pos: Vec<usize> = (0..n)
+                .filter(|&q| q == p || cur.starts[order[q] as usize].is_some_and(|(t, _)| t < hi && t + ctx.jobs[order[q] as usize].dur > lo))
+                .collect();
+            if pos.len() < 2 {
+                continue;
+            }
+            if pos.len() > 6 {
+                // p and five others at random.
+                let keep = pos.iter().position(|&q| q == p).unwrap_or(0);
+                pos.swap(0, keep);
+                for i in 1..6 {
+                    let k = i + rng.below(pos.len() - i);
+                    pos.swap(i, k);
+                }
+                pos.truncate(6);
+                pos.sort_unstable();
+            }
+            let mut jobs: Vec<u32> = pos.iter().map(|&q| order[q]).collect();
+            for i in (1..jobs.len()).rev() {
+                jobs.swap(i, rng.below(i + 1));
+            }
+            for (&q, &ji) in pos.iter().zip(&jobs) {
+                order[q] = ji;
+            }
+            changed = pos[0];
+        } else if r < 80 && !late.is_empty() {
             // Every late job moves earlier by a random distance.
             let mut key: Vec<(usize, u32)> = (0..n).map(|pos| (2 * pos + 1, order[pos])).collect();
             for &p in &late {
