@@ -74,9 +74,10 @@ fn measure(family: Family, seed: u64, s: &Scenario, full: Option<Solver<'_>>, ef
         }
     };
     let fifo = score("fifo", &fifo::plan(s));
-    let greedy = score("greedy", &fast::greedy(s));
-    let search = score("search", &fast::search_only(s, effort));
-    let fast_plan = fast::plan_with_effort(s, effort);
+    let parts = fast::parts(s, effort);
+    let greedy = score("greedy", &parts.greedy);
+    let search = score("search", &parts.search);
+    let fast_plan = parts.fast;
     let fast = score("fast", &fast_plan);
     let old = Scenario { must_finish: false, ..s.clone() };
     let cut = score("fast (cut runs dropped)", &drop_unfinished(s, &fast::plan_with_effort(&old, effort)));

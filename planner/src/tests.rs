@@ -268,7 +268,10 @@ fn generated_instances_validate_in_every_mode_and_fast_is_never_below_the_greedy
         let name = format!("{} #{seed}", f.name());
         let fast = validate(&s, &fast::plan(&s)).unwrap_or_else(|e| panic!("{name}: fast: {e}"));
         let greedy = validate(&s, &fast::greedy(&s)).unwrap_or_else(|e| panic!("{name}: greedy: {e}"));
-        validate(&s, &fast::search_only(&s, 1)).unwrap_or_else(|e| panic!("{name}: search: {e}"));
+        let parts = fast::parts(&s, 1);
+        validate(&s, &parts.search).unwrap_or_else(|e| panic!("{name}: search: {e}"));
+        assert_eq!(parts.fast, fast::plan(&s), "{name}: the parts' choice is fast mode's plan");
+        assert_eq!(parts.greedy, fast::greedy(&s), "{name}");
         // More effort: still legal, still above the greedy, and as deterministic.
         let more = fast::plan_with_effort(&s, 3);
         assert_eq!(more, fast::plan_with_effort(&s, 3), "{name}: effort 3 not deterministic");

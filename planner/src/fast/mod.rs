@@ -106,29 +106,49 @@ pub fn plan_with_effort(s: &Scenario, effort: u32) -> Plan {
     plan_scored(s, effort).0
 }
 
-/// The search alone, without the greedy's floor under it (what `tally
-/// plan --instances` measures the floor against); the greedy for horizons
-/// over 64 steps.
-pub fn search_only(s: &Scenario, effort: u32) -> Plan {
-    if s.steps > pack::MAX_STEPS || s.steps == 0 {
-        return greedy(s);
-    }
-    pack::search(s, pack::Budget::with_effort(effort)).0
+/// Fast mode's two candidates and its choice, for measuring the floor
+/// (`tally plan --instances`) without searching twice.
+#[derive(Debug, Clone)]
+pub struct Parts {
+    /// The simple [`greedy`].
+    pub greedy: Plan,
+    /// The search alone, without the greedy's floor under it (the greedy
+    /// for horizons over 64 steps).
+    pub search: Plan,
+    /// The better of the two: [`plan_with_effort`]'s plan.
+    pub fast: Plan,
+}
+
+/// [`Parts`] at `effort`.
+pub fn parts(s: &Scenario, effort: u32) -> Parts {
+    let (g, p) = candidates(s, effort);
+    let fast = pick(g.clone(), p.clone()).0;
+    Parts { greedy: g.0, search: p.0, fast }
 }
 
 /// The fast plan and its value (equal to `validate(s, &plan).value`): the
 /// search's plan, or the simple [`greedy`]'s when that is worth more (so
 /// fast mode is never below it).
 pub(crate) fn plan_scored(s: &Scenario, effort: u32) -> (Plan, f64) {
+    let (g, p) = candidates(s, effort);
+    pick(g, p)
+}
+
+/// The floor: the greedy's plan only when it is worth more than the search's.
+fn pick(greedy: (Plan, f64), search: (Plan, f64)) -> (Plan, f64) {
+    if greedy.1 > search.1 {
+        greedy
+    } else {
+        search
+    }
+}
+
+/// The greedy and the search, each with its value.
+fn candidates(s: &Scenario, effort: u32) -> ((Plan, f64), (Plan, f64)) {
     let g = greedy(s);
     let gv = super::validate(s, &g).map(|sc| sc.value).unwrap_or(f64::NEG_INFINITY);
     if s.steps > pack::MAX_STEPS || s.steps == 0 {
-        return (g, gv);
+        return ((g.clone(), gv), (g, gv));
     }
-    let (p, v) = pack::search(s, pack::Budget::with_effort(effort));
-    if gv > v {
-        (g, gv)
-    } else {
-        (p, v)
-    }
+    ((g, gv), pack::search(s, pack::Budget::with_effort(effort)))
 }
