@@ -13,7 +13,7 @@
 //! JSON's `preempt_time` is the victim's side.
 
 use serde_json::Value;
-use tally_engine::view::{gpu_count, gpu_type, GpuAsk, JobView, Names, RunState};
+use tally_engine::view::{gpu_count, gpu_type, GpuAsk, JobView, Names, NodeState, RunState};
 
 /// One job of `squeue --json`: the engine's view and what Slurm says of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,13 +66,10 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
-    /// Can new work start here (up, not draining, failing or in maintenance)?
+    /// Can new work start here? The engine's rule
+    /// ([`NodeState::usable`]), on the states Slurm's JSON names.
     pub fn usable(&self) -> bool {
-        let state_ok = matches!(self.state.as_str(), "idle" | "mixed" | "allocated" | "completing");
-        let bad_flag = self.flags.iter().any(|f| {
-            matches!(f.as_str(), "DRAIN" | "DRAINING" | "DRAINED" | "FAIL" | "MAINTENANCE" | "NOT_RESPONDING" | "POWERED_DOWN" | "POWER_DOWN" | "REBOOT_REQUESTED" | "REBOOT_ISSUED")
-        });
-        state_ok && !bad_flag
+        NodeState::from_names(&self.state, self.flags.iter().map(String::as_str)).usable()
     }
 
     /// GPUs free for new work now.

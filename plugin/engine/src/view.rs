@@ -187,14 +187,50 @@ pub struct NodeState {
     pub drain: bool,
     /// In an advanced reservation (RESERVED).
     pub reserved: bool,
-    /// Powered down, powering down, not responding, or in maintenance.
+    /// Powered down, powering down, not responding, in maintenance, or
+    /// rebooting (reboot issued).
     pub unavailable: bool,
 }
 
 impl NodeState {
-    /// Can start any job now (the planner plans only on these).
+    /// Can start any job now: the one rule the planner thread (from the
+    /// state word, `tally_ffi::view::node_state`) and the reports (from
+    /// Slurm's JSON, [`NodeState::from_names`]) both use.
     pub fn usable(self) -> bool {
         !(self.down || self.drain || self.reserved || self.unavailable)
+    }
+
+    /// From the state names `scontrol show node --json` / `sinfo --json`
+    /// print: the base state (`idle`, `mixed`, `down`, …, any case) and the
+    /// flags (`DRAIN`, `RESERVED`, `NOT_RESPONDING`, …). Slurm 22.05 prints
+    /// the base state and flags as one string (`IDLE+DRAIN`) and 24.11 a
+    /// list; both are taken apart here. A base state or flag not known to
+    /// Tally is ignored (an unknown base state counts as down).
+    pub fn from_names<'a>(state: &'a str, flags: impl IntoIterator<Item = &'a str>) -> NodeState {
+        let mut parts = state.split('+');
+        let base = parts.next().unwrap_or("").trim().to_ascii_uppercase();
+        let mut out = NodeState {
+            down: !matches!(base.as_str(), "IDLE" | "MIXED" | "ALLOCATED" | "ALLOC" | "COMPLETING" | "DRAINED" | "DRAINING" | "DRAIN" | "RESERVED" | "MAINT" | "MAINTENANCE"),
+            ..NodeState::default()
+        };
+        // 22.05's combined names of a base state and its flags.
+        match base.as_str() {
+            "DRAINED" | "DRAINING" | "DRAIN" => out.drain = true,
+            "RESERVED" => out.reserved = true,
+            "MAINT" | "MAINTENANCE" => out.unavailable = true,
+            _ => {}
+        }
+        for flag in parts.chain(flags) {
+            match flag.trim().to_ascii_uppercase().as_str() {
+                "DRAIN" | "DRAINING" | "DRAINED" | "FAIL" | "FAILING" => out.drain = true,
+                "RESERVED" => out.reserved = true,
+                "POWERED_DOWN" | "POWER_DOWN" | "POWERING_DOWN" | "NOT_RESPONDING" | "NO_RESPOND" | "MAINTENANCE" | "MAINT" | "REBOOT_ISSUED" => {
+                    out.unavailable = true
+                }
+                _ => {}
+            }
+        }
+        out
     }
 }
 
@@ -253,6 +289,37 @@ impl GpuAsk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_states_from_slurms_names() {
+        let usable = |state: &str, flags: &[&str]| NodeState::from_names(state, flags.iter().copied()).usable();
+        for up in ["idle", "MIXED", "allocated", "completing"] {
+            assert!(usable(up, &[]), "{up}");
+            assert!(usable(up, &["PLANNED", "REBOOT_REQUESTED"]), "{up} with flags that do not stop new work");
+        }
+        for (state, flags) in [
+            ("down", &[][..]),
+            ("future", &[]),
+            ("unknown", &[]),
+            ("error", &[]),
+            ("drained", &[]),
+            ("idle+drain", &[]),
+            ("mixed", &["DRAIN"]),
+            ("idle", &["FAIL"]),
+            ("idle", &["RESERVED"]),
+            ("reserved", &[]),
+            ("idle", &["NOT_RESPONDING"]),
+            ("idle", &["POWERED_DOWN"]),
+            ("idle", &["MAINTENANCE"]),
+            ("idle", &["REBOOT_ISSUED"]),
+        ] {
+            assert!(!usable(state, flags), "{state} {flags:?}");
+        }
+        assert_eq!(
+            NodeState::from_names("mixed", ["DRAIN", "RESERVED"]),
+            NodeState { down: false, drain: true, reserved: true, unavailable: false }
+        );
+    }
 
     #[test]
     fn the_nodes_gpus_per_type() {

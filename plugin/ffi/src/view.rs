@@ -6,7 +6,7 @@
 use slurm_sys::{
     job_desc_msg_t, job_record_t, node_record_t, part_record_t, List, INFINITE, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE,
     JOB_SUSPENDED, NICE_OFFSET, NODE_STATE_BASE, NODE_STATE_DOWN, NODE_STATE_FLAG_DRAIN, NODE_STATE_FLAG_FAIL,
-    NODE_STATE_FLAG_MAINT, NODE_STATE_FLAG_NO_RESPOND, NODE_STATE_FLAG_POWERED_DOWN, NODE_STATE_FLAG_POWERING_DOWN,
+    NODE_STATE_FLAG_MAINT, NODE_STATE_FLAG_NO_RESPOND, NODE_STATE_FLAG_REBOOT_ISSUED, NODE_STATE_FLAG_POWERED_DOWN, NODE_STATE_FLAG_POWERING_DOWN,
     NODE_STATE_FLAG_RES, NODE_STATE_FUTURE, NODE_STATE_UNKNOWN, NO_VAL,
 };
 use std::ffi::{c_char, CStr};
@@ -154,7 +154,11 @@ pub fn node_state(word: u32) -> NodeState {
         drain: word & (NODE_STATE_FLAG_DRAIN | NODE_STATE_FLAG_FAIL) != 0,
         reserved: word & NODE_STATE_FLAG_RES != 0,
         unavailable: word
-            & (NODE_STATE_FLAG_POWERED_DOWN | NODE_STATE_FLAG_POWERING_DOWN | NODE_STATE_FLAG_NO_RESPOND | NODE_STATE_FLAG_MAINT)
+            & (NODE_STATE_FLAG_POWERED_DOWN
+                | NODE_STATE_FLAG_POWERING_DOWN
+                | NODE_STATE_FLAG_NO_RESPOND
+                | NODE_STATE_FLAG_MAINT
+                | NODE_STATE_FLAG_REBOOT_ISSUED)
             != 0,
     }
 }
@@ -265,6 +269,25 @@ pub unsafe fn job_pointers(list: List) -> Vec<*mut job_record_t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_word_and_the_names_agree() {
+        use slurm_sys::{NODE_STATE_ALLOCATED, NODE_STATE_IDLE, NODE_STATE_MIXED};
+        let cases: [(u32, &str, &[&str]); 9] = [
+            (NODE_STATE_IDLE, "idle", &[]),
+            (NODE_STATE_MIXED, "mixed", &[]),
+            (NODE_STATE_ALLOCATED, "allocated", &[]),
+            (NODE_STATE_DOWN, "down", &[]),
+            (NODE_STATE_FUTURE, "future", &[]),
+            (NODE_STATE_IDLE | NODE_STATE_FLAG_DRAIN, "idle", &["DRAIN"]),
+            (NODE_STATE_MIXED | NODE_STATE_FLAG_RES, "mixed", &["RESERVED"]),
+            (NODE_STATE_IDLE | NODE_STATE_FLAG_NO_RESPOND, "idle", &["NOT_RESPONDING"]),
+            (NODE_STATE_IDLE | NODE_STATE_FLAG_REBOOT_ISSUED, "idle", &["REBOOT_ISSUED"]),
+        ];
+        for (word, state, flags) in cases {
+            assert_eq!(node_state(word), NodeState::from_names(state, flags.iter().copied()), "{state} {flags:?}");
+        }
+    }
 
     #[test]
     fn c_names_are_shared() {

@@ -1256,6 +1256,7 @@ pub const NODE_STATE_FLAG_POWERING_DOWN: u32 = 262144;
 pub const NODE_STATE_FLAG_NO_RESPOND: u32 = 2048;
 pub const NODE_STATE_FLAG_FAIL: u32 = 8192;
 pub const NODE_STATE_FLAG_MAINT: u32 = 32768;
+pub const NODE_STATE_FLAG_REBOOT_ISSUED: u32 = 1048576;
 #[repr(C)]
 #[derive(Copy, Clone)]
 pub union __atomic_wide_counter {
