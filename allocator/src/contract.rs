@@ -166,6 +166,14 @@ fn is_sep(c: char) -> bool {
     c == ',' || c == ';' || c.is_whitespace()
 }
 
+/// The tokens of a job comment, as Tally reads every comment: split at
+/// commas, semicolons and whitespace (`contract=2h,resumable class=debug`).
+/// The one definition of that rule: the planner's comment metadata
+/// (`tally_planner::predict::CommentMeta::from_tokens`) is read from these.
+pub fn comment_tokens(comment: &str) -> impl Iterator<Item = &str> {
+    tokens(comment).into_iter().map(|(_, t)| t)
+}
+
 /// Split a comment into tokens with their byte offsets.
 fn tokens(comment: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
@@ -335,6 +343,13 @@ mod tests {
 
     fn rules() -> ContractRules {
         ContractRules::default()
+    }
+
+    #[test]
+    fn comment_tokens_split_at_commas_semicolons_and_whitespace() {
+        let got: Vec<&str> = comment_tokens(" contract=2h,resumable class=Training;model_params=7b\tmethod=LoRA,, my words ").collect();
+        assert_eq!(got, ["contract=2h", "resumable", "class=Training", "model_params=7b", "method=LoRA", "my", "words"]);
+        assert_eq!(comment_tokens(" ;, ").count(), 0);
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub mod state;
 pub mod tree;
 pub mod tres;
 
-pub use contract::{parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
+pub use contract::{comment_tokens, parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
 pub use drain::{drain_plan, DrainPlan, OnDraining};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use fairness::{summarize, Asked, Delivery, FairnessSummary, Held, Owed, OwedBook};

@@ -15,7 +15,7 @@ use crate::metrics::{Run, RunEnd};
 use crate::trace::{Class, Trace, TraceJob};
 use std::collections::BTreeMap;
 use tally_allocator::tres::{gpu_count, gpu_type};
-use tally_allocator::{parse_comment, ContractRules, GpuWeights};
+use tally_allocator::{comment_tokens, parse_comment, ContractRules, GpuWeights};
 use tally_planner::predict::CommentMeta;
 use thiserror::Error;
 
@@ -308,7 +308,7 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
                 tally_allocator::Contract::UNALLOCATED
             }
         };
-        let (meta, problems) = CommentMeta::parse(&seen.comment);
+        let (meta, problems) = CommentMeta::from_tokens(comment_tokens(&seen.comment));
         let class = meta.class.as_deref().and_then(Class::parse);
         let problem = problems.first().map(ToString::to_string).or_else(|| {
             meta.class.as_ref().filter(|_| class.is_none()).map(|c| format!("class=`{c}` is not a class (one of training|batch_inference|quantization|realtime|debug|interactive); imported as training"))

@@ -49,10 +49,6 @@ pub enum MetaError {
 
 const KEYS: [&str; 3] = ["class", "model_params", "method"];
 
-fn is_sep(c: char) -> bool {
-    c == ',' || c == ';' || c.is_whitespace()
-}
-
 /// Parse a parameter count: `7b` → 7e9, `350m` → 3.5e8, `1.5B` → 1.5e9,
 /// `125000000` → 1.25e8. A number > 0 (finite) with an optional suffix
 /// `k`, `m`, `b`/`g` or `t`.
@@ -90,14 +86,16 @@ pub fn model_bucket(params: f64) -> Option<i32> {
 }
 
 impl CommentMeta {
-    /// Read a comment: what it says, and the tokens of ours that could not
-    /// be read (never fatal).
-    pub fn parse(comment: &str) -> (CommentMeta, Vec<MetaError>) {
+    /// Read a comment's tokens (as Tally splits every comment:
+    /// `tally_allocator::comment_tokens`; this crate shares no code with
+    /// that one, so the caller splits): what they say, and the tokens of
+    /// ours that could not be read (never fatal).
+    pub fn from_tokens<'a>(tokens: impl IntoIterator<Item = &'a str>) -> (CommentMeta, Vec<MetaError>) {
         let mut meta = CommentMeta::default();
         let mut errors = Vec::new();
         // The first raw value of each key, for duplicates.
         let mut seen: [Option<&str>; 3] = [None; 3];
-        for tok in comment.split(is_sep).filter(|t| !t.is_empty()) {
+        for tok in tokens {
             let Some((key, value)) = tok.split_once('=') else { continue };
             let Some(k) = KEYS.iter().position(|name| key.eq_ignore_ascii_case(name)) else { continue };
             let key = KEYS[k];
@@ -144,22 +142,22 @@ mod tests {
     }
 
     #[test]
-    fn comments_split_at_commas_semicolons_and_whitespace() {
-        let (m, e) = CommentMeta::parse("contract=2h,resumable class=Training;model_params=7b\tmethod=LoRA my own words");
+    fn keys_among_other_tokens() {
+        let (m, e) = CommentMeta::from_tokens(["contract=2h", "resumable", "class=Training", "model_params=7b", "method=LoRA", "my", "words"]);
         assert!(e.is_empty(), "{e:?}");
         assert_eq!(m, CommentMeta { class: Some("training".into()), model_params: Some(7e9), method: Some("lora".into()) });
         // Keys case-insensitively; unknown keys and the user's text ignored.
-        let (m, e) = CommentMeta::parse("CLASS=debug,foo=bar,Method=full x=1");
+        let (m, e) = CommentMeta::from_tokens(["CLASS=debug", "foo=bar", "Method=full", "x=1"]);
         assert!(e.is_empty());
         assert_eq!(m, CommentMeta { class: Some("debug".into()), model_params: None, method: Some("full".into()) });
-        assert_eq!(CommentMeta::parse(""), (CommentMeta::default(), vec![]));
+        assert_eq!(CommentMeta::from_tokens([]), (CommentMeta::default(), vec![]));
         // `classes=x` or a bare `class` are not ours.
-        assert_eq!(CommentMeta::parse("classes=x class"), (CommentMeta::default(), vec![]));
+        assert_eq!(CommentMeta::from_tokens(["classes=x", "class"]), (CommentMeta::default(), vec![]));
     }
 
     #[test]
     fn bad_values_are_reported_not_fatal() {
-        let (m, e) = CommentMeta::parse("class=training model_params=huge method= class=debug");
+        let (m, e) = CommentMeta::from_tokens(["class=training", "model_params=huge", "method=", "class=debug"]);
         assert_eq!(m, CommentMeta { class: Some("training".into()), model_params: None, method: None });
         assert_eq!(
             e,
