@@ -9,7 +9,7 @@ use crate::table::{Column, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use tally_planner::generate::{instances, Family};
-use tally_planner::{fast, fifo, validate, Plan, Scenario};
+use tally_planner::{fast, fifo, last_start, validate, Plan, Scenario};
 
 /// One instance's figures.
 struct Row {
@@ -57,10 +57,13 @@ impl Row {
 /// Full mode asked for a proof: the plan and its bound.
 type Solver<'a> = &'a dyn Fn(&Scenario, &Plan) -> Result<(Plan, f64), String>;
 
-/// Keep only the runs that end inside the horizon.
+/// Keep only the runs the horizon rule of `s` (must-finish) allows: the
+/// planner's own rule, `tally_planner::last_start`.
 fn drop_unfinished(s: &Scenario, p: &Plan) -> Plan {
     let mut p = p.clone();
-    p.batch.retain(|b| s.jobs.iter().find(|j| j.id == b.job_id).is_some_and(|j| j.pinned.is_some() || b.start_step + j.duration_steps <= s.steps));
+    p.batch.retain(|b| {
+        s.jobs.iter().find(|j| j.id == b.job_id).is_some_and(|j| j.pinned.is_some() || last_start(s, j).is_some_and(|last| b.start_step <= last))
+    });
     p
 }
 

@@ -34,7 +34,7 @@ pub(crate) fn firsts(gpus: u32, per_node: u32, g: u32) -> impl Iterator<Item = u
 /// or, with [`Scenario::must_finish`], up to the last step at which its run
 /// still ends inside the horizon (the horizon rule every mode builds plans
 /// by; the validator states it again).
-pub(crate) fn last_start(s: &Scenario, j: &PlanJob) -> Option<usize> {
+pub fn last_start(s: &Scenario, j: &PlanJob) -> Option<usize> {
     let last = if s.must_finish { s.steps.checked_sub(j.duration_steps)? } else { s.steps.checked_sub(1)? };
     (j.arrival_step <= last).then_some(last)
 }

@@ -44,6 +44,7 @@ pub mod queue;
 mod rng;
 pub mod validate;
 
+pub use grid::last_start;
 pub use validate::{validate, Score, Violation};
 
 /// A batch job to place.
