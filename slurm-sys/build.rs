@@ -31,9 +31,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(slurm, values(\"22.05\", \"24.11\"))");
 
     let known = bindings_versions();
-    let include_dir = env::var_os("SLURM_INCLUDE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/include"));
+    let include_dir = env::var_os("SLURM_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/usr/include"));
     let header = include_dir.join("slurm").join("slurm_version.h");
 
     // Rerun when the header appears, changes or goes away. Cargo reruns the
@@ -45,9 +43,7 @@ fn main() {
 
     let release = match fs::read_to_string(&header) {
         Ok(text) => {
-            let found = parse_version(&text).unwrap_or_else(|| {
-                panic!("slurm-sys: no `#define SLURM_VERSION_NUMBER 0x...` in {}", header.display())
-            });
+            let found = parse_version(&text).unwrap_or_else(|| panic!("slurm-sys: no `#define SLURM_VERSION_NUMBER 0x...` in {}", header.display()));
             let Some((release, _)) = known.iter().find(|(_, v)| *v == found) else {
                 let list: Vec<String> = known.iter().map(|(r, v)| format!("{} ({r})", dotted(*v))).collect();
                 panic!(
@@ -108,10 +104,7 @@ fn parse_version(header: &str) -> Option<u32> {
             return None;
         }
         let value = words.next()?.trim_start_matches('(').trim_end_matches(')');
-        match value
-            .strip_prefix("0x")
-            .or_else(|| value.strip_prefix("0X"))
-        {
+        match value.strip_prefix("0x").or_else(|| value.strip_prefix("0X")) {
             Some(hex) => u32::from_str_radix(hex, 16).ok(),
             None => value.parse().ok(),
         }

@@ -214,8 +214,7 @@ pub fn parse_comment(comment: &str) -> Result<ParsedComment, ContractError> {
             if value.is_empty() {
                 return Err(ContractError::Empty);
             }
-            let secs = parse_duration(value)
-                .map_err(|source| ContractError::BadDuration { value: value.to_string(), source })?;
+            let secs = parse_duration(value).map_err(|source| ContractError::BadDuration { value: value.to_string(), source })?;
             parsed.contract_s = Some(secs);
         } else if value.is_none() && key.eq_ignore_ascii_case("resumable") {
             parsed.resumable = true;
@@ -226,9 +225,7 @@ pub fn parse_comment(comment: &str) -> Result<ParsedComment, ContractError> {
                 let gap = &comment[end..start];
                 // The gap may span one of our removed tokens: keep only the
                 // separators just before this token.
-                let sep_start = gap.rfind(|c: char| !is_sep(c)).map(|i| {
-                    i + gap[i..].chars().next().map(char::len_utf8).unwrap_or(1)
-                });
+                let sep_start = gap.rfind(|c: char| !is_sep(c)).map(|i| i + gap[i..].chars().next().map(char::len_utf8).unwrap_or(1));
                 parsed.rest.push_str(&gap[sep_start.unwrap_or(0)..]);
             }
             parsed.rest.push_str(tok);
@@ -251,9 +248,7 @@ impl ContractRules {
 
     pub fn resolve_parsed(&self, parsed: &ParsedComment) -> Result<Contract, ContractError> {
         let contract = match parsed.contract_s {
-            Some(s) if s > self.max_s => {
-                return Err(ContractError::TooLong { given_s: s, max_s: self.max_s })
-            }
+            Some(s) if s > self.max_s => return Err(ContractError::TooLong { given_s: s, max_s: self.max_s }),
             Some(s) => Contract::new(s, parsed.resumable),
             None => match self.missing {
                 MissingContract::Unallocated => Contract::new(0, parsed.resumable),
@@ -271,10 +266,9 @@ impl ContractRules {
     /// None means no limit.
     pub fn check_time_limit(&self, contract: Contract, time_limit_s: Option<u64>) -> Result<(), ContractError> {
         match time_limit_s {
-            Some(limit) if contract.min_runtime_s > limit => Err(ContractError::LongerThanTimeLimit {
-                contract_s: contract.min_runtime_s,
-                time_limit_s: limit,
-            }),
+            Some(limit) if contract.min_runtime_s > limit => {
+                Err(ContractError::LongerThanTimeLimit { contract_s: contract.min_runtime_s, time_limit_s: limit })
+            }
             _ => Ok(()),
         }
     }
@@ -447,10 +441,7 @@ mod tests {
         let c = Contract::new(7200, false);
         assert!(rules().check_time_limit(c, Some(7200)).is_ok());
         assert!(rules().check_time_limit(c, None).is_ok());
-        assert_eq!(
-            rules().check_time_limit(c, Some(3600)),
-            Err(ContractError::LongerThanTimeLimit { contract_s: 7200, time_limit_s: 3600 })
-        );
+        assert_eq!(rules().check_time_limit(c, Some(3600)), Err(ContractError::LongerThanTimeLimit { contract_s: 7200, time_limit_s: 3600 }));
     }
 
     #[test]

@@ -43,11 +43,7 @@ pub fn parse_duration(input: &str) -> Result<u64, DurationError> {
     if s.chars().all(|c| c.is_ascii_digit()) {
         // A bare number is only allowed for zero: `90` could mean minutes
         // (Slurm's --time) or seconds; we refuse to guess.
-        return if s.bytes().all(|b| b == b'0') {
-            Ok(0)
-        } else {
-            Err(DurationError::MissingUnit(s.to_string()))
-        };
+        return if s.bytes().all(|b| b == b'0') { Ok(0) } else { Err(DurationError::MissingUnit(s.to_string())) };
     }
     let mut total: u64 = 0;
     let mut next_unit = 0usize; // index into UNITS: units must come in order

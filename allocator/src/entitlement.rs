@@ -234,13 +234,7 @@ impl Entitlement {
     /// [`Entitlement::team`] by node.
     pub fn team_at(&self, id: NodeId) -> TeamNow {
         let i = own(id);
-        TeamNow {
-            rate: self.rate[i],
-            running: self.running[i],
-            demand: self.demand[i],
-            owed: self.rate[i].min(self.demand[i]),
-            fair: self.fair[i],
-        }
+        TeamNow { rate: self.rate[i], running: self.running[i], demand: self.demand[i], owed: self.rate[i].min(self.demand[i]), fair: self.fair[i] }
     }
 
     /// Where the team of `id` would stand when a job starts after
@@ -423,8 +417,7 @@ mod tests {
     use crate::tree::{AccountSpec, Budget, Capacity};
 
     fn tree(specs: &[(&str, Option<&str>, f64)]) -> OrgTree {
-        let s: Vec<AccountSpec> =
-            specs.iter().map(|&(n, p, pct)| AccountSpec::new(n, p, Some(Budget::Share(pct)))).collect();
+        let s: Vec<AccountSpec> = specs.iter().map(|&(n, p, pct)| AccountSpec::new(n, p, Some(Budget::Share(pct)))).collect();
         OrgTree::new(&s).unwrap()
     }
 

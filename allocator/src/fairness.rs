@@ -74,13 +74,7 @@ pub fn summarize<'a>(teams: impl IntoIterator<Item = (&'a str, &'a Delivery)>, t
             }
         }
     }
-    FairnessSummary {
-        overall: if owed > 0.0 { credited / owed } else { 1.0 },
-        teams: n,
-        teams_at_threshold: ok,
-        threshold,
-        worst,
-    }
+    FairnessSummary { overall: if owed > 0.0 { credited / owed } else { 1.0 }, teams: n, teams_at_threshold: ok, threshold, worst }
 }
 
 /// What one account was entitled to and asked for in one bucket, as the

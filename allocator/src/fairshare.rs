@@ -26,8 +26,8 @@
 
 use crate::ledger::WindowUsage;
 use crate::tree::{Allocation, NodeId, OrgTree};
-use std::cmp::Ordering;
 use rustc_hash::FxHashMap;
+use std::cmp::Ordering;
 
 /// Where an account stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,8 +101,7 @@ impl FairShare {
     pub fn compute(tree: &OrgTree, alloc: &Allocation, usage: &WindowUsage) -> FairShare {
         let n = tree.len();
         // Own usage per node, and subtree sums bottom-up.
-        let own_used: Vec<f64> =
-            (0..n).map(|id| usage.account_gpu_hours(&tree.node(id).name)).collect();
+        let own_used: Vec<f64> = (0..n).map(|id| usage.account_gpu_hours(&tree.node(id).name)).collect();
         let mut sub_used = own_used.clone();
         let walk = tree.walk();
         for &(id, _) in walk.iter().rev() {

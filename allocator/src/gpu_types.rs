@@ -123,7 +123,9 @@ pub enum GpuTypeError {
     Digits(String),
     #[error("GPU types `{0}` and `{1}` differ only in case: Slurm matches types as written; keep one spelling")]
     CaseTwin(String, String),
-    #[error("weight {value} of GPU type `{name}` is not a finite number > 0 (one GPU-hour of it costs `weight` GPU-hours of budget; e.g. {name} = 2.2)")]
+    #[error(
+        "weight {value} of GPU type `{name}` is not a finite number > 0 (one GPU-hour of it costs `weight` GPU-hours of budget; e.g. {name} = 2.2)"
+    )]
     BadWeight { name: String, value: f64 },
     #[error("GPU type `{0}`: gpus = 0; give the number of GPUs of this type (at least 1), or leave it out to count Slurm's nodes")]
     NoGpus(String),

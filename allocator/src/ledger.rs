@@ -13,8 +13,8 @@
 //! decays smoothly (unlike Slurm's half-life decay). Only allocated work is
 //! charged: callers never charge unallocated jobs (see [`crate::job`]).
 
-use std::cell::RefCell;
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use thiserror::Error;

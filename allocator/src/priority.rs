@@ -191,12 +191,7 @@ fn job_priority_at(job: Traits, standing: Option<&Standing>, node: Option<NodeId
     let lane = allocated && quick && rules.debug_lane_max_gpus.is_some_and(|g| job.gpus <= g);
     let need = if lane { NEED_LANE } else { need };
     let nice = (job.within_team.clamp(INSIDE_MIN, INSIDE_MAX) - INSIDE_MIN) as u32;
-    let value = TIER.put(u32::from(allocated))
-        | NEED.put(need)
-        | LEVEL.put(level)
-        | TEAM.put(team)
-        | NICE.put(nice)
-        | QUICK.put(u32::from(quick));
+    let value = TIER.put(u32::from(allocated)) | NEED.put(need) | LEVEL.put(level) | TEAM.put(team) | NICE.put(nice) | QUICK.put(u32::from(quick));
     Priority { value: value.max(1), allocated, planned: false, need, level, rank, team, nice, quick }
 }
 

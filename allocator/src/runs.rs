@@ -166,12 +166,8 @@ impl RunBook {
                 Some(r) if r.start_s > 0 => close(id, r, at, accounts, ledger),
                 _ => 0.0,
             },
-            Seen::Run { start_s, run_s, at, active, requeued_s } => {
-                self.run_to(job, start_s, requeued_s, run_s, at, active, accounts, ledger)
-            }
-            Seen::Ended { start_s, end_s, run_s, requeued_s } => {
-                self.run_to(job, start_s, requeued_s, run_s, end_s, false, accounts, ledger)
-            }
+            Seen::Run { start_s, run_s, at, active, requeued_s } => self.run_to(job, start_s, requeued_s, run_s, at, active, accounts, ledger),
+            Seen::Ended { start_s, end_s, run_s, requeued_s } => self.run_to(job, start_s, requeued_s, run_s, end_s, false, accounts, ledger),
         }
     }
 

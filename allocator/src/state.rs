@@ -262,7 +262,10 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
         }
         Some("run") => {
             if fields.len() != 12 && fields.len() != 13 {
-                return Err("expected `run <job> <start> <charged> <seen> <active> <gpus> <contract> <resumable> <earlier> <account> <user> [<weight>]`".into());
+                return Err(
+                    "expected `run <job> <start> <charged> <seen> <active> <gpus> <contract> <resumable> <earlier> <account> <user> [<weight>]`"
+                        .into(),
+                );
             }
             let weight = match fields.get(12) {
                 None => Weight::ONE,
@@ -429,11 +432,17 @@ mod tests {
         let p = Snapshot::parse("tally-state 2\nuse 1 a u\nuse 1 a u NaN\nfrobnicate\nuse 1 b v 5\n", 3600, 3600).unwrap();
         assert_eq!(p.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4]);
         assert_eq!(p.skipped[2].1, "unknown record `frobnicate`");
-        let o = Snapshot::parse("tally-state 2\nowe 1 a 5 NaN 0\nowe 1 a 5 1\nload a -1 0\nload a inf 0\nowe 1 a 5 6 7\nload b 2 3\n", 3600, 3600).unwrap();
+        let o = Snapshot::parse("tally-state 2\nowe 1 a 5 NaN 0\nowe 1 a 5 1\nload a -1 0\nload a inf 0\nowe 1 a 5 6 7\nload b 2 3\n", 3600, 3600)
+            .unwrap();
         assert_eq!(o.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
         assert_eq!(o.snapshot.owed.entries().map(|(b, a, x)| (b, a.to_string(), x.asked_gs)).collect::<Vec<_>>(), vec![(1, "a".into(), 6.0)]);
         assert_eq!(o.snapshot.load.get("b"), Some(&(2.0, 3.0)));
-        let g = Snapshot::parse("tally-state 2\ngpus h100 8 9\ngpus h100 -1\nrun 1 2 3 4 1 8 0 0 0 a u 0\nrun 1 2 3 4 1 8 0 0 0 a u x\ngpus h100 8\n", 3600, 3600).unwrap();
+        let g = Snapshot::parse(
+            "tally-state 2\ngpus h100 8 9\ngpus h100 -1\nrun 1 2 3 4 1 8 0 0 0 a u 0\nrun 1 2 3 4 1 8 0 0 0 a u x\ngpus h100 8\n",
+            3600,
+            3600,
+        )
+        .unwrap();
         assert_eq!(g.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4, 5]);
         assert_eq!(g.skipped[2].1, "field 13 is not a weight (a number > 0)");
         assert_eq!(g.snapshot.inventory.into_iter().collect::<Vec<_>>(), vec![(Some("h100".into()), 8)]);

@@ -109,9 +109,7 @@ pub const MAX_NAME_LEN: usize = 64;
 /// any other with [`TreeError::BadName`].
 pub fn check_account_name(name: &str) -> Result<(), TreeError> {
     let valid = |n: &str| {
-        !n.is_empty()
-            && n.len() <= MAX_NAME_LEN
-            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'))
+        !n.is_empty() && n.len() <= MAX_NAME_LEN && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'))
     };
     if valid(name) {
         return Ok(());
@@ -157,8 +155,7 @@ fn first_cycle(nodes: &[Node]) -> Option<Vec<String>> {
                     // Report the cycle from its alphabetically first member
                     // so the message does not depend on declaration order.
                     let min = (0..names.len()).min_by_key(|&i| names[i]).unwrap_or(0);
-                    let mut cycle: Vec<String> =
-                        names[min..].iter().chain(&names[..min]).map(|n| n.to_string()).collect();
+                    let mut cycle: Vec<String> = names[min..].iter().chain(&names[..min]).map(|n| n.to_string()).collect();
                     cycle.push(cycle[0].clone());
                     return Some(cycle);
                 }
@@ -208,9 +205,7 @@ impl OrgTree {
         for s in specs {
             let parent = match &s.parent {
                 None => 0,
-                Some(p) => *by_name
-                    .get(p)
-                    .ok_or_else(|| TreeError::UnknownParent { account: s.name.clone(), parent: p.clone() })?,
+                Some(p) => *by_name.get(p).ok_or_else(|| TreeError::UnknownParent { account: s.name.clone(), parent: p.clone() })?,
             };
             nodes.push(Node { name: s.name.clone(), parent: Some(parent), children: vec![], budget: s.budget });
         }
@@ -356,11 +351,7 @@ impl Allocation {
                 handed += g;
             }
             if handed > mine * (1.0 + FIT_EPSILON) + FIT_EPSILON {
-                return Err(TreeError::GpuHoursOverParent {
-                    parent: node.name.clone(),
-                    children: handed,
-                    parent_gpu_hours: mine,
-                });
+                return Err(TreeError::GpuHoursOverParent { parent: node.name.clone(), children: handed, parent_gpu_hours: mine });
             }
             own[id] = (mine - handed).max(0.0);
         }
@@ -392,13 +383,9 @@ mod tests {
 
     #[test]
     fn allocation_is_product_of_shares() {
-        let tree = OrgTree::new(&[
-            share("ai", None, 60.0),
-            share("nlp", Some("ai"), 50.0),
-            share("vision", Some("ai"), 25.0),
-            share("ops", None, 40.0),
-        ])
-        .unwrap();
+        let tree =
+            OrgTree::new(&[share("ai", None, 60.0), share("nlp", Some("ai"), 50.0), share("vision", Some("ai"), 25.0), share("ops", None, 40.0)])
+                .unwrap();
         let cap = Capacity::new(100, 7 * 86_400);
         let a = Allocation::new(&tree, cap).unwrap();
         let nlp = tree.id("nlp").unwrap();
@@ -433,10 +420,7 @@ mod tests {
             (vec![share("a", None, 50.0), share("a", None, 10.0)], TreeError::Duplicate("a".into())),
             (vec![share("root", None, 50.0)], TreeError::RootDeclared),
             (vec![share("a b", None, 50.0)], TreeError::BadName("a b".into())),
-            (
-                vec![share("a", Some("nope"), 50.0)],
-                TreeError::UnknownParent { account: "a".into(), parent: "nope".into() },
-            ),
+            (vec![share("a", Some("nope"), 50.0)], TreeError::UnknownParent { account: "a".into(), parent: "nope".into() }),
             (
                 vec![share("b", Some("c"), 50.0), share("c", Some("a"), 50.0), share("a", Some("b"), 50.0)],
                 TreeError::Cycle(vec!["a".into(), "b".into(), "c".into(), "a".into()]),
@@ -445,14 +429,8 @@ mod tests {
             (vec![share("a", None, 0.0)], TreeError::BadShare { account: "a".into(), value: 0.0 }),
             (vec![share("a", None, -5.0)], TreeError::BadShare { account: "a".into(), value: -5.0 }),
             (vec![share("a", None, 100.5)], TreeError::BadShare { account: "a".into(), value: 100.5 }),
-            (
-                vec![AccountSpec::new("a", None, Some(Budget::GpuHours(-1.0)))],
-                TreeError::BadGpuHours { account: "a".into(), value: -1.0 },
-            ),
-            (
-                vec![share("a", None, 60.0), share("b", None, 50.0)],
-                TreeError::SharesOverParent { parent: "root".into(), children: 110.0 },
-            ),
+            (vec![AccountSpec::new("a", None, Some(Budget::GpuHours(-1.0)))], TreeError::BadGpuHours { account: "a".into(), value: -1.0 }),
+            (vec![share("a", None, 60.0), share("b", None, 50.0)], TreeError::SharesOverParent { parent: "root".into(), children: 110.0 }),
         ];
         for (specs, want) in cases {
             assert_eq!(OrgTree::new(&specs), Err(want.clone()), "{want}");

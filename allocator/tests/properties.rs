@@ -22,8 +22,7 @@ fn arb_world() -> impl Strategy<Value = World> {
         })
         .prop_map(|(parents, weights, usage, gpus)| {
             let n = parents.len();
-            let parent: Vec<Option<usize>> =
-                (0..n).map(|i| if i == 0 { None } else { parents[i].index(i + 1).checked_sub(1) }).collect();
+            let parent: Vec<Option<usize>> = (0..n).map(|i| if i == 0 { None } else { parents[i].index(i + 1).checked_sub(1) }).collect();
             let mut sums = vec![0u32; n + 1];
             for i in 0..n {
                 sums[parent[i].map_or(n, |p| p)] += weights[i];
@@ -291,7 +290,10 @@ mod gpu_types {
         assert_eq!(ranking(&u.fs()), vec!["alpha", "beta", "root"]);
         // Now: alpha runs 4 B200s (8.8 units of a 20.8-unit rate), beta
         // 8 H100s: alpha is further below its rate, so its next job goes first.
-        let ent = w.ent(&[Job::new(3, "alpha", "u").gpus(4).contract(H, false).weight(weights.of(Some("b200"))).started(NOW), running(4, "beta", 8, H, false, H)]);
+        let ent = w.ent(&[
+            Job::new(3, "alpha", "u").gpus(4).contract(H, false).weight(weights.of(Some("b200"))).started(NOW),
+            running(4, "beta", 8, H, false, H),
+        ]);
         let rate = ent.team("alpha").unwrap().rate;
         assert!((rate - (16.0 + 8.0 * 2.2) / 2.0).abs() < 1e-9, "{rate}");
         assert!((ent.team("alpha").unwrap().running - 8.8).abs() < 1e-9);

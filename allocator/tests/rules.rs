@@ -240,7 +240,12 @@ fn preemption_rule_table() {
             v(9, "a", 16, H, false, 2 * H),
             no_reclaim(ReclaimRefusal::VictimBelowRate { account: "a".into(), after: 8.0, rate: 16.0 }),
         ),
-        ("team at its rate never preempts", &p_a, v(10, "b", 8, H, false, 2 * H), no_reclaim(ReclaimRefusal::PreemptorNotShort { running: 24.0, rate: 16.0 })),
+        (
+            "team at its rate never preempts",
+            &p_a,
+            v(10, "b", 8, H, false, 2 * H),
+            no_reclaim(ReclaimRefusal::PreemptorNotShort { running: 24.0, rate: 16.0 }),
+        ),
         ("same team", &p_b, v(11, "b", 8, H, false, 2 * H), no_reclaim(ReclaimRefusal::SameTeam)),
         (
             "preemptor would end above the victim's share",
@@ -263,14 +268,14 @@ fn eligible_victims_are_cumulative_and_ordered() {
     let w = World::new(64).share("a", None, 50.0).share("b", None, 50.0);
 
     let victims = vec![
-        running(1, "a", 8, H, false, 5 * H),  // past contract, non-resumable, 40 GPU-h
-        running(2, "a", 4, H, true, 5 * H),   // resumable: nothing lost
-        running(3, "a", 0, 0, false, 5 * H),  // unallocated
-        running(4, "a", 8, H, false, 2 * H),  // past contract, 16 GPU-h lost
-        running(5, "a", 8, 8 * H, false, H),  // inside contract
-        running(6, "a", 8, H, false, 3 * H),  // 24 GPU-h lost
-        running(7, "a", 8, H, false, 4 * H),  // 32 GPU-h lost
-        running(8, "b", 8, H, false, 4 * H),  // the preemptor's own team
+        running(1, "a", 8, H, false, 5 * H), // past contract, non-resumable, 40 GPU-h
+        running(2, "a", 4, H, true, 5 * H),  // resumable: nothing lost
+        running(3, "a", 0, 0, false, 5 * H), // unallocated
+        running(4, "a", 8, H, false, 2 * H), // past contract, 16 GPU-h lost
+        running(5, "a", 8, 8 * H, false, H), // inside contract
+        running(6, "a", 8, H, false, 3 * H), // 24 GPU-h lost
+        running(7, "a", 8, H, false, 4 * H), // 32 GPU-h lost
+        running(8, "b", 8, H, false, 4 * H), // the preemptor's own team
     ];
     let ent = w.ent(&victims);
     // a runs 44 allocated GPUs (rate 32): at most 12 may go, in victim
@@ -291,12 +296,11 @@ fn eligible_victims_are_cumulative_and_ordered() {
 #[test]
 fn hierarchy_decides_where_the_paths_part() {
     // p1 = {t1a, t1b}, p2 = {t2}; 40 GPUs, 50/50, teams 50% of p1.
-    let w = World::new(40)
-        .share("p1", None, 50.0)
-        .share("p2", None, 50.0)
-        .share("t1a", Some("p1"), 50.0)
-        .share("t1b", Some("p1"), 50.0)
-        .share("t2", Some("p2"), 100.0);
+    let w = World::new(40).share("p1", None, 50.0).share("p2", None, 50.0).share("t1a", Some("p1"), 50.0).share("t1b", Some("p1"), 50.0).share(
+        "t2",
+        Some("p2"),
+        100.0,
+    );
 
     // t1a idle: t1b runs 14 (above its own 10) but p1 runs 14 < 20: t1b may
     // take from t2 (26 → 22 ≥ 20).

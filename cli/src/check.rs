@@ -34,12 +34,7 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         MissingContract::Reject => "rejected".to_string(),
         MissingContract::Default(c) => format!("default {}", c.canonical()),
     };
-    println!(
-        "{}: OK ({} accounts, {} teams)",
-        config.source,
-        tree.len() - 1,
-        tree.leaves().count()
-    );
+    println!("{}: OK ({} accounts, {} teams)", config.source, tree.len() - 1, tree.leaves().count());
     println!(
         "window {} in {} buckets; contracts 0..{}, missing contract: {}",
         format_duration(config.window_s),
@@ -48,12 +43,7 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         missing
     );
     if config.cluster.gpu_types.is_empty() {
-        println!(
-            "cluster: {} GPUs x {:.0} h = {:.1} GPU-hours per window\n",
-            gpus,
-            alloc.capacity.window_hours(),
-            alloc.capacity.gpu_hours()
-        );
+        println!("cluster: {} GPUs x {:.0} h = {:.1} GPU-hours per window\n", gpus, alloc.capacity.window_hours(), alloc.capacity.gpu_hours());
     } else {
         let none = Inventory::new();
         println!(

@@ -231,16 +231,32 @@ pub enum Block {
     Partition(String),
     Reservation(String),
     /// Fewer GPUs free in its partition than it asks for.
-    NoFreeGpus { free: u32, asked: u32 },
+    NoFreeGpus {
+        free: u32,
+        asked: u32,
+    },
     /// Enough free in total, but no node has enough for a one-node job.
-    Fragmented { free: u32, largest: u32, asked: u32 },
+    Fragmented {
+        free: u32,
+        largest: u32,
+        asked: u32,
+    },
     /// A multi-node job: fewer nodes with its per-node GPUs free than it asks for.
-    TooFewNodes { nodes: u32, per_node: u32, have: u32 },
+    TooFewNodes {
+        nodes: u32,
+        per_node: u32,
+        have: u32,
+    },
     /// It asks for more than the partition's usable nodes have at all.
-    NeverFits { asked: u32, partition_gpus: u32 },
+    NeverFits {
+        asked: u32,
+        partition_gpus: u32,
+    },
     /// GPUs are free where it fits: it waits for Slurm's next pass, or
     /// for the jobs ahead of it (`Priority`).
-    Fits { free: u32 },
+    Fits {
+        free: u32,
+    },
     /// Slurm's reason, as it is.
     Slurm(String),
 }
@@ -289,7 +305,10 @@ fn find<'a>(queue: &'a [QueueJob], which: &str) -> Result<&'a QueueJob, String> 
         Some((a, t)) => {
             let (a, t): (u32, u32) = (a.parse().map_err(|_| bad())?, t.parse().map_err(|_| bad())?);
             // A task split off, else the array's record of pending tasks.
-            queue.iter().find(|j| j.array_job_id == a && j.array_task_id == Some(t)).or_else(|| queue.iter().find(|j| j.array_job_id == a && j.array_task_id.is_none()))
+            queue
+                .iter()
+                .find(|j| j.array_job_id == a && j.array_task_id == Some(t))
+                .or_else(|| queue.iter().find(|j| j.array_job_id == a && j.array_task_id.is_none()))
         }
     };
     found.ok_or_else(|| {
@@ -385,7 +404,9 @@ fn forecast_start(
         .filter(|(q, _)| q.view.gpus > 0 && same_partition(q.view.partition.as_deref(), partition))
         // Running, or waiting and not held or behind a dependency (a later
         // begin time enters the queue then).
-        .filter(|(q, _)| q.view.state == RunState::Running || (q.view.state == RunState::Pending && q.view.priority > 0 && !q.reason.starts_with("Dependency")))
+        .filter(|(q, _)| {
+            q.view.state == RunState::Running || (q.view.state == RunState::Pending && q.view.priority > 0 && !q.reason.starts_with("Dependency"))
+        })
         .map(|(q, (_, job))| ForecastJob {
             id: u64::from(q.view.job_id),
             account: job.account.to_string(),
@@ -400,15 +421,8 @@ fn forecast_start(
             gpu_type: q.view.gpu_type.as_deref().map(str::to_string),
         })
         .collect();
-    let m = ForecastMoment {
-        now,
-        jobs: fjobs,
-        ledger: snapshot.ledger.clone(),
-        gpus,
-        gpus_per_node,
-        horizon_s: FORECAST_HORIZON_S,
-        default_duration_s,
-    };
+    let m =
+        ForecastMoment { now, jobs: fjobs, ledger: snapshot.ledger.clone(), gpus, gpus_per_node, horizon_s: FORECAST_HORIZON_S, default_duration_s };
     let f = forecast(config, &m, u64::from(target.view.job_id)).map_err(|e| format!("the replay stopped: {e}"))?;
     Ok(ForecastFacts { estimate: f.estimate, horizon_s: FORECAST_HORIZON_S, default_duration_s, jobs: f.jobs, defaulted: f.defaulted.len() })
 }
@@ -609,7 +623,9 @@ fn blocks(q: &QueueJob, nodes: &[NodeInfo], now: u64) -> Vec<Block> {
         }
     }
     let known = ["Priority", "Resources", "None", ""];
-    let said = out.iter().any(|b| !matches!(b, Block::NoFreeGpus { .. } | Block::Fragmented { .. } | Block::TooFewNodes { .. } | Block::Fits { .. } | Block::NeverFits { .. }));
+    let said = out.iter().any(|b| {
+        !matches!(b, Block::NoFreeGpus { .. } | Block::Fragmented { .. } | Block::TooFewNodes { .. } | Block::Fits { .. } | Block::NeverFits { .. })
+    });
     if !said && !known.contains(&reason) {
         out.push(Block::Slurm(reason.to_string()));
     }
@@ -633,9 +649,9 @@ fn refusal_words(r: &Refusal, config: &Config, now: u64) -> String {
         Refusal::Reclaim(ReclaimRefusal::VictimBelowRate { account, after, rate }) => {
             format!("its team would fall below its rate ({account} would run {after:.0} of {rate:.1} GPUs)")
         }
-        Refusal::Reclaim(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after }) => format!(
-            "your side would end with a higher share than its side keeps ({preemptor_after:.2} vs {victim_after:.2} of the rate)"
-        ),
+        Refusal::Reclaim(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after }) => {
+            format!("your side would end with a higher share than its side keeps ({preemptor_after:.2} vs {victim_after:.2} of the rate)")
+        }
     }
 }
 
@@ -731,7 +747,9 @@ fn block_text(b: &Block, now: u64) -> String {
         Block::NeverFits { asked, partition_gpus } => {
             format!("it asks for {asked} GPUs and its partition's usable nodes have {partition_gpus}: it cannot start until nodes come back")
         }
-        Block::Fits { free } => format!("{free} GPUs are free where it fits: it starts at Slurm's next scheduling pass unless a job ahead takes them"),
+        Block::Fits { free } => {
+            format!("{free} GPUs are free where it fits: it starts at Slurm's next scheduling pass unless a job ahead takes them")
+        }
         Block::Slurm(r) => format!("Slurm's reason: {r}"),
     }
 }
@@ -851,7 +869,8 @@ impl Report {
                 a.gpus
             ));
             if !a.first.is_empty() {
-                let mut t = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::right(11), Column::left(0)]).indent("  ");
+                let mut t = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::right(11), Column::left(0)])
+                    .indent("  ");
                 t.row(["JOBID", "USER", "ACCOUNT", "GPUS", "PRIORITY", "AHEAD BECAUSE"]);
                 for x in &a.first {
                     t.row([x.name.clone(), x.user.clone(), x.account.clone(), x.gpus.to_string(), x.priority.to_string(), x.words.clone()]);

@@ -15,13 +15,13 @@ mod demo;
 mod explain;
 mod live;
 mod man;
-mod share;
-mod slurm_json;
 mod plan;
 mod plan_check;
 mod plot;
 mod predict;
+mod share;
 mod sim;
+mod slurm_json;
 mod suite;
 mod table;
 mod trace;
@@ -225,12 +225,7 @@ pub(crate) fn load(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(tally_co
     let gpus = match gpus.or(config.cluster.gpus) {
         Some(0) => return Err("--gpus must be at least 1".to_string()),
         Some(g) => g,
-        None => {
-            return Err(format!(
-                "{}: no cluster size: give --gpus N or set [cluster] gpus in the file",
-                path.display()
-            ))
-        }
+        None => return Err(format!("{}: no cluster size: give --gpus N or set [cluster] gpus in the file", path.display())),
     };
     Ok((config, gpus))
 }

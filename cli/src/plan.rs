@@ -137,7 +137,16 @@ fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
                 Ok(r) => {
                     let full_score = validate(s, &r.plan).map_err(|e| format!("full plan invalid (a bug): {e}"))?;
                     let optimal = r.status == full::FullStatus::Optimal;
-                    Ok(Solved { label: "full", plan: r.plan, score: full_score, bound: Some((r.bound, optimal)), model: Some(if r.model == full::Formulation::Exact { "exact" } else { "count" }), micros: t.elapsed().as_micros(), gap_target: a.gap, fast: Some(score) })
+                    Ok(Solved {
+                        label: "full",
+                        plan: r.plan,
+                        score: full_score,
+                        bound: Some((r.bound, optimal)),
+                        model: Some(if r.model == full::Formulation::Exact { "exact" } else { "count" }),
+                        micros: t.elapsed().as_micros(),
+                        gap_target: a.gap,
+                        fast: Some(score),
+                    })
                 }
                 Err(e) => {
                     eprintln!("full mode failed ({e}); using the fast plan");
@@ -219,7 +228,11 @@ fn coverage_risk(s: &Scenario, p: &Plan) -> String {
             .filter(|&t| (p.realtime[k][t].len() as u32) < svc.demand[t])
             .map(|t| format!("{t} ({}/{})", p.realtime[k][t].len(), svc.demand[t]))
             .collect();
-        out.push(format!("{}: {}", svc.name, if short.is_empty() { "covered at every step".to_string() } else { format!("short at steps {}", short.join(", ")) }));
+        out.push(format!(
+            "{}: {}",
+            svc.name,
+            if short.is_empty() { "covered at every step".to_string() } else { format!("short at steps {}", short.join(", ")) }
+        ));
     }
     if out.is_empty() {
         "no services".into()
@@ -259,10 +272,7 @@ fn svg(s: &Scenario, p: &Plan) -> String {
     let (x_every, y_every) = (steps.div_ceil(24).max(1), gpus.div_ceil(16).max(1));
     render(size, |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(
-                "plan: GPUs (rows) x steps (columns); grey = realtime, white = idle",
-                (FONT, DESC_SIZE).into_font().color(&INK),
-            )
+            .caption("plan: GPUs (rows) x steps (columns); grey = realtime, white = idle", (FONT, DESC_SIZE).into_font().color(&INK))
             .margin(10)
             .margin_right(40)
             .x_label_area_size(40)

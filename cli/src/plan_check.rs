@@ -124,7 +124,11 @@ pub fn run(n: usize, full_limit: Option<f64>, quiet: bool, effort: u32) -> Resul
         Some(n as u64),
         if quiet || !std::io::stderr().is_terminal() { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() },
     );
-    bar.set_style(ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} instances ({elapsed}, {msg})").map_err(|e| e.to_string())?.progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} instances ({elapsed}, {msg})")
+            .map_err(|e| e.to_string())?
+            .progress_chars("=> "),
+    );
     bar.set_prefix("plan");
     #[cfg(feature = "highs")]
     let solver = full_limit.map(|limit| {
@@ -152,7 +156,9 @@ pub fn run(n: usize, full_limit: Option<f64>, quiet: bool, effort: u32) -> Resul
     let mut t = Table::new([Column::left(22)].into_iter().chain((0..9).map(|_| Column::right(9)))).gap(" ");
     t.row(["instance", "fifo", "greedy", "fast", "full", "bound", "fast/opt", "greedy", "search", "cut runs"].map(String::from));
     for r in &rows {
-        let (full, bound) = r.full.map_or(("-".into(), "-".into()), |(v, b)| (format!("{v:.1}"), if b.is_finite() { format!("{b:.1}{}", if r.proved() { "" } else { "+" }) } else { "none".into() }));
+        let (full, bound) = r.full.map_or(("-".into(), "-".into()), |(v, b)| {
+            (format!("{v:.1}"), if b.is_finite() { format!("{b:.1}{}", if r.proved() { "" } else { "+" }) } else { "none".into() })
+        });
         t.row([
             format!("{} #{}", r.family.name(), r.seed),
             format!("{:.1}", r.fifo),
@@ -193,7 +199,8 @@ pub fn run(n: usize, full_limit: Option<f64>, quiet: bool, effort: u32) -> Resul
     }
     println!();
     print!("{s}");
-    let violations: Vec<String> = rows.iter().flat_map(|r| r.violations.iter().map(move |v| format!("{} #{}: {v}", r.family.name(), r.seed))).collect();
+    let violations: Vec<String> =
+        rows.iter().flat_map(|r| r.violations.iter().map(move |v| format!("{} #{}: {v}", r.family.name(), r.seed))).collect();
     println!("validator violations: {}", violations.len());
     for v in &violations {
         println!("  {v}");

@@ -9,8 +9,8 @@
 //! input gives a byte-identical string. `tally plan --svg` draws its grid
 //! with the same helpers ([`render`], [`Categories`]).
 
-use plotters::coord::types::RangedCoordf64;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
@@ -39,8 +39,7 @@ pub(crate) const TABLEAU10: [RGBColor; 10] = [
 
 /// The series' colours: eight of [`TABLEAU10`], reordered so that
 /// neighbours differ; series `i` gets `PALETTE[i % 8]`.
-pub const PALETTE: [RGBColor; 8] =
-    [TABLEAU10[0], TABLEAU10[1], TABLEAU10[2], TABLEAU10[4], TABLEAU10[6], TABLEAU10[3], TABLEAU10[8], TABLEAU10[5]];
+pub const PALETTE: [RGBColor; 8] = [TABLEAU10[0], TABLEAU10[1], TABLEAU10[2], TABLEAU10[4], TABLEAU10[6], TABLEAU10[3], TABLEAU10[8], TABLEAU10[5]];
 
 pub(crate) const FONT: &str = "sans-serif";
 /// Font sizes as plotters takes them: it writes `size / 1.24` px, here
@@ -141,17 +140,13 @@ fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], step: boo
 /// "95%") with its label in the legend. A series shorter than `categories`
 /// has no bar for the missing ones; NaN/infinite values get no bar either.
 /// Category labels are turned upright when there are many or they are long.
-pub fn bar_chart(
-    title: &str,
-    y_label: &str,
-    categories: &[String],
-    series: &[(&str, Vec<f64>)],
-    reference: Option<(f64, &str)>,
-) -> String {
+pub fn bar_chart(title: &str, y_label: &str, categories: &[String], series: &[(&str, Vec<f64>)], reference: Option<(f64, &str)>) -> String {
     let n = categories.len();
     let values: Vec<f64> = series.iter().flat_map(|(_, v)| v.iter().take(n).copied()).filter(|v| v.is_finite()).collect();
     let reference = reference.filter(|(r, _)| r.is_finite());
-    let Some(y) = bounds(values.into_iter().chain(reference.map(|(r, _)| r))).filter(|_| n > 0 && series.iter().any(|(_, v)| v.iter().take(n).any(|v| v.is_finite()))) else {
+    let Some(y) = bounds(values.into_iter().chain(reference.map(|(r, _)| r)))
+        .filter(|_| n > 0 && series.iter().any(|(_, v)| v.iter().take(n).any(|v| v.is_finite())))
+    else {
         return no_data(title, "", y_label);
     };
     let y = y_range(y);
@@ -224,7 +219,11 @@ pub fn owed_days(title: &str, teams: &[(String, std::collections::BTreeMap<u64, 
         let body = root.margin(MARGIN, 0, 0, 0).titled(&text(title, usize::MAX), style)?;
         let (key, grid) = body.split_vertically(40);
         let font = (FONT, LABEL_SIZE).into_font().color(&INK);
-        for (k, (name, colour)) in [("owed GPU-hours (per hour, min of rate and what was asked)", owed_c), ("delivered GPU-hours (allocated work that ran)", delivered_c)].iter().enumerate() {
+        for (k, (name, colour)) in
+            [("owed GPU-hours (per hour, min of rate and what was asked)", owed_c), ("delivered GPU-hours (allocated work that ran)", delivered_c)]
+                .iter()
+                .enumerate()
+        {
             let x = MARGIN as i32 + 20 + 440 * k as i32;
             key.draw(&Rectangle::new([(x, 8), (x + 12, 20)], colour.filled()))?;
             key.draw(&Text::new(name.to_string(), (x + 18, 7), font.clone()))?;
@@ -235,7 +234,11 @@ pub fn owed_days(title: &str, teams: &[(String, std::collections::BTreeMap<u64, 
             let top = owed.iter().chain(&delivered).fold(0.0f64, |a, &b| a.max(b)).max(0.01) * 1.1;
             let ratio = {
                 let (o, c) = per_day.values().fold((0.0, 0.0), |(o, c), x| (o + x.delivery.owed_gpu_hours, c + x.delivery.credited_gpu_hours));
-                if o > 0.0 { format!(" ({:.0}%)", 100.0 * c / o) } else { String::new() }
+                if o > 0.0 {
+                    format!(" ({:.0}%)", 100.0 * c / o)
+                } else {
+                    String::new()
+                }
             };
             let mut chart = ChartBuilder::on(panel)
                 .margin(8)
@@ -370,9 +373,7 @@ fn legend(side: &Area, entries: &[(String, Mark)]) -> Res {
         match *mark {
             Mark::Line(c) => anno.legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], c.stroke_width(3))),
             Mark::Box(c) => anno.legend(move |(x, y)| Rectangle::new([(x + 3, y - 6), (x + 15, y + 6)], c.filled())),
-            Mark::Reference => anno.legend(|(x, y)| {
-                DashedPathElement::new([(x, y), (x + 18, y)], 5, 3, REFERENCE.stroke_width(2))
-            }),
+            Mark::Reference => anno.legend(|(x, y)| DashedPathElement::new([(x, y), (x + 18, y)], 5, 3, REFERENCE.stroke_width(2))),
         };
     }
     chart
@@ -734,7 +735,11 @@ mod tests {
         let across: Vec<&(f64, f64)> = dashes.iter().flatten().filter(|p| p.1 == y95).collect();
         assert!(across.len() > 40, "{dashes:?}");
         // They span the x axis (the widest horizontal line in ink).
-        let axis = polylines(&doc, INK).into_iter().filter(|l| l.len() == 2 && l[0].1 == l[1].1).max_by(|a, b| (a[1].0 - a[0].0).total_cmp(&(b[1].0 - b[0].0))).unwrap();
+        let axis = polylines(&doc, INK)
+            .into_iter()
+            .filter(|l| l.len() == 2 && l[0].1 == l[1].1)
+            .max_by(|a, b| (a[1].0 - a[0].0).total_cmp(&(b[1].0 - b[0].0)))
+            .unwrap();
         let (left, right) = across.iter().fold((f64::INFINITY, 0.0f64), |(l, r), p| (l.min(p.0), r.max(p.0)));
         assert!((left - axis[0].0).abs() <= 2.0 && (right - axis[1].0).abs() <= 8.0, "{left}..{right}, axis {axis:?}");
         // y = 95 of an axis from 0: 95% of the way from the "0" label to the "100" label.
@@ -829,7 +834,10 @@ mod tests {
     #[test]
     fn owed_days_draws_a_panel_per_team() {
         use tally_allocator::{Delivery, Owed};
-        let day = |o: f64, d: f64| Owed { delivery: Delivery { owed_gpu_hours: o, delivered_gpu_hours: d, credited_gpu_hours: o.min(d) }, unallocated_gpu_hours: 0.0 };
+        let day = |o: f64, d: f64| Owed {
+            delivery: Delivery { owed_gpu_hours: o, delivered_gpu_hours: d, credited_gpu_hours: o.min(d) },
+            unallocated_gpu_hours: 0.0,
+        };
         let teams = vec![
             ("nlp".to_string(), std::collections::BTreeMap::from([(20_000, day(10.0, 8.0)), (20_002, day(5.0, 5.0))])),
             ("vision".to_string(), std::collections::BTreeMap::from([(20_001, day(3.0, 4.0))])),
@@ -837,12 +845,14 @@ mod tests {
         let svg = owed_days("t", &teams);
         assert_eq!(svg, owed_days("t", &teams), "deterministic");
         let doc = roxmltree::Document::parse(&svg).unwrap();
-        let texts: Vec<String> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(|t| t.trim().to_string()).collect();
+        let texts: Vec<String> =
+            doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(|t| t.trim().to_string()).collect();
         assert!(texts.iter().any(|t| t == "nlp (87%)"), "{texts:?}");
         assert!(texts.iter().any(|t| t == "vision (100%)"), "{texts:?}");
         assert!(texts.iter().any(|t| t == "-2d") && texts.iter().any(|t| t == "0d"), "{texts:?}");
         // Five non-zero bars (nlp: 2 days x 2, vision: 1 day x 2 minus none) + 2 legend squares.
-        let bars = doc.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("fill").is_some_and(|f| f == "#4E79A7" || f == "#F28E2B")).count();
+        let bars =
+            doc.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("fill").is_some_and(|f| f == "#4E79A7" || f == "#F28E2B")).count();
         assert_eq!(bars, 2 + 4 + 2, "{svg}");
         assert!(owed_days("t", &[]).contains("no data"));
     }

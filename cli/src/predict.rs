@@ -7,7 +7,9 @@
 use crate::table::{Column, Table};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tally_planner::predict::{demand_curve, level_counts, mae, predict_online, weekly_profiles, JobKey, Outcome, PastJob, PredictRules, ServiceRun, HOURS_PER_WEEK};
+use tally_planner::predict::{
+    demand_curve, level_counts, mae, predict_online, weekly_profiles, JobKey, Outcome, PastJob, PredictRules, ServiceRun, HOURS_PER_WEEK,
+};
 use tally_sim::trace::{self, Class, Trace};
 
 #[derive(clap::Args, Debug)]
@@ -53,7 +55,14 @@ fn read_trace(path: &PathBuf) -> Result<Trace, String> {
 
 /// The predictor's keys of a trace job.
 pub fn key_of(j: &trace::TraceJob) -> JobKey {
-    JobKey { user: j.user.clone(), account: j.account.clone(), name: j.name.clone(), class: Some(j.class.name().to_string()), method: None, model_bucket: None }
+    JobKey {
+        user: j.user.clone(),
+        account: j.account.clone(),
+        name: j.name.clone(),
+        class: Some(j.class.name().to_string()),
+        method: None,
+        model_bucket: None,
+    }
 }
 
 fn hours(s: f64) -> String {
@@ -76,7 +85,13 @@ pub fn run_predict(a: PredictArgs) -> Result<(), String> {
     let past: Vec<PastJob> = trace
         .jobs
         .iter()
-        .map(|j| PastJob { key: key_of(j), submit_s: j.submit_s, end_s: j.submit_s + j.duration_s, duration_s: j.duration_s, time_limit_s: j.time_limit_s })
+        .map(|j| PastJob {
+            key: key_of(j),
+            submit_s: j.submit_s,
+            end_s: j.submit_s + j.duration_s,
+            duration_s: j.duration_s,
+            time_limit_s: j.time_limit_s,
+        })
         .collect();
     let predictions = predict_online(&past, rules);
     let outcomes: Vec<(Class, Outcome)> = trace
@@ -145,7 +160,12 @@ pub fn run_profile(a: ProfileArgs) -> Result<(), String> {
         .jobs
         .iter()
         .filter(|j| j.class == Class::Realtime)
-        .map(|j| ServiceRun { service: j.name.clone().unwrap_or_else(|| j.account.clone()), start_s: j.submit_s, end_s: j.submit_s + j.duration_s, gpus: j.gpus })
+        .map(|j| ServiceRun {
+            service: j.name.clone().unwrap_or_else(|| j.account.clone()),
+            start_s: j.submit_s,
+            end_s: j.submit_s + j.duration_s,
+            gpus: j.gpus,
+        })
         .collect();
     if runs.is_empty() {
         return Err(format!("{}: no realtime jobs (class realtime) to profile", a.trace.display()));
@@ -191,6 +211,11 @@ pub fn run_profile(a: ProfileArgs) -> Result<(), String> {
     for r in &runs {
         *per_service.entry(r.service.as_str()).or_default() += 1;
     }
-    println!("\n({} services, {} to {} jobs each)", per_service.len(), per_service.values().min().unwrap_or(&0), per_service.values().max().unwrap_or(&0));
+    println!(
+        "\n({} services, {} to {} jobs each)",
+        per_service.len(),
+        per_service.values().min().unwrap_or(&0),
+        per_service.values().max().unwrap_or(&0)
+    );
     Ok(())
 }

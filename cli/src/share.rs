@@ -87,9 +87,10 @@ fn columns(spec: &str) -> Result<Vec<Col>, String> {
         let exact = FIELDS.iter().any(|(_, n, _, _)| n.eq_ignore_ascii_case(item));
         let (name, width) = match item.rsplit_once('%').filter(|_| !exact) {
             Some((n, w)) => {
-                let w: i32 = w.trim().parse().ok().filter(|w: &i32| *w != 0 && w.abs() <= 1000).ok_or_else(|| {
-                    format!("format `{item}`: the width after % must be a whole number from 1 to 1000 (negative: aligned left)")
-                })?;
+                let w: i32 =
+                    w.trim().parse().ok().filter(|w: &i32| *w != 0 && w.abs() <= 1000).ok_or_else(|| {
+                        format!("format `{item}`: the width after % must be a whole number from 1 to 1000 (negative: aligned left)")
+                    })?;
                 (n.trim(), Some(w))
             }
             None => (item, None),
@@ -465,10 +466,8 @@ pub fn run(args: Args) -> Result<(), String> {
             if let (Some(note), Value::Object(m)) = (units_note(&config), &mut out) {
                 let gpus = config.ranking_gpus();
                 let typed = config.cluster.gpu_types.typed_gpus(&snapshot.inventory);
-                let types: BTreeMap<String, Value> = typed
-                    .iter()
-                    .map(|(t, n)| (t.to_string(), json!({ "gpus": n, "weight": config.weight_of(Some(t)).get() })))
-                    .collect();
+                let types: BTreeMap<String, Value> =
+                    typed.iter().map(|(t, n)| (t.to_string(), json!({ "gpus": n, "weight": config.weight_of(Some(t)).get() }))).collect();
                 m.insert("gpu_types".into(), json!(types));
                 m.insert("capacity_units".into(), json!(config.capacity_with(gpus, &snapshot.inventory).units));
                 m.insert("units".into(), json!(note));
@@ -624,7 +623,10 @@ root|22.00|3696.0|124.000|0.0335|1|20|4
     #[test]
     fn fields_are_picked_like_sshare() {
         let cols = columns("acc%-8,user,deliv%%7,ShortN,deliv%").unwrap();
-        assert_eq!(cols.iter().map(|c| (c.name, c.width)).collect::<Vec<_>>(), vec![("Account", -8), ("User", 10), ("Deliv%", 7), ("ShortNow", 8), ("Deliv%", 7)]);
+        assert_eq!(
+            cols.iter().map(|c| (c.name, c.width)).collect::<Vec<_>>(),
+            vec![("Account", -8), ("User", 10), ("Deliv%", 7), ("ShortNow", 8), ("Deliv%", 7)]
+        );
         assert!(columns("nope").unwrap_err().starts_with("invalid field requested: \"nope\"; valid fields: Account, User,"));
         assert!(columns("Owed%x").unwrap_err().contains("width after % must be a whole number"));
         assert!(columns(",").unwrap_err().contains("names no field"));

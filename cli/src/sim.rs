@@ -1,17 +1,17 @@
 //! `tally sim`: replay a canonical trace through several policies side by
 //! side (docs/sim.md explains every figure).
 
+use crate::table::{Column, Table};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
-use crate::table::{Column, Table};
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::iter::once;
 use std::path::PathBuf;
 use std::time::Instant;
-use std::collections::BTreeMap;
 use tally_allocator::{format_duration, parse_duration, GpuWeights};
-use tally_sim::cluster::GpuGroup;
 use tally_config::Config;
+use tally_sim::cluster::GpuGroup;
 use tally_sim::metrics::Scored;
 use tally_sim::sim::{run, PlanDurations, Policy, PolicyResult, Settings};
 use tally_sim::trace::{self, Class, Trace};
@@ -125,7 +125,8 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     if gpus == 0 {
         return Err("--gpus must be at least 1".into());
     }
-    let groups = tally_sim::sim::gpu_groups(&config, gpus).map_err(|e| format!("--gpus {gpus}: {e} (--gpu-types, or the counts of [cluster.gpu_types] in {})", config.source))?;
+    let groups = tally_sim::sim::gpu_groups(&config, gpus)
+        .map_err(|e| format!("--gpus {gpus}: {e} (--gpu-types, or the counts of [cluster.gpu_types] in {})", config.source))?;
     warn_missing_types(&trace, &groups);
     let replan_s = parse_duration(&a.replan).map_err(|e| format!("--replan: {e}"))?.max(1);
     let requeue_delay_s = parse_duration(&a.requeue_delay).map_err(|e| format!("--requeue-delay: {e}"))?;
@@ -244,13 +245,14 @@ fn cluster_json(config: &Config, gpus: u32, gpus_per_node: u32, replan_s: u64, g
     let mut v = json!({ "gpus": gpus, "gpus_per_node": gpus_per_node, "replan_s": replan_s });
     if !config.cluster.gpu_types.is_empty() {
         if let Value::Object(m) = &mut v {
-            let types: Vec<Value> = groups
-                .iter()
-                .map(|(t, n)| json!({ "gpu_type": t.as_deref(), "gpus": n, "weight": config.weight_of(t.as_deref()).get() }))
-                .collect();
+            let types: Vec<Value> =
+                groups.iter().map(|(t, n)| json!({ "gpu_type": t.as_deref(), "gpus": n, "weight": config.weight_of(t.as_deref()).get() })).collect();
             m.insert("gpu_types".into(), json!(types));
             m.insert("capacity_units".into(), json!(config.capacity(gpus).units));
-            m.insert("units".into(), json!("owed, delivered and rates in budget units: GPU-hours x the weight of their GPU type ([cluster.gpu_types])"));
+            m.insert(
+                "units".into(),
+                json!("owed, delivered and rates in budget units: GPU-hours x the weight of their GPU type ([cluster.gpu_types])"),
+            );
         }
     }
     v
@@ -261,10 +263,8 @@ fn types_line(config: &Config, groups: &[GpuGroup]) -> Option<String> {
     if config.cluster.gpu_types.is_empty() {
         return None;
     }
-    let parts: Vec<String> = groups
-        .iter()
-        .map(|(t, n)| format!("{n} {} x {}", t.as_deref().unwrap_or("untyped"), config.weight_of(t.as_deref())))
-        .collect();
+    let parts: Vec<String> =
+        groups.iter().map(|(t, n)| format!("{n} {} x {}", t.as_deref().unwrap_or("untyped"), config.weight_of(t.as_deref()))).collect();
     let gpus: u32 = groups.iter().map(|(_, n)| n).sum();
     Some(format!(
         "GPU types: {} = {:.1} budget units; owed, delivered and rates are budget units (GPU-hours x the weight of their type, [cluster.gpu_types])",
@@ -281,9 +281,7 @@ pub fn replay_bars(quiet: bool) -> Result<(MultiProgress, ProgressStyle), String
     } else {
         ProgressDrawTarget::stderr()
     });
-    let style = ProgressStyle::with_template("{prefix:>12} [{bar:40}] day {pos}/{len} ({elapsed})")
-        .map_err(|e| e.to_string())?
-        .progress_chars("=> ");
+    let style = ProgressStyle::with_template("{prefix:>12} [{bar:40}] day {pos}/{len} ({elapsed})").map_err(|e| e.to_string())?.progress_chars("=> ");
     Ok((mp, style))
 }
 
@@ -465,7 +463,13 @@ fn write_plots(dir: &std::path::Path, rs: &[(Policy, PolicyResult, f64)]) -> Res
                 let n = w.sorted_s.len() as f64;
                 // At most ~1000 points per line.
                 let step = (w.sorted_s.len() / 1000).max(1);
-                let pts = w.sorted_s.iter().enumerate().filter(|(i, _)| i % step == 0 || *i + 1 == w.sorted_s.len()).map(|(i, &s)| (s as f64, 100.0 * (i + 1) as f64 / n)).collect();
+                let pts = w
+                    .sorted_s
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| i % step == 0 || *i + 1 == w.sorted_s.len())
+                    .map(|(i, &s)| (s as f64, 100.0 * (i + 1) as f64 / n))
+                    .collect();
                 Some(Series { name: p.name(), points: pts })
             })
             .collect();

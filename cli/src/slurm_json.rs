@@ -120,7 +120,9 @@ fn number(job: &Value, key: &str) -> Result<Option<u64>, String> {
     let bad = |v: &Value| format!("`{key}` is {v}, not a number");
     match job.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_u64().map(Some).or_else(|| n.as_i64().map(|i| Some(i.max(0) as u64))).ok_or_else(|| bad(&Value::Number(n.clone()))),
+        Some(Value::Number(n)) => {
+            n.as_u64().map(Some).or_else(|| n.as_i64().map(|i| Some(i.max(0) as u64))).ok_or_else(|| bad(&Value::Number(n.clone())))
+        }
         Some(Value::Object(o)) => {
             let set = o.get("set").and_then(Value::as_bool).unwrap_or(true);
             let infinite = o.get("infinite").and_then(Value::as_bool).unwrap_or(false);

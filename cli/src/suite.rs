@@ -92,10 +92,8 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
     }
     let requeue_delay_s = parse_duration(&a.requeue_delay).map_err(|e| format!("--requeue-delay: {e}"))?;
 
-    let traces_dir = a
-        .traces
-        .or_else(|| std::env::var_os("TALLY_TRACES").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("../shared/traces/elasticflow-itp"));
+    let traces_dir =
+        a.traces.or_else(|| std::env::var_os("TALLY_TRACES").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("../shared/traces/elasticflow-itp"));
     let mut cases: Vec<Case> = Vec::new();
     let mut notes = Vec::new();
     if traces_dir.is_dir() {
@@ -227,11 +225,8 @@ fn missed(case: &Case, r: &PolicyResult, peers: &[(Policy, PolicyResult)], confi
     if let Some((team, x)) = s.fairness.worst.as_ref().filter(|(_, x)| *x < TARGETS.team) {
         out.push(format!("team {team} at {} < 95%", pct(*x)));
     }
-    let best_peer = peers
-        .iter()
-        .filter(|(p, _)| matches!(p, Policy::Fifo | Policy::Multifactor))
-        .map(|(_, q)| q.score.occupancy)
-        .fold(f64::NAN, f64::max);
+    let best_peer =
+        peers.iter().filter(|(p, _)| matches!(p, Policy::Fifo | Policy::Multifactor)).map(|(_, q)| q.score.occupancy).fold(f64::NAN, f64::max);
     if best_peer.is_finite() && s.occupancy < best_peer - TARGETS.occupancy_slack {
         out.push(format!("occupancy {} more than 1 point below {}", pct(s.occupancy), pct(best_peer)));
     }
@@ -257,7 +252,8 @@ fn print_table(cases: &[Case], by_case: &[Vec<(Policy, PolicyResult)>], ceilings
     let (l, r) = (Column::left, Column::right);
     let mut table = Table::new([l(24), r(5), r(5), l(13), r(7), r(6), r(6), r(6), r(7), r(6), r(5), r(7), r(7), r(5), r(4), r(7)]);
     table.row([
-        "case", "GPUs", "dem.", "policy", "deliv.", ">=95%", "worst", "occup.", "goodput", "lost", "requ.", "dbg p50", "dbg p90", "unfin", "viol", "ceiling",
+        "case", "GPUs", "dem.", "policy", "deliv.", ">=95%", "worst", "occup.", "goodput", "lost", "requ.", "dbg p50", "dbg p90", "unfin", "viol",
+        "ceiling",
     ]);
     let mut misses = Vec::new();
     for ((c, rs), ceil) in cases.iter().zip(by_case).zip(ceilings) {

@@ -154,9 +154,7 @@ fn read_input(path: &Path) -> Result<String, String> {
 
 fn write_output(path: Option<&Path>, text: &str) -> Result<(), String> {
     match path {
-        Some(p) if p.as_os_str() != "-" => {
-            std::fs::write(p, text).map_err(|e| format!("{}: cannot write: {e}", p.display()))
-        }
+        Some(p) if p.as_os_str() != "-" => std::fs::write(p, text).map_err(|e| format!("{}: cannot write: {e}", p.display())),
         _ => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| format!("stdout: cannot write: {e}"))
@@ -176,11 +174,7 @@ fn name(path: &Path) -> String {
 fn describe(trace: &Trace) -> String {
     let busy = trace.mean_busy_gpus();
     let sizing = if busy > 0.0 {
-        format!(
-            "; demand is 2-3x supply on {:.0}-{:.0} GPUs",
-            (busy / 3.0).ceil().max(1.0),
-            (busy / 2.0).floor().max(1.0)
-        )
+        format!("; demand is 2-3x supply on {:.0}-{:.0} GPUs", (busy / 3.0).ceil().max(1.0), (busy / 2.0).floor().max(1.0))
     } else {
         String::new()
     };
@@ -284,8 +278,7 @@ fn option_error(e: &AugmentError) -> String {
 /// `tally trace augment --config FILE [--seed N] [--debug-per-day X]
 /// [--unallocated-fraction F] INPUT [-o OUTPUT]`.
 pub fn augment(args: AugmentArgs) -> Result<(), String> {
-    let week_offset_s =
-        tally_allocator::parse_duration(&args.week_offset).map_err(|e| format!("--week-offset: {e}"))?;
+    let week_offset_s = tally_allocator::parse_duration(&args.week_offset).map_err(|e| format!("--week-offset: {e}"))?;
     let opts = AugmentOptions {
         seed: args.seed,
         debug_per_day: args.debug_per_day,
@@ -310,15 +303,9 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
 
     // Summary on stderr.
     let debug_added = out.jobs.len() - input.jobs.len();
-    eprintln!(
-        "{file}: augmented with {} (seed {}): {}; {debug_added} debug jobs added",
-        config.source,
-        opts.seed,
-        describe(&out)
-    );
+    eprintln!("{file}: augmented with {} (seed {}): {}; {debug_added} debug jobs added", config.source, opts.seed, describe(&out));
     let n = out.jobs.len().max(1) as f64;
-    let classes: Vec<String> =
-        out.class_counts().into_iter().map(|(c, k)| format!("{c} {k} ({:.1}%)", 100.0 * k as f64 / n)).collect();
+    let classes: Vec<String> = out.class_counts().into_iter().map(|(c, k)| format!("{c} {k} ({:.1}%)", 100.0 * k as f64 / n)).collect();
     eprintln!("classes: {}", classes.join(", "));
     let original = out.jobs.iter().filter(|j| j.class != Class::Debug);
     let (mut unallocated, mut resumable, mut count) = (0usize, 0usize, 0usize);
@@ -328,11 +315,7 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
         resumable += usize::from(j.resumable);
     }
     let pct = |k: usize| 100.0 * k as f64 / count.max(1) as f64;
-    eprintln!(
-        "contracts: {:.1}% of the trace's jobs unallocated (contract 0), {:.1}% resumable",
-        pct(unallocated),
-        pct(resumable)
-    );
+    eprintln!("contracts: {:.1}% of the trace's jobs unallocated (contract 0), {:.1}% resumable", pct(unallocated), pct(resumable));
     let teams = augment::teams(&input, &config, &opts);
     let mut demand: BTreeMap<&str, f64> = BTreeMap::new();
     for j in &out.jobs {
@@ -347,13 +330,7 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
     for t in &teams {
         let d = demand.get(t.name.as_str()).copied().unwrap_or(0.0) / total;
         let ratio = if t.allocation_fraction > 0.0 { format!("{:.2}x", d / t.allocation_fraction) } else { "-".into() };
-        table.row([
-            t.name.clone(),
-            format!("{:.1}%", 100.0 * t.allocation_fraction),
-            format!("{:.1}%", 100.0 * d),
-            ratio,
-            t.users.len().to_string(),
-        ]);
+        table.row([t.name.clone(), format!("{:.1}%", 100.0 * t.allocation_fraction), format!("{:.1}%", 100.0 * d), ratio, t.users.len().to_string()]);
     }
     eprint!("{table}");
     Ok(())

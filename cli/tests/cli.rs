@@ -58,7 +58,10 @@ fn broken_config_prints_file_key_errors_and_fails() {
 #[test]
 fn budgets_that_do_not_fit_the_cluster_size_fail() {
     let path = temp_config("fit.toml", "[accounts.a]\ngpu_hours = 2000\n");
-    fails_with(&["config", "check", &path, "--gpus", "8"], "accounts: children of `root` are given 2000.0 GPU-hours per window, more than its 1344.0");
+    fails_with(
+        &["config", "check", &path, "--gpus", "8"],
+        "accounts: children of `root` are given 2000.0 GPU-hours per window, more than its 1344.0",
+    );
     let (ok, _, _) = tally(&["config", "check", &path, "--gpus", "16"]);
     assert!(ok);
 }
@@ -172,11 +175,15 @@ fn plan_svg_draws_a_cell_per_busy_gpu_step() {
 
 #[test]
 fn sim_refuses_bad_input_with_line_numbers() {
-    let trace = temp_config("bad.csv", "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,0,10,0,a,u,training,0,false,0\n");
+    let trace =
+        temp_config("bad.csv", "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,0,10,0,a,u,training,0,false,0\n");
     let config = temp_config("bad.toml", MICRO_CONFIG);
     fails_with(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4"], "line 2: column `gpus`");
     let good = temp_config("good.csv", MICRO_TRACE);
-    fails_with(&["sim", "--trace", &good, "--config", &config, "--gpus", "4", "--compare", "fifo,lottery"], "unknown policy `lottery` (known: fifo, multifactor, tally, tally+planner, planner)");
+    fails_with(
+        &["sim", "--trace", &good, "--config", &config, "--gpus", "4", "--compare", "fifo,lottery"],
+        "unknown policy `lottery` (known: fifo, multifactor, tally, tally+planner, planner)",
+    );
 }
 
 #[test]
@@ -219,7 +226,10 @@ fn a_clusters_sacct_history_becomes_a_trace_the_simulator_replays() {
     let trace = temp_config("history.csv", &csv);
     let (ok, out, err) = tally(&["sim", "--trace", &trace, "--config", "examples/tally.toml", "--gpus", "16", "--compare", "tally"]);
     assert!(ok && out.contains("jobs completed"), "{out}{err}");
-    fails_with(&["trace", "import", "--format", "sacct", "--config", "examples/tally.toml", &temp_config("h.txt", "JobIDRaw|Start\n")], "no header with Submit");
+    fails_with(
+        &["trace", "import", "--format", "sacct", "--config", "examples/tally.toml", &temp_config("h.txt", "JobIDRaw|Start\n")],
+        "no header with Submit",
+    );
 }
 
 #[test]
@@ -322,7 +332,8 @@ fn plan_beats_fifo_and_its_json_plan_checks_out() {
     let (ok, out, _) = tally(&["plan", "--scenario", "examples/scenarios/mixed.toml"]);
     assert!(ok);
     assert!(out.contains("fifo+peak") && out.contains("realtime coverage risk: chat: covered at every step"), "{out}");
-    let bad = temp_config("bad-scenario.toml", "[cluster]\ngpus = 8\n[horizon]\nsteps = 4\n[[jobs]]\nid = 1\ngpus = 3\nduration = \"1h\"\npriority = 1\n");
+    let bad =
+        temp_config("bad-scenario.toml", "[cluster]\ngpus = 8\n[horizon]\nsteps = 4\n[[jobs]]\nid = 1\ngpus = 3\nduration = \"1h\"\npriority = 1\n");
     fails_with(&["plan", "--scenario", &bad], ":5: jobs[0].gpus: 3 is not a power of two of at most 8 GPUs");
 }
 
@@ -374,7 +385,10 @@ fn plan_blames_the_scenario_for_a_running_job_off_its_blocks() {
         );
     }
     let path = temp_config("steps.toml", "[cluster]\ngpus = 8\n[horizon]\nsteps = 1e12\n");
-    fails_with(&["plan", "--scenario", &path], ":4: horizon.steps: `1000000000000.0` is a floating-point number: steps is a whole number from 1 to 10000");
+    fails_with(
+        &["plan", "--scenario", &path],
+        ":4: horizon.steps: `1000000000000.0` is a floating-point number: steps is a whole number from 1 to 10000",
+    );
 }
 
 #[test]
@@ -385,7 +399,8 @@ fn trace_augment_refuses_more_debug_jobs_than_it_can_hold() {
         "week.csv",
         "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority\n1,0,60,1,-,-,training,0,false,0\n2,604800,60,1,-,-,training,0,false,0\n",
     );
-    let augment = |per_day: &str| tally(&["trace", "augment", "--config", "examples/tally.toml", "--gpus", "256", "--debug-per-day", per_day, &trace]);
+    let augment =
+        |per_day: &str| tally(&["trace", "augment", "--config", "examples/tally.toml", "--gpus", "256", "--debug-per-day", per_day, &trace]);
     let (ok, out, err) = augment("1e9");
     assert!(!ok && out.is_empty(), "{out}");
     assert_eq!(
@@ -437,10 +452,7 @@ fn man_writes_one_page_per_command_the_help_lists() {
     let (ok, out, err) = tally(&["man", "--out", dir.to_str().unwrap()]);
     assert!(ok, "{err}");
     let printed: Vec<&str> = out.lines().collect();
-    let mut files: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut files: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     files.sort();
     let mut names: Vec<String> = files.iter().map(|f| f.strip_suffix(".1").expect("section 1 pages only").to_string()).collect();
     names.sort();
@@ -491,7 +503,10 @@ fn config_check_prints_the_typed_capacity() {
     let (ok, out, err) = tally(&["config", "check", &path]);
     assert!(ok, "{err}");
     // 8 B200s at 2.2 and 8 more GPUs at 1 (h100 has no count: the plugin counts the nodes).
-    assert!(out.contains("cluster: 16 GPUs (8 b200 x 2.2, 8 untyped x 1 = 25.6 budget units) x 168 h = 4300.8 budget-unit-hours per window"), "{out}");
+    assert!(
+        out.contains("cluster: 16 GPUs (8 b200 x 2.2, 8 untyped x 1 = 25.6 budget units) x 168 h = 4300.8 budget-unit-hours per window"),
+        "{out}"
+    );
     assert!(out.contains("GPU-HOURS and GPUS below are budget units"), "{out}");
     assert!(out.contains("  h100: no count in the file: priority/tally counts Slurm's nodes"), "{out}");
     let a = out.lines().find(|l| l.trim_start().starts_with("a ")).expect("row a");
@@ -513,7 +528,8 @@ fn sim_replays_typed_gpus() {
          1,0,3600,8,a,a-u1,training,3600,false,0,h100\n\
          2,0,3600,8,b,b-u1,training,3600,false,0,b200\n",
     );
-    let args = ["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--gpu-types", "h100=8,b200=8", "--compare", "tally", "--json", "--quiet"];
+    let args =
+        ["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--gpu-types", "h100=8,b200=8", "--compare", "tally", "--json", "--quiet"];
     let (ok, out, err) = tally(&args);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
@@ -526,7 +542,10 @@ fn sim_replays_typed_gpus() {
     let (ok, _, err) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--compare", "tally", "--quiet"]);
     assert!(ok, "{err}");
     assert!(err.contains("warning: jobs ask for GPU types the simulated cluster has no GPUs of (h100: 1)"), "{err}");
-    fails_with(&["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--gpu-types", "a100=8"], "--gpu-types: `a100` is not a type of [cluster.gpu_types]");
+    fails_with(
+        &["sim", "--trace", &trace, "--config", &config, "--gpus", "16", "--gpu-types", "a100=8"],
+        "--gpu-types: `a100` is not a type of [cluster.gpu_types]",
+    );
     fails_with(
         &["sim", "--trace", &trace, "--config", &config, "--gpus", "12", "--gpu-types", "h100=8,b200=8"],
         "--gpus 12: [cluster.gpu_types] counts 16 typed GPUs, more than the 12 GPUs simulated",
@@ -541,7 +560,10 @@ fn plan_measures_generated_instances_and_refuses_bad_names() {
     let (ok, out, err) = tally(&["plan", "--generated", "mixed:3"]);
     assert!(ok, "{err}");
     assert!(out.starts_with("generated mixed:3: 8 GPUs") && out.contains("jobs must finish inside the horizon"), "{out}");
-    fails_with(&["plan", "--generated", "tiny:3"], "no family \"tiny\" (families: training-heavy, mixed, realtime-contention, uniform-priority, scale-64)");
+    fails_with(
+        &["plan", "--generated", "tiny:3"],
+        "no family \"tiny\" (families: training-heavy, mixed, realtime-contention, uniform-priority, scale-64)",
+    );
     fails_with(&["plan", "--generated", "mixed"], "write FAMILY:SEED");
     // More search effort: said in the JSON, never below the greedy; 0 refused.
     let (ok, out, err) = tally(&["plan", "--generated", "training-heavy:5", "--effort", "3", "--json"]);

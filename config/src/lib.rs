@@ -19,11 +19,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use tally_planner::queue::QueueRules;
 use tally_allocator::{
-    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, GpuTypeError, GpuWeights, Inventory,
-    Ledger, LongJobs, MissingContract, OrgTree, PriorityRules, TreeError, Weight,
+    AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, GpuTypeError, GpuWeights, Inventory, Ledger, LongJobs,
+    MissingContract, OrgTree, PriorityRules, TreeError, Weight,
 };
+use tally_planner::queue::QueueRules;
 
 pub mod lines;
 pub mod raw;
@@ -59,14 +59,10 @@ pub(crate) fn read_capped(path: &Path, file: &str, what: &str, why: &str) -> Res
             file,
             "",
             None,
-            format!(
-                "the file is {size}; {what} may be at most {MAX_FILE_BYTES} bytes ({} MiB){why}",
-                MAX_FILE_BYTES / MIB
-            ),
+            format!("the file is {size}; {what} may be at most {MAX_FILE_BYTES} bytes ({} MiB){why}", MAX_FILE_BYTES / MIB),
         ));
     }
-    String::from_utf8(bytes)
-        .map_err(|e| ConfigError::one(file, "", None, format!("cannot read: not UTF-8 text ({})", e.utf8_error())))
+    String::from_utf8(bytes).map_err(|e| ConfigError::one(file, "", None, format!("cannot read: not UTF-8 text ({})", e.utf8_error())))
 }
 
 /// `$TALLY_CONFIG` or [`DEFAULT_PATH`].
@@ -210,9 +206,7 @@ impl Config {
         let lines = LineIndex::new(text);
         let line_of = |offset: usize| lines.line(offset);
         let mut problems = Vec::new();
-        let mut bad = |key: &str, line: Option<usize>, message: String| {
-            problems.push(Problem { key: key.to_string(), line, message })
-        };
+        let mut bad = |key: &str, line: Option<usize>, message: String| problems.push(Problem { key: key.to_string(), line, message });
 
         let cluster = raw.cluster.unwrap_or_default();
         if cluster.gpus == Some(0) {
@@ -277,11 +271,7 @@ impl Config {
                     MissingContract::Unallocated
                 }
                 Err(e) => {
-                    bad(
-                        "contracts.missing",
-                        None,
-                        format!("expected \"unallocated\", \"reject\" or a default contract such as \"1h\": {e}"),
-                    );
+                    bad("contracts.missing", None, format!("expected \"unallocated\", \"reject\" or a default contract such as \"1h\": {e}"));
                     MissingContract::Unallocated
                 }
             },
@@ -386,8 +376,7 @@ impl Config {
                     ),
                 );
             }
-            (enabled && ok)
-                .then_some(Planner { interval_s, rules: QueueRules { step_s, steps, decay, max_jobs, default_duration_s } })
+            (enabled && ok).then_some(Planner { interval_s, rules: QueueRules { step_s, steps, decay, max_jobs, default_duration_s } })
         });
 
         // Accounts.
@@ -591,9 +580,7 @@ fn gpu_types(
 fn tree_problem(file: &str, e: &TreeError, lines: &BTreeMap<String, usize>) -> ConfigError {
     let at = |name: &str| lines.get(name).copied();
     let (key, line) = match e {
-        TreeError::Duplicate(a) | TreeError::BadName(a) | TreeError::UpperCase { name: a, .. } => {
-            (format!("accounts.{a}"), at(a))
-        }
+        TreeError::Duplicate(a) | TreeError::BadName(a) | TreeError::UpperCase { name: a, .. } => (format!("accounts.{a}"), at(a)),
         TreeError::RootDeclared => ("accounts.root".to_string(), at("root")),
         TreeError::UnknownParent { account, .. } => (format!("accounts.{account}.parent"), at(account)),
         TreeError::Cycle(path) => (format!("accounts.{}.parent", path[0]), at(&path[0])),

@@ -217,12 +217,7 @@ struct FieldNames<'a>(&'a mut Option<&'static [&'static str]>);
 impl<'de> Deserializer<'de> for FieldNames<'_> {
     type Error = de::value::Error;
 
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        fields: &'static [&'static str],
-        _visitor: V,
-    ) -> Result<V::Value, Self::Error> {
+    fn deserialize_struct<V: Visitor<'de>>(self, _name: &'static str, fields: &'static [&'static str], _visitor: V) -> Result<V::Value, Self::Error> {
         *self.0 = Some(fields);
         Err(de::Error::custom("field names recorded"))
     }

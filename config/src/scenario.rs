@@ -108,9 +108,7 @@ impl<'de> Deserialize<'de> for Steps {
                 Ok(Steps(v.into()))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Steps, E> {
-                Err(E::custom(format!(
-                    "`{v:?}` is a floating-point number: steps is a whole number from 1 to {MAX_STEPS} (e.g. steps = 24)"
-                )))
+                Err(E::custom(format!("`{v:?}` is a floating-point number: steps is a whole number from 1 to {MAX_STEPS} (e.g. steps = 24)")))
             }
         }
         d.deserialize_any(V)
@@ -164,23 +162,13 @@ pub fn parse(text: &str, file: &str) -> Result<Scenario, ConfigError> {
     let per_node = c.gpus_per_node.unwrap_or(8);
     let cluster_ok = gpus > 0 && per_node.is_power_of_two() && gpus % per_node == 0;
     if !cluster_ok {
-        bad(
-            "cluster".into(),
-            None,
-            format!(
-                "need gpus >= 1 in whole nodes of a power-of-two gpus_per_node (got {gpus} GPUs, {per_node} per node)"
-            ),
-        );
+        bad("cluster".into(), None, format!("need gpus >= 1 in whole nodes of a power-of-two gpus_per_node (got {gpus} GPUs, {per_node} per node)"));
     }
     let h = &raw.horizon;
     let steps_line = Some(line_of(h.steps.span().start));
     let steps_ok = (1..=i128::from(MAX_STEPS)).contains(&h.steps.get_ref().0);
     if !steps_ok {
-        bad(
-            "horizon.steps".into(),
-            steps_line,
-            format!("{} steps: 1 to {MAX_STEPS} are allowed (e.g. steps = 24)", h.steps.get_ref().0),
-        );
+        bad("horizon.steps".into(), steps_line, format!("{} steps: 1 to {MAX_STEPS} are allowed (e.g. steps = 24)", h.steps.get_ref().0));
     }
     let steps = if steps_ok { h.steps.get_ref().0 as usize } else { 0 };
     let step_s = h.step.as_ref().map_or(3600, |d| d.get_ref().0);
@@ -224,7 +212,11 @@ pub fn parse(text: &str, file: &str) -> Result<Scenario, ConfigError> {
         }
         if let Some(class) = &j.class {
             if !["training", "batch_inference", "quantization"].contains(&class.as_str()) {
-                bad(format!("{key}.class"), line, format!("`{class}` is not a batch class (training, batch_inference, quantization); realtime work goes under [[services]]"));
+                bad(
+                    format!("{key}.class"),
+                    line,
+                    format!("`{class}` is not a batch class (training, batch_inference, quantization); realtime work goes under [[services]]"),
+                );
             }
         }
         if !(j.priority.is_finite() && j.priority > 0.0) {
@@ -259,10 +251,7 @@ pub fn parse(text: &str, file: &str) -> Result<Scenario, ConfigError> {
                         let (align, why) = if j.gpus <= per_node {
                             (j.gpus, format!("a block is aligned to its size inside one node of {per_node} GPUs"))
                         } else {
-                            (
-                                per_node,
-                                format!("a block larger than a node of {per_node} GPUs starts at a node boundary"),
-                            )
+                            (per_node, format!("a block larger than a node of {per_node} GPUs starts at a node boundary"))
                         };
                         let allowed = match gpus - j.gpus {
                             0 => "only 0 is allowed".to_string(),
@@ -402,8 +391,7 @@ mod tests {
         assert_eq!((s.jobs[0].pinned, s.jobs[1].pinned), (Some((0, 4)), Some((0, 8))));
         // Past the last GPU (a panic in fast mode before), unaligned, or
         // straddling two nodes: the input is blamed, with its line.
-        let allowed4 =
-            "allowed are multiples of 4 from 0 to 12 (a block is aligned to its size inside one node of 8 GPUs)";
+        let allowed4 = "allowed are multiples of 4 from 0 to 12 (a block is aligned to its size inside one node of 8 GPUs)";
         for (first, shown) in [(100, "100"), (u32::MAX, "4294967295"), (2, "2"), (16, "16")] {
             assert_eq!(
                 refused(&format!("{HEAD}{}", running(1, 4, first))),
@@ -430,10 +418,7 @@ mod tests {
             refused(&with("1e12")),
             "s.toml:4: horizon.steps: `1000000000000.0` is a floating-point number: steps is a whole number from 1 to 10000 (e.g. steps = 24)"
         );
-        assert_eq!(
-            refused(&with("1000000000000")),
-            "s.toml:4: horizon.steps: 1000000000000 steps: 1 to 10000 are allowed (e.g. steps = 24)"
-        );
+        assert_eq!(refused(&with("1000000000000")), "s.toml:4: horizon.steps: 1000000000000 steps: 1 to 10000 are allowed (e.g. steps = 24)");
         // With a service, whose demand was stretched to the steps (4 TB) before the refusal.
         let svc = "[[services]]\nname = \"chat\"\nswap_cap = 1\ndemand = [1]\n";
         assert_eq!(
@@ -476,16 +461,14 @@ mod tests {
         );
         assert!(parse("[cluster]\ngpus = 1024\n[horizon]\nsteps = 9765\n", "s.toml").is_ok());
         // A service cannot want more GPUs than the cluster has.
-        let svc = |demand: &str| {
-            format!("[cluster]\ngpus = 8\n[horizon]\nsteps = 4\n[[services]]\nname = \"chat\"\nswap_cap = 1\ndemand = {demand}\n")
-        };
+        let svc =
+            |demand: &str| format!("[cluster]\ngpus = 8\n[horizon]\nsteps = 4\n[[services]]\nname = \"chat\"\nswap_cap = 1\ndemand = {demand}\n");
         assert_eq!(
             refused(&svc("[1, 4000000000]")),
             "s.toml:5: services[0].demand: 4000000000 GPUs at step 1 is more than the cluster's 8 (allowed: 0 to 8 per step)"
         );
         // Services are few: each one is a vector of every step.
-        let many: String =
-            (0..257).map(|i| format!("[[services]]\nname = \"s{i}\"\nswap_cap = 1\ndemand = [0]\n")).collect();
+        let many: String = (0..257).map(|i| format!("[[services]]\nname = \"s{i}\"\nswap_cap = 1\ndemand = [0]\n")).collect();
         assert_eq!(
             refused(&format!("[cluster]\ngpus = 8\n[horizon]\nsteps = 4\n{many}")),
             "s.toml:1029: services: 257 services: at most 256 are allowed"
@@ -501,13 +484,7 @@ mod tests {
         text.resize((16 << 20) + 1, b'\n');
         std::fs::write(&path, &text).unwrap();
         let err = load(&path).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            format!(
-                "{}: the file is 16777217 bytes (16.0 MiB); a scenario may be at most 16777216 bytes (16 MiB)",
-                path.display()
-            )
-        );
+        assert_eq!(err, format!("{}: the file is 16777217 bytes (16.0 MiB); a scenario may be at most 16777216 bytes (16 MiB)", path.display()));
         std::fs::remove_file(path).unwrap();
     }
 }

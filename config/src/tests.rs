@@ -58,7 +58,10 @@ fn shipped_example_is_valid() {
     assert!(c.cluster.gpu_types.is_empty(), "GPU types are shown, not enabled");
     // The commented [cluster.gpu_types] example, enabled, is valid.
     let text = std::fs::read_to_string(path).unwrap();
-    let on = text.replace("# [cluster.gpu_types]\n# h100 = 1.0\n# b200 = { weight = 2.2, gpus = 64 }", "[cluster.gpu_types]\nh100 = 1.0\nb200 = { weight = 2.2, gpus = 64 }");
+    let on = text.replace(
+        "# [cluster.gpu_types]\n# h100 = 1.0\n# b200 = { weight = 2.2, gpus = 64 }",
+        "[cluster.gpu_types]\nh100 = 1.0\nb200 = { weight = 2.2, gpus = 64 }",
+    );
     assert_ne!(on, text);
     let typed = Config::parse(&on, path).unwrap();
     assert!((typed.capacity(256).units - (64.0 * 2.2 + 192.0)).abs() < 1e-9);
@@ -254,7 +257,10 @@ fn quick_jobs_and_the_debug_lane() {
     let c = Config::parse("[priority]\nquick_time_limit = \"1h\"\ndebug_lane = true\n", "t.toml").unwrap();
     assert_eq!((c.priority.quick_time_limit_s, c.priority.debug_lane_max_gpus), (3600, Some(2)));
     let err = Config::parse("[priority]\ndebug_lane = true\ndebug_lane_gpus = 0\n", "t.toml").unwrap_err();
-    assert_eq!(err.to_string(), "t.toml: priority.debug_lane_gpus: must be at least 1 (default 2): the most GPUs a job in the debug lane may ask for");
+    assert_eq!(
+        err.to_string(),
+        "t.toml: priority.debug_lane_gpus: must be at least 1 (default 2): the most GPUs a job in the debug lane may ask for"
+    );
 }
 
 /// A file in this test process's own temporary directory.
@@ -343,8 +349,7 @@ fn a_large_config_loads_and_its_problems_keep_their_lines() {
     let (text, lines) = many_accounts(n, |i| bad.contains(&i));
     let err = Config::parse(&text, "big.toml").unwrap_err();
     let got: Vec<(String, Option<usize>)> = err.problems.iter().map(|p| (p.key.clone(), p.line)).collect();
-    let want: Vec<(String, Option<usize>)> =
-        bad.iter().map(|&i| (format!("accounts.a{i:05}"), Some(lines[i]))).collect();
+    let want: Vec<(String, Option<usize>)> = bad.iter().map(|&i| (format!("accounts.a{i:05}"), Some(lines[i]))).collect();
     assert_eq!(got, want);
     assert_eq!(text.lines().nth(lines[19_999] - 1), Some("[accounts.a19999]"));
     // A tree problem found after the per-account pass: the last account's line.
@@ -356,15 +361,13 @@ fn a_large_config_loads_and_its_problems_keep_their_lines() {
 
 #[test]
 fn account_names_with_upper_case_are_refused_with_the_lower_case_spelling() {
-    let err = Config::parse("[accounts.ai]\nshare = 50\n[accounts.NLP]\nparent = \"ai\"\nshare = 50\n", "t.toml")
-        .unwrap_err();
+    let err = Config::parse("[accounts.ai]\nshare = 50\n[accounts.NLP]\nparent = \"ai\"\nshare = 50\n", "t.toml").unwrap_err();
     assert_eq!(
         err.to_string(),
         "t.toml:3: accounts.NLP: account name `NLP` has upper-case letters: Slurm stores account names in lower case; write `nlp`"
     );
     // A [users] mapping to an upper-case account: the same rule, its line.
-    let err =
-        Config::parse("[accounts.nlp]\nshare = 50\n[users]\nbob = \"nlp\"\nalice = \"NLP\"\n", "t.toml").unwrap_err();
+    let err = Config::parse("[accounts.nlp]\nshare = 50\n[users]\nbob = \"nlp\"\nalice = \"NLP\"\n", "t.toml").unwrap_err();
     assert_eq!(
         err.to_string(),
         "t.toml:5: users.alice: account name `NLP` has upper-case letters: Slurm stores account names in lower case; write `nlp`"

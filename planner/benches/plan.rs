@@ -43,7 +43,10 @@ fn scenario(gpus: u32, jobs: usize, steps: usize, seed: u64) -> Scenario {
 }
 
 fn main() {
-    println!("{:<22} {:>12} {:>12} {:>10} {:>12} {:>10}", "size (GPUs/jobs/steps)", "fast (ms)", "fast value", "fast util", "fifo value", "fifo util");
+    println!(
+        "{:<22} {:>12} {:>12} {:>10} {:>12} {:>10}",
+        "size (GPUs/jobs/steps)", "fast (ms)", "fast value", "fast util", "fifo value", "fifo util"
+    );
     for &(gpus, jobs, steps) in &[(64u32, 30usize, 24usize), (512, 300, 48), (1024, 1000, 48)] {
         let s = scenario(gpus, jobs, steps, 42);
         let runs = 20;

@@ -150,7 +150,18 @@ pub fn instance(f: Family, seed: u64) -> Scenario {
     }
     for (id, (k, duration, priority, arrival)) in draws.into_iter().enumerate() {
         let mut k = k;
-        let gpus = m.sizes.iter().find(|&&(_, w)| if k < w { true } else { k -= w; false }).map_or(1, |&(g, _)| g);
+        let gpus = m
+            .sizes
+            .iter()
+            .find(|&&(_, w)| {
+                if k < w {
+                    true
+                } else {
+                    k -= w;
+                    false
+                }
+            })
+            .map_or(1, |&(g, _)| g);
         jobs.push(PlanJob { id: id as u64 + 1, gpus, duration_steps: duration, priority: priority as f64, arrival_step: arrival, pinned: None });
     }
     let steps = 24;

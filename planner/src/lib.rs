@@ -35,9 +35,9 @@
 
 pub mod fast;
 pub mod fifo;
-pub mod generate;
 #[cfg(feature = "highs")]
 pub mod full;
+pub mod generate;
 mod grid;
 pub mod predict;
 pub mod queue;

@@ -179,10 +179,8 @@ mod tests {
     #[test]
     fn a_job_that_fits_the_hole_starts_now_and_a_bigger_one_waits() {
         // 2 nodes × 8: node 0 full for 5 h, node 1 half full for 10 h.
-        let running = vec![
-            RunningJob { nodes: vec![(0, 8)], remaining_s: Some(5 * 3600) },
-            RunningJob { nodes: vec![(1, 4)], remaining_s: Some(10 * 3600) },
-        ];
+        let running =
+            vec![RunningJob { nodes: vec![(0, 8)], remaining_s: Some(5 * 3600) }, RunningJob { nodes: vec![(1, 4)], remaining_s: Some(10 * 3600) }];
         // First in the order: a whole-node job (no node is free now); then a 4-GPU job.
         let p = plan_queue(16, 8, &QueueRules::default(), &running, &[w(7, 8, 2), w(9, 3, 1)]);
         assert_eq!(p.start_step.get(&7), Some(&5), "the 8-GPU job waits for node 0");
@@ -213,7 +211,8 @@ mod tests {
 
     #[test]
     fn running_jobs_that_overfill_a_node_are_clipped_not_fatal() {
-        let running = vec![RunningJob { nodes: vec![(0, 6), (5, 8)], remaining_s: Some(60) }, RunningJob { nodes: vec![(0, 3)], remaining_s: Some(60) }];
+        let running =
+            vec![RunningJob { nodes: vec![(0, 6), (5, 8)], remaining_s: Some(60) }, RunningJob { nodes: vec![(0, 3)], remaining_s: Some(60) }];
         let (s, _) = scenario(8, 8, &QueueRules::default(), &running, &[]);
         let pinned: Vec<(u32, u32)> = s.jobs.iter().map(|j| (j.gpus, j.pinned.unwrap().1)).collect();
         // 6 = 4 + 2 and 3 = 2 + 1 on node 0: 4@0, 2@4, 2@6; the 1 does not fit; node 5 does not exist.

@@ -277,7 +277,8 @@ fn generated_instances_validate_in_every_mode_and_fast_is_never_below_the_greedy
         assert_eq!(more, fast::plan_with_effort(&s, 3), "{name}: effort 3 not deterministic");
         let more = validate(&s, &more).unwrap_or_else(|e| panic!("{name}: fast at effort 3: {e}"));
         let fifo = validate(&s, &crate::fifo::plan(&s)).unwrap_or_else(|e| panic!("{name}: fifo: {e}"));
-        let strict = validate(&s, &crate::fifo::plan_variant(&s, crate::fifo::Variant::Strict)).unwrap_or_else(|e| panic!("{name}: strict fifo: {e}"));
+        let strict =
+            validate(&s, &crate::fifo::plan_variant(&s, crate::fifo::Variant::Strict)).unwrap_or_else(|e| panic!("{name}: strict fifo: {e}"));
         assert!(fast.value >= greedy.value - 1e-9, "{name}: fast {} < greedy {}", fast.value, greedy.value);
         assert!(more.value >= greedy.value - 1e-9, "{name}: fast at effort 3 {} < greedy {}", more.value, greedy.value);
         // Filling holes never loses to the blocked queue on these instances' FIFO order.

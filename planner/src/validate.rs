@@ -201,8 +201,7 @@ mod tests {
             jobs: vec![PlanJob { id: 1, gpus: 4, duration_steps: 1, priority: 1.0, arrival_step: 0, pinned: None }],
             services: vec![],
         };
-        let at =
-            |first_gpu: u32| Plan { batch: vec![Placed { job_id: 1, start_step: 0, first_gpu }], realtime: vec![] };
+        let at = |first_gpu: u32| Plan { batch: vec![Placed { job_id: 1, start_step: 0, first_gpu }], realtime: vec![] };
         let first = u32::MAX - 3;
         assert_eq!(validate(&s, &at(first)), Err(Violation::Outside { job: 1, first, end: u32::MAX }));
         assert_eq!(validate(&s, &at(16)), Err(Violation::Outside { job: 1, first: 16, end: 20 }));

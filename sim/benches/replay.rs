@@ -28,7 +28,14 @@ fn main() {
     };
     let prep = t0.elapsed().as_secs_f64();
     let gpus: u32 = std::env::var("TALLY_BENCH_GPUS").ok().and_then(|g| g.parse().ok()).unwrap_or(256);
-    println!("trace: {} jobs, {:.1} days, {:.0} GPU-hours (import + augment {:.2} s); cluster {} GPUs", trace.jobs.len(), trace.span_s() as f64 / 86_400.0, trace.gpu_hours(), prep, gpus);
+    println!(
+        "trace: {} jobs, {:.1} days, {:.0} GPU-hours (import + augment {:.2} s); cluster {} GPUs",
+        trace.jobs.len(),
+        trace.span_s() as f64 / 86_400.0,
+        trace.gpu_hours(),
+        prep,
+        gpus
+    );
     println!("{:<12} {:>10} {:>10} {:>14} {:>10}", "policy", "events", "seconds", "events/s", "occupancy");
     for p in Policy::ALL {
         let replan_s = std::env::var("TALLY_BENCH_REPLAN").ok().and_then(|r| r.parse().ok()).unwrap_or(300);

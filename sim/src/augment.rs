@@ -103,8 +103,7 @@ pub const MIX: [(Class, f64); 3] = [(Class::BatchInference, 0.60), (Class::Quant
 /// An allocated contract is this fraction of the duration, uniform in [lo, hi).
 pub const CONTRACT_FRACTION: (f64, f64) = (0.25, 1.0);
 /// Probability of `resumable` per class (others: never).
-pub const RESUMABLE: [(Class, f64); 3] =
-    [(Class::Training, 0.6), (Class::BatchInference, 0.8), (Class::Quantization, 0.5)];
+pub const RESUMABLE: [(Class, f64); 3] = [(Class::Training, 0.6), (Class::BatchInference, 0.8), (Class::Quantization, 0.5)];
 /// Probability of priority 0; otherwise uniform in 1..=[`PRIORITY_MAX`].
 pub const PRIORITY_ZERO: f64 = 0.8;
 pub const PRIORITY_MAX: i32 = 10;
@@ -121,8 +120,7 @@ pub const DEBUG_DURATION_S: (u64, u64) = (120, 900);
 pub const MAX_TIME_LIMIT_S: u64 = 7 * DAY_S;
 /// Users' time-limit habits, cumulative: an overestimate factor of the
 /// duration, or `None` for always the partition's maximum.
-pub const LIMIT_HABITS: [(Option<f64>, f64); 5] =
-    [(Some(1.5), 0.20), (Some(2.0), 0.50), (Some(3.0), 0.70), (Some(4.0), 0.85), (None, 1.0)];
+pub const LIMIT_HABITS: [(Option<f64>, f64); 5] = [(Some(1.5), 0.20), (Some(2.0), 0.50), (Some(3.0), 0.70), (Some(4.0), 0.85), (None, 1.0)];
 /// The words users name their scripts with (one per user).
 pub const NAME_WORDS: [&str; 12] = ["sft", "pretrain", "eval", "sweep", "distill", "rlhf", "bench", "finetune", "export", "embed", "probe", "ablate"];
 /// Shortest duration of name bucket 1 (bucket `floor(log2(d / this))`).
@@ -218,12 +216,7 @@ impl AugmentOptions {
             // Rounded down to a whole number of jobs a day where it can be.
             let max = MAX_DEBUG_JOBS as f64 / working_days;
             let max_per_day = if max >= 10.0 { max.floor() } else { max };
-            return Err(AugmentError::TooManyDebugJobs {
-                per_day: self.debug_per_day,
-                expected,
-                working_days,
-                max_per_day,
-            });
+            return Err(AugmentError::TooManyDebugJobs { per_day: self.debug_per_day, expected, working_days, max_per_day });
         }
         Ok(())
     }
@@ -236,8 +229,7 @@ impl AugmentOptions {
 pub fn working_seconds(start: u64, end: u64, offset: u64) -> u64 {
     fn before(x: u64) -> u64 {
         let in_week = x % WEEK_S;
-        let days: u64 =
-            (0..WORK_DAYS).map(|d| in_week.saturating_sub(d * DAY_S + WORK_START_S).min(WORKING_DAY_S)).sum();
+        let days: u64 = (0..WORK_DAYS).map(|d| in_week.saturating_sub(d * DAY_S + WORK_START_S).min(WORKING_DAY_S)).sum();
         (x / WEEK_S).saturating_mul(WORK_DAYS * WORKING_DAY_S).saturating_add(days)
     }
     if end <= start {
@@ -617,12 +609,7 @@ mod tests {
             assert!((1..=8).contains(&k), "{}", j.user);
         }
         // The original jobs keep id, submit, duration and GPUs.
-        let kept: Vec<_> = out
-            .jobs
-            .iter()
-            .filter(|j| j.class != Class::Debug)
-            .map(|j| (j.job_id, j.submit_s, j.duration_s, j.gpus))
-            .collect();
+        let kept: Vec<_> = out.jobs.iter().filter(|j| j.class != Class::Debug).map(|j| (j.job_id, j.submit_s, j.duration_s, j.gpus)).collect();
         let orig: Vec<_> = trace.jobs.iter().map(|j| (j.job_id, j.submit_s, j.duration_s, j.gpus)).collect();
         assert_eq!(kept, orig);
         let keys: Vec<_> = out.jobs.iter().map(|j| (j.submit_s, j.job_id)).collect();
@@ -790,9 +777,10 @@ mod tests {
         assert!(long.len() >= 4, "{long:?}");
         assert!(long.contains(&MAX_TIME_LIMIT_S));
         // Names carry the duration: most jobs' bucket is their own.
-        let own = out.jobs.iter().filter(|j| !matches!(j.class, Class::Realtime | Class::Debug)).filter(|j| {
-            j.name.as_deref().and_then(|n| n.rsplit_once('-')).map(|(_, b)| b == name_bucket(j.duration_s).to_string()).unwrap_or(false)
-        });
+        let own =
+            out.jobs.iter().filter(|j| !matches!(j.class, Class::Realtime | Class::Debug)).filter(|j| {
+                j.name.as_deref().and_then(|n| n.rsplit_once('-')).map(|(_, b)| b == name_bucket(j.duration_s).to_string()).unwrap_or(false)
+            });
         let others = out.jobs.iter().filter(|j| !matches!(j.class, Class::Realtime | Class::Debug)).count() as f64;
         let share = own.count() as f64 / others;
         assert!((0.65..0.80).contains(&share), "share with their own bucket {share}");
@@ -834,11 +822,7 @@ mod tests {
             let start = next(30 * DAY_S);
             let end = start + next(40 * DAY_S);
             let offset = next(WEEK_S);
-            assert_eq!(
-                working_seconds(start, end, offset),
-                working_by_days(start, end, offset),
-                "{start} {end} {offset}"
-            );
+            assert_eq!(working_seconds(start, end, offset), working_by_days(start, end, offset), "{start} {end} {offset}");
         }
         assert_eq!(working_seconds(0, WEEK_S, 0), 5 * 9 * 3600);
         // No loop over days: a span of 10^13 years is as quick as a week.
@@ -849,9 +833,7 @@ mod tests {
     fn debug_jobs_are_refused_by_how_many_they_would_be() {
         // One week, Monday 00:00 to the next: 5 working days.
         let job = bare(1).jobs[0].clone();
-        let week = Trace {
-            jobs: vec![TraceJob { submit_s: 0, ..job.clone() }, TraceJob { job_id: 2, submit_s: WEEK_S, ..job }],
-        };
+        let week = Trace { jobs: vec![TraceJob { submit_s: 0, ..job.clone() }, TraceJob { job_id: 2, submit_s: WEEK_S, ..job }] };
         let opts = AugmentOptions { debug_per_day: 1e9, ..Default::default() };
         assert_eq!(opts.validate(), Ok(()), "the rate alone is a finite number >= 0");
         assert_eq!(
@@ -889,14 +871,8 @@ mod tests {
                 AugmentOptions { unallocated_fraction: 1.5, ..Default::default() },
                 "unallocated_fraction must be in [0, 1] (share of jobs with contract 0), found 1.5",
             ),
-            (
-                AugmentOptions { gpus: Some(0), ..Default::default() },
-                "gpus must be at least 1 (cluster size for the allocation fractions), found 0",
-            ),
-            (
-                AugmentOptions { week_offset_s: WEEK_S, ..Default::default() },
-                "week_offset_s must be below 604800 (one week), found 604800",
-            ),
+            (AugmentOptions { gpus: Some(0), ..Default::default() }, "gpus must be at least 1 (cluster size for the allocation fractions), found 0"),
+            (AugmentOptions { week_offset_s: WEEK_S, ..Default::default() }, "week_offset_s must be below 604800 (one week), found 604800"),
         ];
         for (opts, want) in cases {
             assert_eq!(opts.validate().unwrap_err().to_string(), want);

@@ -119,8 +119,7 @@ impl Cluster {
             return best.map(|(_, i)| vec![(i, gpus)]);
         }
         let need = gpus.div_ceil(per_node) as usize;
-        let whole: Vec<usize> =
-            free.iter().enumerate().filter(|&(i, &f)| f == per_node && allowed(i)).map(|(i, _)| i).take(need).collect();
+        let whole: Vec<usize> = free.iter().enumerate().filter(|&(i, &f)| f == per_node && allowed(i)).map(|(i, _)| i).take(need).collect();
         (whole.len() == need).then(|| whole.into_iter().map(|i| (i, per_node)).collect())
     }
 

@@ -134,8 +134,8 @@ pub fn forecast(config: &Config, m: &Moment, target: u64) -> Result<Forecast, Si
             priority: j.within_team,
             // A type the forecast has nodes of (the config counts it); others forecast untyped.
             gpu_type: j.gpu_type.clone().filter(|t| typed && config.cluster.gpu_types.iter().any(|(n, ty)| **n == **t && ty.gpus.is_some())),
-time_limit_s: None,
-name: None,
+            time_limit_s: None,
+            name: None,
         });
     }
     defaulted.sort_unstable();

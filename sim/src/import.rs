@@ -22,9 +22,7 @@ use thiserror::Error;
 pub enum ImportError {
     #[error("the file is empty (expected the header `job_id,submission_time,duration,num_gpu`)")]
     Empty,
-    #[error(
-        "header: lacks column `{0}` (an ElasticFlow trace has job_id,submission_time,duration,num_gpu, in any order)"
-    )]
+    #[error("header: lacks column `{0}` (an ElasticFlow trace has job_id,submission_time,duration,num_gpu, in any order)")]
     MissingColumn(&'static str),
     #[error("line {line}: column `{column}`: {problem}")]
     Column { line: usize, column: &'static str, problem: String },
@@ -119,11 +117,8 @@ pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
         let (line, fields) = row?;
         let bad = |col: usize| {
             let raw = &fields[index[col]];
-            let problem = if raw.is_empty() {
-                format!("empty; expected {}", EF_ALLOWED[col])
-            } else {
-                format!("expected {}, found `{raw}`", EF_ALLOWED[col])
-            };
+            let problem =
+                if raw.is_empty() { format!("empty; expected {}", EF_ALLOWED[col]) } else { format!("expected {}, found `{raw}`", EF_ALLOWED[col]) };
             ImportError::Column { line, column: EF_COLUMNS[col], problem }
         };
         let id = &fields[index[0]];
@@ -144,11 +139,7 @@ pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
     }
     // Stable: ties in submit time keep file order.
     rows.sort_by_key(|r| r.0);
-    let jobs = rows
-        .into_iter()
-        .zip(1u64..)
-        .map(|((submit_s, duration_s, gpus), id)| TraceJob::bare(id, submit_s, duration_s, gpus))
-        .collect();
+    let jobs = rows.into_iter().zip(1u64..).map(|((submit_s, duration_s, gpus), id)| TraceJob::bare(id, submit_s, duration_s, gpus)).collect();
     Ok(Trace { jobs })
 }
 
@@ -216,11 +207,7 @@ pub fn swf(text: &str, opts: &SwfOptions) -> Result<ImportReport, ImportError> {
             fields[f.0 - 1].parse::<i64>().map_err(|_| err(f, "an integer (-1 = unknown)"))
         };
         let time = |f: (usize, &'static str)| -> Result<f64, ImportError> {
-            fields[f.0 - 1]
-                .parse::<f64>()
-                .ok()
-                .filter(|t| t.is_finite() && *t < 1e15)
-                .ok_or_else(|| err(f, "seconds (-1 = unknown)"))
+            fields[f.0 - 1].parse::<f64>().ok().filter(|t| t.is_finite() && *t < 1e15).ok_or_else(|| err(f, "seconds (-1 = unknown)"))
         };
 
         let job_id = u64::try_from(int(SWF_JOB)?).map_err(|_| err(SWF_JOB, "a job number >= 0"))?;
@@ -249,9 +236,8 @@ pub fn swf(text: &str, opts: &SwfOptions) -> Result<ImportReport, ImportError> {
             continue;
         }
         // ceil(procs / ppg) without overflow (procs may be i64::MAX).
-        let gpus = u32::try_from(procs / ppg + i64::from(procs % ppg != 0)).map_err(|_| {
-            err(SWF_ALLOC_PROCS, "a processor count that fits in 32 bits once divided by procs_per_gpu")
-        })?;
+        let gpus = u32::try_from(procs / ppg + i64::from(procs % ppg != 0))
+            .map_err(|_| err(SWF_ALLOC_PROCS, "a processor count that fits in 32 bits once divided by procs_per_gpu"))?;
         let name = |prefix: &str, id: i64| if id < 0 { "-".to_string() } else { format!("{prefix}{id}") };
         jobs.push(TraceJob {
             account: name("g", group),
@@ -374,10 +360,7 @@ mod tests {
     fn swf_errors() {
         let row = "1 0 0 10 1 -1 -1 1 60 -1 1 3 7 -1 1 -1 -1 -1";
         let cases: &[(String, &str)] = &[
-            (
-                "; c\n1 0 0 10 1\n".into(),
-                "line 2: 5 whitespace-separated fields; an SWF job line has 18 (`;` starts a comment line)",
-            ),
+            ("; c\n1 0 0 10 1\n".into(), "line 2: 5 whitespace-separated fields; an SWF job line has 18 (`;` starts a comment line)"),
             (format!("{row}\n{row}\n"), "line 2: job number 1 is already used on line 1 (job numbers must be unique)"),
         ];
         // (what of `row` is replaced, by what, the message)

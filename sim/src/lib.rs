@@ -27,12 +27,12 @@
 //!   forward from a live moment (`tally explain`).
 #![forbid(unsafe_code)]
 
-pub mod trace;
-pub mod cluster;
-pub mod metrics;
-pub mod sim;
-pub mod import;
 pub mod augment;
-pub mod sacct;
-pub mod suite;
+pub mod cluster;
 pub mod forecast;
+pub mod import;
+pub mod metrics;
+pub mod sacct;
+pub mod sim;
+pub mod suite;
+pub mod trace;

@@ -105,8 +105,16 @@ pub fn parse_time_limit(s: &str) -> Result<Option<u64>, String> {
     if s.is_empty() || ["UNLIMITED", "Partition_Limit", "INVALID", "NONE"].iter().any(|w| s.eq_ignore_ascii_case(w)) {
         return Ok(None);
     }
-    let bad = || format!("time limit `{s}` is not one of sacct's forms ([days-]hours:minutes:seconds, minutes:seconds, minutes, UNLIMITED, Partition_Limit)");
-    let num = |x: &str| -> Result<u64, String> { if !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()) { x.parse().map_err(|_| bad()) } else { Err(bad()) } };
+    let bad = || {
+        format!("time limit `{s}` is not one of sacct's forms ([days-]hours:minutes:seconds, minutes:seconds, minutes, UNLIMITED, Partition_Limit)")
+    };
+    let num = |x: &str| -> Result<u64, String> {
+        if !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()) {
+            x.parse().map_err(|_| bad())
+        } else {
+            Err(bad())
+        }
+    };
     let (days, rest) = match s.split_once('-') {
         Some((d, r)) => (Some(num(d)?), r),
         None => (None, s),
@@ -235,7 +243,9 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
     let (c_id, c_submit, c_start, c_end, c_account, c_user, c_tres, c_comment) =
         (c_id?, c_submit?, c_start?, c_end?, c_account?, c_user?, c_tres?, c_comment?);
     if c_comment + 1 != cols.len() {
-        return Err(SacctError::Header(format!("Comment as the last column (a `|` in a comment would shift the ones after it): -o {HISTORY_COLUMNS}")));
+        return Err(SacctError::Header(format!(
+            "Comment as the last column (a `|` in a comment would shift the ones after it): -o {HISTORY_COLUMNS}"
+        )));
     }
     let (c_limit, c_name) = (col("Timelimit").ok(), col("JobName").ok());
     let mut jobs: BTreeMap<u64, Seen> = BTreeMap::new();
@@ -311,7 +321,9 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
         let (meta, problems) = CommentMeta::from_tokens(comment_tokens(&seen.comment));
         let class = meta.class.as_deref().and_then(Class::parse);
         let problem = problems.first().map(ToString::to_string).or_else(|| {
-            meta.class.as_ref().filter(|_| class.is_none()).map(|c| format!("class=`{c}` is not a class (one of training|batch_inference|quantization|realtime|debug|interactive); imported as training"))
+            meta.class.as_ref().filter(|_| class.is_none()).map(|c| {
+                format!("class=`{c}` is not a class (one of training|batch_inference|quantization|realtime|debug|interactive); imported as training")
+            })
         });
         if let Some(p) = problem {
             out.comment_problems.push((seen.line, p));
@@ -529,8 +541,12 @@ mod history_tests {
         assert_eq!(e, SacctError::Header("Comment".into()));
         let e = history("JobIDRaw|Comment|Submit|Start|End|State|Account|User|AllocTRES\n", &rules(), &GpuWeights::default()).unwrap_err();
         assert!(e.to_string().contains(HISTORY_COLUMNS), "{e}");
-        let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2026-12-01T10:00:00|1|2|COMPLETED|a|b|gres/gpu=1|\n", &rules(), &GpuWeights::default())
-            .unwrap_err();
+        let e = history(
+            "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2026-12-01T10:00:00|1|2|COMPLETED|a|b|gres/gpu=1|\n",
+            &rules(),
+            &GpuWeights::default(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("line 2") && e.to_string().contains("SLURM_TIME_FORMAT=%s"), "{e}");
         let e = history("JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n1|2|3\n", &rules(), &GpuWeights::default()).unwrap_err();
         assert!(e.to_string().contains("3 fields, expected 9"), "{e}");
@@ -543,11 +559,9 @@ mod seed_tests {
 
     #[test]
     fn only_allocated_runs_inside_the_window_are_charged() {
-        let config = tally_config::Config::parse(
-            "[cluster]\ngpus = 8\n[ledger]\nwindow = \"1d\"\nbucket = \"1h\"\n[accounts.nlp]\nshare = 100\n",
-            "t.toml",
-        )
-        .unwrap();
+        let config =
+            tally_config::Config::parse("[cluster]\ngpus = 8\n[ledger]\nwindow = \"1d\"\nbucket = \"1h\"\n[accounts.nlp]\nshare = 100\n", "t.toml")
+                .unwrap();
         let run = |job_id, account: &str, contract_s, start_s, end_s| HistoryRun {
             job_id,
             account: account.into(),
@@ -561,11 +575,11 @@ mod seed_tests {
         let day = 86_400;
         let now = 10 * day;
         let runs = [
-            run(1, "nlp", 3600, now - 7200, now - 3600), // 1 h on 2 GPUs: charged
-            run(2, "nlp", 0, now - 7200, now - 3600),    // unallocated: never charged
-            run(3, "vision", 3600, now - 7200, now),     // not in the tree: unallocated
+            run(1, "nlp", 3600, now - 7200, now - 3600),              // 1 h on 2 GPUs: charged
+            run(2, "nlp", 0, now - 7200, now - 3600),                 // unallocated: never charged
+            run(3, "vision", 3600, now - 7200, now),                  // not in the tree: unallocated
             run(4, "nlp", 3600, now - 3 * day, now - 3 * day + 3600), // before the window
-            run(5, "nlp", 3600, now - 1800, now + 1800), // cut at now
+            run(5, "nlp", 3600, now - 1800, now + 1800),              // cut at now
         ];
         let (ledger, s) = seed_ledger(&runs, &config, now).unwrap();
         assert_eq!((s.runs, s.unallocated), (3, 2));
@@ -580,11 +594,9 @@ mod seed_tests {
 
     #[test]
     fn a_history_on_typed_gpus_is_charged_at_their_weights() {
-        let config = tally_config::Config::parse(
-            "[cluster]\ngpus = 16\n[cluster.gpu_types]\nb200 = 2.5\nh100 = 1\n[accounts.nlp]\nshare = 100\n",
-            "t.toml",
-        )
-        .unwrap();
+        let config =
+            tally_config::Config::parse("[cluster]\ngpus = 16\n[cluster.gpu_types]\nb200 = 2.5\nh100 = 1\n[accounts.nlp]\nshare = 100\n", "t.toml")
+                .unwrap();
         let text = "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Comment\n\
                     1|100|1000|4600|COMPLETED|nlp|ana|cpu=2,gres/gpu=2,gres/gpu:b200=2|contract=1h\n\
                     2|100|1000|4600|COMPLETED|nlp|ana|gres/gpu=2,gres/gpu:fake=2|contract=1h\n\

@@ -43,15 +43,15 @@ use crate::trace::{Class, Trace};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
-use tally_planner::predict::{mae, JobKey, Mae, Outcome, PredictRules, Predictor};
-use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 use tally_allocator::priority::InsideKey;
 use tally_allocator::tree::NodeId;
 use tally_allocator::{
-    charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder, QueueWalk,
-    Standing, VictimPool, Weight,
+    charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder, QueueWalk, Standing,
+    VictimPool, Weight,
 };
 use tally_config::Config;
+use tally_planner::predict::{mae, JobKey, Mae, Outcome, PredictRules, Predictor};
+use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 use thiserror::Error;
 
 /// The scheduling policies a replay compares.
@@ -702,7 +702,12 @@ impl<'a> Sim<'a> {
             .take(PLAN_JOBS)
             .map(|&i| {
                 let j = &self.jobs[i];
-                WaitingJob { id: i as u64, gpus: j.job.gpus, duration_s: Some(self.believed_left(i, now)), value: Some(f64::from(j.priority_col.max(0)) + 1.0) }
+                WaitingJob {
+                    id: i as u64,
+                    gpus: j.job.gpus,
+                    duration_s: Some(self.believed_left(i, now)),
+                    value: Some(f64::from(j.priority_col.max(0)) + 1.0),
+                }
             })
             .collect();
         let rules = QueueRules { step_s: PLAN_STEP_S, steps: PLAN_STEPS, decay: 0.97, max_jobs: PLAN_JOBS, default_duration_s: PLAN_STEP_S };
@@ -921,8 +926,7 @@ impl<'a> Sim<'a> {
             chosen.push(v);
             if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref()) {
                 let nodes: Vec<usize> = p.iter().map(|&(n, _)| n).collect();
-                let needed: Vec<usize> =
-                    chosen.into_iter().filter(|&v| self.jobs[v].placement.iter().any(|(n, _)| nodes.contains(n))).collect();
+                let needed: Vec<usize> = chosen.into_iter().filter(|&v| self.jobs[v].placement.iter().any(|(n, _)| nodes.contains(n))).collect();
                 for v in needed {
                     self.preempt(v, i, now)?;
                 }
@@ -937,8 +941,7 @@ impl<'a> Sim<'a> {
     /// started; returns (time, free GPUs per node then, its placement then).
     fn reservation(&self, i: usize) -> Option<(u64, Vec<u32>, Placement)> {
         let mut free = self.cluster.free.clone();
-        let mut running: Vec<(u64, usize)> =
-            self.running.iter().map(|&v| (self.jobs[v].run_start + self.jobs[v].remaining_s, v)).collect();
+        let mut running: Vec<(u64, usize)> = self.running.iter().map(|&v| (self.jobs[v].run_start + self.jobs[v].remaining_s, v)).collect();
         running.sort();
         for (end, v) in running {
             for &(n, g) in &self.jobs[v].placement {
@@ -1081,8 +1084,7 @@ pub fn gpu_groups(config: &Config, gpus: u32) -> Result<Vec<GpuGroup>, SimError>
     if typed > u64::from(gpus) {
         return Err(SimError::TypedGpus { typed, gpus });
     }
-    let mut groups: Vec<GpuGroup> =
-        config.cluster.gpu_types.iter().filter_map(|(t, ty)| ty.gpus.map(|n| (Some(t.clone()), n))).collect();
+    let mut groups: Vec<GpuGroup> = config.cluster.gpu_types.iter().filter_map(|(t, ty)| ty.gpus.map(|n| (Some(t.clone()), n))).collect();
     let rest = gpus - typed as u32;
     if rest > 0 || groups.is_empty() {
         groups.push((None, rest));

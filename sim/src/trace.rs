@@ -42,14 +42,7 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 6] = [
-        Class::Training,
-        Class::BatchInference,
-        Class::Quantization,
-        Class::Realtime,
-        Class::Debug,
-        Class::Interactive,
-    ];
+    pub const ALL: [Class; 6] = [Class::Training, Class::BatchInference, Class::Quantization, Class::Realtime, Class::Debug, Class::Interactive];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -189,8 +182,7 @@ pub enum CsvError {
     Unreadable { line: usize, what: String },
 }
 
-pub const COLUMNS: [&str; 10] =
-    ["job_id", "submit_s", "duration_s", "gpus", "account", "user", "class", "contract_s", "resumable", "priority"];
+pub const COLUMNS: [&str; 10] = ["job_id", "submit_s", "duration_s", "gpus", "account", "user", "class", "contract_s", "resumable", "priority"];
 
 /// The optional column: a job's GPU type.
 pub const GPU_TYPE: &str = "gpu_type";
@@ -226,11 +218,7 @@ const ALLOWED: [&str; 10] = [
 ];
 
 fn bad(line: usize, col: usize, raw: &str) -> TraceError {
-    let problem = if raw.is_empty() {
-        format!("empty; expected {}", ALLOWED[col])
-    } else {
-        format!("expected {}, found `{}`", ALLOWED[col], raw)
-    };
+    let problem = if raw.is_empty() { format!("empty; expected {}", ALLOWED[col]) } else { format!("expected {}, found `{}`", ALLOWED[col], raw) };
     TraceError::Row { line, column: COLUMNS[col], problem }
 }
 
@@ -285,12 +273,8 @@ pub(crate) fn read_csv(text: &str) -> Result<Option<CsvFile<'_>>, CsvError> {
         // `\r` before `\n` is trimmed with the field; a lone `\r` ends nothing.
         .terminator(csv::Terminator::Any(b'\n'))
         .from_reader(text.as_bytes());
-    let mut file = CsvFile {
-        header_line: 0,
-        names: Vec::new(),
-        records: reader.into_records(),
-        lines: Lines { text: text.as_bytes(), at: 0, line: 1 },
-    };
+    let mut file =
+        CsvFile { header_line: 0, names: Vec::new(), records: reader.into_records(), lines: Lines { text: text.as_bytes(), at: 0, line: 1 } };
     let Some((line, header)) = file.next_record()? else { return Ok(None) };
     file.header_line = line;
     file.names = header.iter().map(|n| n.trim_start_matches('\u{feff}').trim().to_string()).collect();
@@ -320,9 +304,7 @@ impl Iterator for CsvFile<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         Some(match self.next_record() {
-            Ok(Some((line, r))) if r.len() != self.names.len() => {
-                Err(CsvError::FieldCount { line, expected: self.names.len(), found: r.len() })
-            }
+            Ok(Some((line, r))) if r.len() != self.names.len() => Err(CsvError::FieldCount { line, expected: self.names.len(), found: r.len() }),
             Ok(Some(row)) => Ok(row),
             Ok(None) => return None,
             Err(e) => Err(e),
@@ -528,10 +510,7 @@ mod tests {
              2,0,7200,8,pretrain,alice,realtime,3600,true,0\n"
         );
         let trace = parse_csv(&text).unwrap();
-        assert_eq!(
-            trace.jobs,
-            vec![job(2, 0, Class::Realtime), job(5, 3600, Class::Debug), job(17, 3600, Class::Training)]
-        );
+        assert_eq!(trace.jobs, vec![job(2, 0, Class::Realtime), job(5, 3600, Class::Debug), job(17, 3600, Class::Training)]);
     }
 
     #[test]
@@ -581,21 +560,9 @@ mod tests {
             (3, "0", "line 3: column `gpus`: expected an integer >= 1, found `0`"),
             (3, "2.0", "line 3: column `gpus`: expected an integer >= 1, found `2.0`"),
             (3, "99999999999", "line 3: column `gpus`: expected an integer >= 1, found `99999999999`"),
-            (
-                4,
-                "",
-                "line 3: column `account`: empty; expected a name without spaces, commas or quotes (`-` for none)",
-            ),
-            (
-                5,
-                "a b",
-                "line 3: column `user`: expected a name without spaces, commas or quotes (`-` for none), found `a b`",
-            ),
-            (
-                6,
-                "gaming",
-                "line 3: column `class`: expected one of training|batch_inference|quantization|realtime|debug|interactive, found `gaming`",
-            ),
+            (4, "", "line 3: column `account`: empty; expected a name without spaces, commas or quotes (`-` for none)"),
+            (5, "a b", "line 3: column `user`: expected a name without spaces, commas or quotes (`-` for none), found `a b`"),
+            (6, "gaming", "line 3: column `class`: expected one of training|batch_inference|quantization|realtime|debug|interactive, found `gaming`"),
             (
                 6,
                 "Training",
@@ -619,17 +586,20 @@ mod tests {
     #[test]
     fn structural_errors() {
         let cases: &[(String, &str)] = &[
-            (String::new(), "the trace is empty (no header; expected job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority)"),
-            ("\n  \n".into(), "the trace is empty (no header; expected job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority)"),
+            (
+                String::new(),
+                "the trace is empty (no header; expected job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority)",
+            ),
+            (
+                "\n  \n".into(),
+                "the trace is empty (no header; expected job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority)",
+            ),
             (
                 "job_id,submit_s,duration_s,account,user,class,contract_s,resumable,priority\n".into(),
                 "header: lacks column `gpus` (need job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority, in any order)",
             ),
             (format!("\n{HEADER},gpus\n"), "line 2: header: column `gpus` appears twice (each column at most once)"),
-            (
-                format!("{HEADER}\n1,0,60,1,a,u,debug,0,false\n"),
-                "line 2: 9 comma-separated fields, the header has 10 (one value per header column)",
-            ),
+            (format!("{HEADER}\n1,0,60,1,a,u,debug,0,false\n"), "line 2: 9 comma-separated fields, the header has 10 (one value per header column)"),
             (
                 format!("{HEADER}\n\n\n1,0,60,1,a,u,debug,0,false,0,extra\n"),
                 "line 4: 11 comma-separated fields, the header has 10 (one value per header column)",
@@ -646,10 +616,7 @@ mod tests {
         // CRLF, blank lines (empty and spaces), a byte-order mark: the bad
         // row is still named by its line in the file.
         let text = format!("\u{feff}\r\n{HEADER}\r\n\r\n  \r\n{row}\r\n\r\n2,0,60,1,a,u,debug,0,maybe,0\r\n");
-        assert_eq!(
-            parse_csv(&text).unwrap_err().to_string(),
-            "line 7: column `resumable`: expected true or false, found `maybe`"
-        );
+        assert_eq!(parse_csv(&text).unwrap_err().to_string(), "line 7: column `resumable`: expected true or false, found `maybe`");
         // A quoted field may hold a newline (RFC 4180): it is one field, and
         // the lines after it keep their numbers.
         let text = format!("{HEADER}\n{row}\n\n\"2\",0,60,1,\"a\nb\",u,debug,0,false,0\n3,0,60,1,a,u,debug,0,false,x\n");
@@ -700,7 +667,8 @@ mod tests {
 
     #[test]
     fn the_gpu_type_column_is_optional_and_checked() {
-        let text = format!("{HEADER},gpu_type\n1,0,60,8,a,u,training,0,false,0,b200\n2,0,60,8,a,u,training,0,false,0,-\n3,0,60,8,a,u,training,0,false,0,\n");
+        let text =
+            format!("{HEADER},gpu_type\n1,0,60,8,a,u,training,0,false,0,b200\n2,0,60,8,a,u,training,0,false,0,-\n3,0,60,8,a,u,training,0,false,0,\n");
         let t = parse_csv(&text).unwrap();
         assert_eq!(t.jobs.iter().map(|j| j.gpu_type.as_deref()).collect::<Vec<_>>(), vec![Some("b200"), None, None]);
         // Written back with `-` for the untyped; read again the same.
@@ -715,7 +683,10 @@ mod tests {
             parse_csv(&bad).unwrap_err().to_string(),
             "line 2: column `gpu_type`: GPU type `gpu:b200` is not a GRES type as Slurm spells it (1 to 64 letters, digits, `_`, `-` or `.`, starting with a letter or digit, as in gres.conf's Type=: e.g. h100, a100_80g); empty or `-` for any GPUs"
         );
-        assert_eq!(parse_csv(&format!("{HEADER},gpu_type,gpu_type\n")).unwrap_err().to_string(), "line 1: header: column `gpu_type` appears twice (each column at most once)");
+        assert_eq!(
+            parse_csv(&format!("{HEADER},gpu_type,gpu_type\n")).unwrap_err().to_string(),
+            "line 1: header: column `gpu_type` appears twice (each column at most once)"
+        );
     }
 
     #[test]
@@ -726,7 +697,12 @@ mod tests {
         assert_eq!(got, vec![(Some(7200), Some("sft-7b")), (None, None)]);
         // Written after the others, in a fixed order, `-` for the jobs without.
         let out = to_csv(&t);
-        assert!(out.starts_with(&format!("{HEADER},time_limit_s,name\n1,0,60,8,a,u,training,0,false,0,7200,sft-7b\n2,0,60,8,a,u,training,0,false,0,-,-\n")), "{out}");
+        assert!(
+            out.starts_with(&format!(
+                "{HEADER},time_limit_s,name\n1,0,60,8,a,u,training,0,false,0,7200,sft-7b\n2,0,60,8,a,u,training,0,false,0,-,-\n"
+            )),
+            "{out}"
+        );
         assert_eq!(parse_csv(&out).unwrap(), t);
         // Only the limit: no name column; neither: the ten columns as always.
         let limit_only = Trace { jobs: t.jobs.iter().map(|j| TraceJob { name: None, ..j.clone() }).collect() };
@@ -742,7 +718,10 @@ mod tests {
             let bad = format!("{HEADER},{column}\n1,0,60,8,a,u,training,0,false,0,{value}\n");
             assert_eq!(parse_csv(&bad).unwrap_err().to_string(), want);
         }
-        assert_eq!(parse_csv(&format!("{HEADER},name,name\n")).unwrap_err().to_string(), "line 1: header: column `name` appears twice (each column at most once)");
+        assert_eq!(
+            parse_csv(&format!("{HEADER},name,name\n")).unwrap_err().to_string(),
+            "line 1: header: column `name` appears twice (each column at most once)"
+        );
     }
 
     #[test]

@@ -106,7 +106,8 @@ fn weights_of_one_and_untyped_jobs_change_nothing() {
         });
     }
     let tr = Trace { jobs };
-    let plain = Config::parse("[cluster]\ngpus = 16\ngpus_per_node = 8\n[accounts.alpha]\nshare = 50\n[accounts.beta]\nshare = 50\n", "p.toml").unwrap();
+    let plain =
+        Config::parse("[cluster]\ngpus = 16\ngpus_per_node = 8\n[accounts.alpha]\nshare = 50\n[accounts.beta]\nshare = 50\n", "p.toml").unwrap();
     let weightless = Config::parse(
         "[cluster]\ngpus = 16\ngpus_per_node = 8\n[cluster.gpu_types]\nh100 = 1.0\nb200 = 2.2\n[accounts.alpha]\nshare = 50\n[accounts.beta]\nshare = 50\n",
         "w.toml",
@@ -147,8 +148,5 @@ fn more_typed_gpus_than_the_cluster_is_an_error() {
     let tr = trace(&[(1, 0, H, 8, "alpha", None)]);
     let err = run_logged(&tr, &config(2.2), Policy::Tally, Settings { gpus: 12, ..settings() }).unwrap_err();
     assert_eq!(err, SimError::TypedGpus { typed: 16, gpus: 12 });
-    assert_eq!(
-        err.to_string(),
-        "[cluster.gpu_types] counts 16 typed GPUs, more than the 12 GPUs simulated: give more GPUs or smaller counts"
-    );
+    assert_eq!(err.to_string(), "[cluster.gpu_types] counts 16 typed GPUs, more than the 12 GPUs simulated: give more GPUs or smaller counts");
 }

@@ -201,13 +201,8 @@ pub mod slurmctld_only {
     pub const NODE_RECORD_COUNT: &CStr = c"node_record_count";
 
     /// Type of `job_requeue`.
-    pub type JobRequeueFn = unsafe extern "C" fn(
-        uid: crate::uid_t,
-        job_id: u32,
-        msg: *mut crate::slurm_msg_t,
-        preempt: bool,
-        flags: u32,
-    ) -> core::ffi::c_int;
+    pub type JobRequeueFn =
+        unsafe extern "C" fn(uid: crate::uid_t, job_id: u32, msg: *mut crate::slurm_msg_t, preempt: bool, flags: u32) -> core::ffi::c_int;
 
     /// Type of `lock_slurmctld` and `unlock_slurmctld`. The 20-byte
     /// [`slurmctld_lock_t`] is passed by value.
@@ -225,10 +220,7 @@ pub mod slurmctld_only {
 
 macro_rules! assert_size {
     ($t:ty, $size:expr) => {
-        const _: () = assert!(
-            core::mem::size_of::<$t>() == $size,
-            concat!("size_of::<", stringify!($t), ">() != ", stringify!($size))
-        );
+        const _: () = assert!(core::mem::size_of::<$t>() == $size, concat!("size_of::<", stringify!($t), ">() != ", stringify!($size)));
     };
 }
 
@@ -236,14 +228,7 @@ macro_rules! assert_offset {
     ($t:ty, $field:ident, $offset:expr) => {
         const _: () = assert!(
             core::mem::offset_of!($t, $field) == $offset,
-            concat!(
-                "offset_of!(",
-                stringify!($t),
-                ", ",
-                stringify!($field),
-                ") != ",
-                stringify!($offset)
-            )
+            concat!("offset_of!(", stringify!($t), ", ", stringify!($field), ") != ", stringify!($offset))
         );
     };
 }
@@ -299,7 +284,6 @@ mod layout {
     assert_offset!(slurm_conf_t, priority_calc_period, 844);
     assert_offset!(slurm_conf_t, private_data, 912); // bin
     assert_offset!(slurm_conf_t, state_save_location, 1368);
-
 
     assert_size!(node_record_t, 472);
     assert_offset!(node_record_t, config_ptr, 64);
@@ -438,25 +422,9 @@ mod tests {
 
     #[test]
     fn preempt_and_lock_enums() {
-        assert_eq!(
-            (
-                PREEMPT_MODE_OFF,
-                PREEMPT_MODE_SUSPEND,
-                PREEMPT_MODE_REQUEUE,
-                PREEMPT_MODE_CANCEL
-            ),
-            (0x0, 0x1, 0x2, 0x8)
-        );
+        assert_eq!((PREEMPT_MODE_OFF, PREEMPT_MODE_SUSPEND, PREEMPT_MODE_REQUEUE, PREEMPT_MODE_CANCEL), (0x0, 0x1, 0x2, 0x8));
         assert_eq!(PREEMPT_MODE_GANG, 0x8000);
-        assert_eq!(
-            (
-                PREEMPT_DATA_ENABLED,
-                PREEMPT_DATA_MODE,
-                PREEMPT_DATA_PRIO,
-                PREEMPT_DATA_GRACE_TIME
-            ),
-            (0, 1, 2, 3)
-        );
+        assert_eq!((PREEMPT_DATA_ENABLED, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_DATA_GRACE_TIME), (0, 1, 2, 3));
         assert_eq!((NO_LOCK, READ_LOCK, WRITE_LOCK), (0, 1, 2));
     }
 }

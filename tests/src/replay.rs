@@ -89,8 +89,7 @@ pub const SUBMIT_WORKERS: usize = 4;
 /// Backfill every second (bf_interval=1, its minimum) over up to 2000 jobs
 /// (bf_max_job_test), resuming where it yielded its locks (bf_continue), at
 /// 1 s resolution (bf_resolution=1: compressed jobs last seconds to minutes).
-pub const SCHEDULER_PARAMETERS: &str =
-    "sched_interval=1,batch_sched_delay=0,bf_interval=1,bf_continue,bf_resolution=1,bf_max_job_test=2000";
+pub const SCHEDULER_PARAMETERS: &str = "sched_interval=1,batch_sched_delay=0,bf_interval=1,bf_continue,bf_resolution=1,bf_max_job_test=2000";
 /// The three QOS of the multifactor policy: `high` (debug, interactive,
 /// realtime) may preempt `scavenger` (contract 0: did not opt out);
 /// `normal` (contract > 0) is neither preemptor nor victim.
@@ -387,10 +386,7 @@ pub fn config_shares(toml: &str) -> Result<BTreeMap<String, u32>, String> {
     for (n, raw) in toml.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
         if line.starts_with('[') {
-            section = line
-                .strip_prefix("[accounts.")
-                .and_then(|r| r.strip_suffix(']'))
-                .map(|name| name.trim().trim_matches('"').to_lowercase());
+            section = line.strip_prefix("[accounts.").and_then(|r| r.strip_suffix(']')).map(|name| name.trim().trim_matches('"').to_lowercase());
             continue;
         }
         let Some(acc) = &section else { continue };
@@ -400,7 +396,12 @@ pub fn config_shares(toml: &str) -> Result<BTreeMap<String, u32>, String> {
                 let v: f64 = value.trim().parse().map_err(|_| format!("line {}: share of {acc}: not a number: {}", n + 1, value.trim()))?;
                 out.insert(acc.clone(), (v.round() as u32).max(1));
             }
-            "gpu_hours" => return Err(format!("line {}: account {acc} has a gpu_hours budget: give it a share for the replay (Slurm Fairshare is relative)", n + 1)),
+            "gpu_hours" => {
+                return Err(format!(
+                    "line {}: account {acc} has a gpu_hours budget: give it a share for the replay (Slurm Fairshare is relative)",
+                    n + 1
+                ))
+            }
             _ => {}
         }
     }
@@ -604,17 +605,17 @@ fn unix_now() -> f64 {
 
 /// Runs `prog args` bounded by `timeout secs`; Ok(stdout) or Err(stderr).
 fn run(secs: u64, prog: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("timeout")
-        .arg(secs.to_string())
-        .arg(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{prog}: {e}"))?;
+    let out = Command::new("timeout").arg(secs.to_string()).arg(prog).args(args).stdin(Stdio::null()).output().map_err(|e| format!("{prog}: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!("{prog} {} failed ({}): {}{}", args.join(" "), out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "{prog} {} failed ({}): {}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
@@ -622,7 +623,11 @@ fn run(secs: u64, prog: &str, args: &[&str]) -> Result<String, String> {
 /// output goes to our stderr.
 fn testbed(opts: &ReplayOptions, name: &str, env: &[(&str, String)]) -> Result<(), String> {
     let mut cmd = Command::new("bash");
-    cmd.arg(opts.repo.join("testbed").join(name)).env("TALLY_RUN_DIR", &opts.run_dir).stdin(Stdio::null()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
+    cmd.arg(opts.repo.join("testbed").join(name))
+        .env("TALLY_RUN_DIR", &opts.run_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -704,7 +709,8 @@ fn prepare_and_bring_up(opts: &ReplayOptions) -> Result<Trace, String> {
     let config_text = std::fs::read_to_string(&opts.tally_config).map_err(|e| format!("{}: {e}", opts.tally_config.display()))?;
     let tally = opts.repo.join("target/release/tally");
     let config = opts.tally_config.display().to_string();
-    run(60, &tally.display().to_string(), &["config", "check", &config]).map_err(|e| format!("{e}\n(build the CLI: cargo build --release -p tally-cli)"))?;
+    run(60, &tally.display().to_string(), &["config", "check", &config])
+        .map_err(|e| format!("{e}\n(build the CLI: cargo build --release -p tally-cli)"))?;
     let tree = run(60, &tally.display().to_string(), &["config", "accounts", &config])?;
     let accounts = accounts_file(&tree, &config_shares(&config_text)?, &trace)?;
 
@@ -1000,10 +1006,21 @@ pub fn summary(opts: &ReplayOptions, out: &ReplayOutput) -> String {
     let _ = writeln!(s, "speedup       {}", out.speedup);
     let _ = writeln!(s, "gpus          {}", opts.gpus);
     let _ = writeln!(s, "t0_unix       {}", out.t0_unix);
-    let _ = writeln!(s, "jobs          {} ({} submitted, {} refused, {} cancelled at the deadline)", out.jobs, out.id_map.len(), out.refused.len(), out.cancelled_at_deadline);
+    let _ = writeln!(
+        s,
+        "jobs          {} ({} submitted, {} refused, {} cancelled at the deadline)",
+        out.jobs,
+        out.id_map.len(),
+        out.refused.len(),
+        out.cancelled_at_deadline
+    );
     let _ = writeln!(s, "submit lag    {}", out.submit_lag_s);
     let t = out.timings;
-    let _ = writeln!(s, "wall          bring-up {:.1}s, replay {:.1}s, drain {:.1}s; slurmctld CPU {:.1}s during the replay", t.bring_up_s, t.replay_s, t.drain_s, t.slurmctld_cpu_s);
+    let _ = writeln!(
+        s,
+        "wall          bring-up {:.1}s, replay {:.1}s, drain {:.1}s; slurmctld CPU {:.1}s during the replay",
+        t.bring_up_s, t.replay_s, t.drain_s, t.slurmctld_cpu_s
+    );
     if let Ok(h) = runs {
         let _ = writeln!(s, "runs per job  {}", h.iter().map(|(n, c)| format!("{n}: {c} jobs")).collect::<Vec<_>>().join(", "));
     }
@@ -1099,7 +1116,8 @@ pub fn probe_latencies(opts: &ReplayOptions) -> Result<Latencies, String> {
             .current_dir(opts.run_dir.join("jobs"))
             .output()
             .map_err(|e| e.to_string())?;
-        let id: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| format!("sbatch --begin: {}", String::from_utf8_lossy(&out.stderr)))?;
+        let id: u32 =
+            String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| format!("sbatch --begin: {}", String::from_utf8_lossy(&out.stderr)))?;
         (id, t)
     };
     l.begin_to_running_s = wait_state(b, 30, running)? - begin as f64;
@@ -1275,7 +1293,15 @@ mod tests {
         assert_eq!(slurm_minutes(7.0 * 86_400.0), "7-00:00:00");
         assert_eq!(slurm_minutes(10.0), "0-00:01:00");
         let m = slurm_extra(Policy::Multifactor, 180.0);
-        for l in ["PriorityDecayHalfLife=0-00:56:00", "PriorityMaxAge=0-00:56:00", "PriorityCalcPeriod=1", "PreemptType=preempt/qos", "PreemptMode=REQUEUE", "AuthInfo=cred_expire=5", "PriorityWeightQOS=2000"] {
+        for l in [
+            "PriorityDecayHalfLife=0-00:56:00",
+            "PriorityMaxAge=0-00:56:00",
+            "PriorityCalcPeriod=1",
+            "PreemptType=preempt/qos",
+            "PreemptMode=REQUEUE",
+            "AuthInfo=cred_expire=5",
+            "PriorityWeightQOS=2000",
+        ] {
             assert!(m.lines().any(|x| x == l), "{l} in\n{m}");
         }
         assert!(!m.contains("PriorityFlags"));
@@ -1297,7 +1323,11 @@ mod tests {
         assert_eq!(shares, BTreeMap::from([("llm".into(), 45), ("pretrain".into(), 40), ("theory".into(), 13)]));
         assert!(config_shares("[accounts.video]\nparent = \"x\"\ngpu_hours = 200\n").unwrap_err().contains("gpu_hours"));
         let tree = "# accounts and users of x\naccount llm root\naccount pretrain llm\naccount theory root\nuser alice pretrain\n";
-        let t = trace(&["1,0,60,1,pretrain,pretrain-u1,training,0,false,0", "2,1,60,1,theory,pretrain-u1,training,0,false,0", "3,2,60,1,pretrain,pretrain-u1,debug,0,false,0"]);
+        let t = trace(&[
+            "1,0,60,1,pretrain,pretrain-u1,training,0,false,0",
+            "2,1,60,1,theory,pretrain-u1,training,0,false,0",
+            "3,2,60,1,pretrain,pretrain-u1,debug,0,false,0",
+        ]);
         let a = accounts_file(tree, &shares, &t).unwrap();
         let lines: Vec<&str> = a.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(

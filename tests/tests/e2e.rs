@@ -18,9 +18,7 @@ use std::time::{Duration, Instant};
 struct RunDir;
 impl std::fmt::Display for RunDir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let dir = std::env::var("TALLY_RUN_DIR")
-            .ok()
-            .filter(|d| !d.is_empty());
+        let dir = std::env::var("TALLY_RUN_DIR").ok().filter(|d| !d.is_empty());
         f.write_str(dir.as_deref().unwrap_or("/var/tmp/tally-testbed"))
     }
 }
@@ -37,13 +35,7 @@ fn config() -> String {
 
 /// Run a command (bounded by `timeout`), return stdout; panic with stderr.
 fn sh(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg(cmd)
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    let out = Command::new("timeout").arg("60").arg(cmd).args(args).current_dir(root()).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
     assert!(
         out.status.success(),
         "{cmd} {args:?} failed ({}):\n{}{}",
@@ -100,7 +92,11 @@ fn prio(id: u32) -> u64 {
 fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < Duration::from_secs(secs), "timed out after {secs}s waiting for {what}\n{}", sh("squeue", &["-o", "%.6i %.12a %.6u %.9T %.12Q %k"]));
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "timed out after {secs}s waiting for {what}\n{}",
+            sh("squeue", &["-o", "%.6i %.12a %.6u %.9T %.12Q %k"])
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
 }
@@ -559,8 +555,7 @@ fn e2e_11_the_beds_own_history_imports_with_its_gpu_seconds() {
     let jobs = [submit("sa", 2, "contract=1h,resumable", 3), submit("sb", 4, "contract=30m", 4)];
     // Done, and in the accounting database (slurmdbd writes a moment later).
     wait_until(120, "both jobs to finish and reach sacct", || {
-        jobs.iter().all(|&j| field(j, "%T").is_none())
-            && sacct(&jobs, "JobIDRaw,State").lines().filter(|l| l.contains("COMPLETED")).count() == 2
+        jobs.iter().all(|&j| field(j, "%T").is_none()) && sacct(&jobs, "JobIDRaw,State").lines().filter(|l| l.contains("COMPLETED")).count() == 2
     });
     let history = format!("{RUN_DIR}/history.txt");
     std::fs::write(&history, sacct(&jobs, tally_sim::sacct::HISTORY_COLUMNS)).unwrap();
@@ -587,7 +582,8 @@ fn e2e_11_the_beds_own_history_imports_with_its_gpu_seconds() {
     let trace_file = format!("{RUN_DIR}/history.csv");
     std::fs::write(&trace_file, &csv).unwrap();
     let proposed = format!("{RUN_DIR}/proposed.toml");
-    std::fs::write(&proposed, std::fs::read_to_string(config()).unwrap().replace("[accounts.storm_a]\nshare = 8", "[accounts.storm_a]\nshare = 4")).unwrap();
+    std::fs::write(&proposed, std::fs::read_to_string(config()).unwrap().replace("[accounts.storm_a]\nshare = 8", "[accounts.storm_a]\nshare = 4"))
+        .unwrap();
     let out = sh(&tally, &["budget", "--config", &proposed, "--current", &config(), "--trace", &trace_file, "--quiet"]);
     assert!(out.lines().any(|l| l.trim_start().starts_with("storm_a")), "{out}");
 }
@@ -596,7 +592,13 @@ fn e2e_11_the_beds_own_history_imports_with_its_gpu_seconds() {
 fn share_rows(accounts: &str) -> (BTreeMap<String, serde_json::Value>, u64) {
     let out = sh(&format!("{}/target/release/tally", root().display()), &["share", "--json", "-A", accounts, "-c", &config()]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
-    let rows = v["rows"].as_array().unwrap().iter().filter(|r| r["user"].is_null()).map(|r| (r["account"].as_str().unwrap().to_string(), r.clone())).collect();
+    let rows = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["user"].is_null())
+        .map(|r| (r["account"].as_str().unwrap().to_string(), r.clone()))
+        .collect();
     (rows, v["saved_at"].as_u64().unwrap())
 }
 
@@ -629,7 +631,11 @@ fn e2e_12_share_shows_the_owed_and_delivered_the_workload_caused() {
         let measured = num(team, "owed_gpu_hours") * 3600.0 / rate;
         let wall = (saved_at - since) as f64;
         let hour = (saved_at - (since - since % 3600)) as f64;
-        assert!(measured <= hour + 1.0 && measured >= wall - 2.0 * calc - 1.0, "{team}: owed for {measured} s, asked for {wall} s, hour began {hour} s ago: {:?}", rows[team]);
+        assert!(
+            measured <= hour + 1.0 && measured >= wall - 2.0 * calc - 1.0,
+            "{team}: owed for {measured} s, asked for {wall} s, hour began {hour} s ago: {:?}",
+            rows[team]
+        );
     }
     // see_idle ran nothing: delivered 0 of what it is owed; short now by its rate.
     assert_eq!(num("see_idle", "delivered_gpu_hours"), 0.0);
@@ -713,13 +719,23 @@ fn e2e_13_a_drained_node_empties_as_its_contracts_end() {
     // (`drained*`: also not responding for a while, as a slurmd of this
     // bed sometimes is after the kill -9 test; empty all the same.)
     // Empty and drained: IDLE+DRAIN (DRAINING while a job is still on it).
-    let node_state = || sh("scontrol", &["show", "node", "n1", "-o"]).split_whitespace().find_map(|w| w.strip_prefix("State=").map(str::to_string)).unwrap_or_default();
+    let node_state = || {
+        sh("scontrol", &["show", "node", "n1", "-o"])
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("State=").map(str::to_string))
+            .unwrap_or_default()
+    };
     let t = Instant::now();
     while !(node_state().starts_with("IDLE") && node_state().contains("DRAIN")) {
         // (Slurm frees the node once slurmd confirms the requeued jobs'
         // ends: seconds here, longer when a slurmd of this bed is slow to
         // answer after the kill -9 test.)
-        assert!(t.elapsed() < Duration::from_secs(180), "n1 not drained after 180 s: State={}\n{}", node_state(), sh("sinfo", &["-N", "-n", "n1", "-o", "%N %P %T %E"]));
+        assert!(
+            t.elapsed() < Duration::from_secs(180),
+            "n1 not drained after 180 s: State={}\n{}",
+            node_state(),
+            sh("sinfo", &["-N", "-n", "n1", "-o", "%N %P %T %E"])
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     // The log said what the drain waited for, and on which contract.
@@ -748,11 +764,7 @@ fn e2e_14_gpu_types_are_charged_at_their_weights() {
     cancel(on_b200);
     wait_until(60, "both jobs to end", || field(on_h100, "%T").is_none() && field(on_b200, "%T").is_none());
     // Each job's run as Slurm measured it, and the ledger's charge.
-    let elapsed: Vec<f64> = sacct(&[on_h100, on_b200], "ElapsedRaw")
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let elapsed: Vec<f64> = sacct(&[on_h100, on_b200], "ElapsedRaw").lines().skip(1).filter_map(|l| l.trim().parse().ok()).collect();
     assert_eq!(elapsed.len(), 2, "sacct's ElapsedRaw of both jobs");
     // The plugin charges to a job's end at the next recalculation (2 s here).
     let charged = |account: &str, was: f64, want: f64| {
@@ -765,7 +777,10 @@ fn e2e_14_gpu_types_are_charged_at_their_weights() {
     };
     let want = (4.0 * elapsed[0], 2.2 * 4.0 * elapsed[1]);
     let got = (charged("usage_a", before.0, want.0), charged("usage_b", before.1, want.1));
-    println!("charged {:.0} units for 4 H100s x {:.0} s (want {:.0}), {:.0} for 4 B200s x {:.0} s (want {:.0})", got.0, elapsed[0], want.0, got.1, elapsed[1], want.1);
+    println!(
+        "charged {:.0} units for 4 H100s x {:.0} s (want {:.0}), {:.0} for 4 B200s x {:.0} s (want {:.0})",
+        got.0, elapsed[0], want.0, got.1, elapsed[1], want.1
+    );
     let share = sh(&format!("{}/target/release/tally", root().display()), &["share", "-c", &config()]);
     assert!(share.contains("budget units"), "tally share says its unit with GPU types:\n{share}");
     clean();

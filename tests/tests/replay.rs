@@ -148,7 +148,13 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
         let _ = bed_down(&opts);
         let out = out.unwrap_or_else(|e| panic!("{} replay: {e}", policy.name()));
         assert!(out.refused.is_empty(), "{}: sbatch refused {:?}", policy.name(), out.refused);
-        println!("{}: replay {:.0} s, drain {:.0} s, {} cancelled at the deadline", policy.name(), out.timings.replay_s, out.timings.drain_s, out.cancelled_at_deadline);
+        println!(
+            "{}: replay {:.0} s, drain {:.0} s, {} cancelled at the deadline",
+            policy.name(),
+            out.timings.replay_s,
+            out.timings.drain_s,
+            out.cancelled_at_deadline
+        );
         real.insert(policy.name(), scored(&trace, &config, &out));
     }
 

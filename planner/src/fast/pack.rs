@@ -558,7 +558,8 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         }
         let guide = improve(&mut ctx, &mut scratch, &mut e_marks, &mut cand_marks, every, guide, g_seed_limit + extra / 6);
         // Realtime demand given up where a batch job is worth more.
-        let (guide, counts, curves) = trade(&mut ctx, s, &mut realtime, &mut scratch, &mut e_marks, &mut cand_marks, every, guide, counts, curves, trade_limit);
+        let (guide, counts, curves) =
+            trade(&mut ctx, s, &mut realtime, &mut scratch, &mut e_marks, &mut cand_marks, every, guide, counts, curves, trade_limit);
         let mut guides = vec![(guide.order.clone(), guide.rule, Some(guide))];
         for o in &orders {
             for rule in RULES {

@@ -197,7 +197,10 @@ impl Mip {
 
     /// Each job's start in an integral solution (`None`: not started).
     pub(super) fn starts(&self, cols: &[f64]) -> Vec<Option<usize>> {
-        self.x.iter().map(|x| x.as_ref().and_then(|(a, xs)| xs.iter().position(|c| cols.get(c.index()).is_some_and(|&v| v > 0.5)).map(|k| a + k))).collect()
+        self.x
+            .iter()
+            .map(|x| x.as_ref().and_then(|(a, xs)| xs.iter().position(|c| cols.get(c.index()).is_some_and(|&v| v > 0.5)).map(|k| a + k)))
+            .collect()
     }
 
     /// A valid plan as a point of the model (a warm start).
@@ -225,8 +228,7 @@ impl Mip {
     /// Whether an LP solution is already integral.
     pub(super) fn integral(&self, cols: &[f64]) -> bool {
         let near = |v: f64| (v - v.round()).abs() <= 1e-6;
-        self.x.iter().flatten().all(|(_, xs)| xs.iter().all(|c| near(cols[c.index()])))
-            && self.h.iter().flatten().all(|c| near(cols[c.index()]))
+        self.x.iter().flatten().all(|(_, xs)| xs.iter().all(|c| near(cols[c.index()]))) && self.h.iter().flatten().all(|c| near(cols[c.index()]))
     }
 
     /// Round an LP solution to an integral point of the count model: service

@@ -277,8 +277,7 @@ impl Mip {
         plan.realtime = realtime;
 
         // Fill: leftover jobs where batch and realtime leave aligned blocks free.
-        let mut left: Vec<usize> =
-            (0..s.jobs.len()).filter(|&ji| self.eligible[ji] && !placed[ji]).collect();
+        let mut left: Vec<usize> = (0..s.jobs.len()).filter(|&ji| self.eligible[ji] && !placed[ji]).collect();
         left.sort_by(|&a, &b| {
             let (ja, jb) = (&s.jobs[a], &s.jobs[b]);
             jb.priority.total_cmp(&ja.priority).then(jb.gpus.cmp(&ja.gpus)).then(ja.id.cmp(&jb.id))
@@ -367,9 +366,7 @@ impl Mip {
             }
             Some(cost)
         };
-        let evictions = |batch: &Bits| -> Vec<u32> {
-            (0..nsvc).map(|si| held[si].iter().filter(|&&gpu| batch.get(t, gpu)).count() as u32).collect()
-        };
+        let evictions = |batch: &Bits| -> Vec<u32> { (0..nsvc).map(|si| held[si].iter().filter(|&&gpu| batch.get(t, gpu)).count() as u32).collect() };
         let mut kept: Vec<usize> = Vec::new();
         loop {
             let e = evictions(batch);

@@ -408,10 +408,7 @@ impl Exact {
             .y
             .iter()
             .map(|per_t| {
-                per_t
-                    .iter()
-                    .map(|row| row.iter().enumerate().filter(|(_, c)| c.is_some_and(on)).map(|(gpu, _)| gpu as u32).collect())
-                    .collect()
+                per_t.iter().map(|row| row.iter().enumerate().filter(|(_, c)| c.is_some_and(on)).map(|(gpu, _)| gpu as u32).collect()).collect()
             })
             .collect();
         plan
@@ -437,7 +434,13 @@ pub(super) fn window_size(s: &Scenario, window: &[Option<(usize, usize)>]) -> us
 /// `time_s` from `warm`. Where the count solution can be laid out on GPU
 /// indices at all, its value is reached; only the bound of the full exact
 /// model would prove more, so the bound returned here is not one.
-pub(super) fn solve_window(s: &Scenario, window: &[Option<(usize, usize)>], warm: Option<&Plan>, time_s: f64, opts: &FullOptions) -> Result<Option<Plan>, FullError> {
+pub(super) fn solve_window(
+    s: &Scenario,
+    window: &[Option<(usize, usize)>],
+    warm: Option<&Plan>,
+    time_s: f64,
+    opts: &FullOptions,
+) -> Result<Option<Plan>, FullError> {
     let mut ex = Exact::build(s, Some(window));
     if ex.num_cols == 0 {
         return Ok(None);

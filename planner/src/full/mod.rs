@@ -155,7 +155,8 @@ pub fn plan(s: &Scenario, warm: &Plan, opts: &FullOptions) -> Result<FullResult,
             solved_any = true;
             // 3. Decoding lost value: the exact model around the solution's starts.
             if best.value() < bound - 1e-6 * bound.abs().max(1.0) && left() > MIN_MIP_S {
-                let window: Vec<Option<(usize, usize)>> = mip.starts(&sol).into_iter().map(|t| t.map(|t| (t.saturating_sub(WINDOW), t + WINDOW))).collect();
+                let window: Vec<Option<(usize, usize)>> =
+                    mip.starts(&sol).into_iter().map(|t| t.map(|t| (t.saturating_sub(WINDOW), t + WINDOW))).collect();
                 if exact::window_size(s, &window) <= MAX_WINDOW_NONZEROS {
                     let hint = best.plan().cloned();
                     if let Ok(Some(p)) = exact::solve_window(s, &window, hint.as_ref(), left(), opts) {

@@ -57,7 +57,11 @@ pub(super) fn has_solution(m: &SolvedModel) -> bool {
 /// in the horizon under its rule (`grid::last_start`), with a legal block on
 /// the cluster.
 pub(super) fn eligible(s: &Scenario, j: &PlanJob) -> bool {
-    j.pinned.is_none() && j.duration_steps > 0 && j.priority > 0.0 && last_start(s, j).is_some() && firsts(s.gpus, s.gpus_per_node, j.gpus).next().is_some()
+    j.pinned.is_none()
+        && j.duration_steps > 0
+        && j.priority > 0.0
+        && last_start(s, j).is_some()
+        && firsts(s.gpus, s.gpus_per_node, j.gpus).next().is_some()
 }
 
 /// The value of the pinned jobs over the horizon (a constant of the objective).

@@ -298,7 +298,17 @@ mod exact_model {
                 jobs[0].arrival_step = 0;
             }
             let demand = (0..steps).map(|_| rng.below(4) as u32).collect();
-            let s = Scenario { gpus: 8, gpus_per_node: 8, steps, step_s: 3600, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services: vec![svc(demand, 2)] };
+            let s = Scenario {
+                gpus: 8,
+                gpus_per_node: 8,
+                steps,
+                step_s: 3600,
+                decay: 0.97,
+                penalty: 8.0,
+                must_finish: true,
+                jobs,
+                services: vec![svc(demand, 2)],
+            };
             let warm = fast::plan(&s);
             let warm_value = validate(&s, &warm).unwrap().value;
             let (p, bound, _) = solve_exact(&s);
@@ -320,6 +330,12 @@ fn generated_instances_full_mode_validates_and_its_bound_holds() {
         let fast_value = validate(&s, &warm).unwrap().value;
         let r = plan(&s, &warm, &FullOptions { time_limit_s: 0.3, ..FullOptions::default() }).unwrap_or_else(|e| panic!("{} #{seed}: {e}", f.name()));
         let score = validate(&s, &r.plan).unwrap_or_else(|e| panic!("{} #{seed}: {e}", f.name()));
-        assert!(score.value >= fast_value - 1e-9 && r.bound >= score.value - 1e-6, "{} #{seed}: fast {fast_value}, full {}, bound {}", f.name(), score.value, r.bound);
+        assert!(
+            score.value >= fast_value - 1e-9 && r.bound >= score.value - 1e-6,
+            "{} #{seed}: fast {fast_value}, full {}, bound {}",
+            f.name(),
+            score.value,
+            r.bound
+        );
     }
 }

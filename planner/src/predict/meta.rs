@@ -41,7 +41,9 @@ pub struct CommentMeta {
 pub enum MetaError {
     #[error("`{key}=` has no value (write e.g. class=training, model_params=7b, method=lora)")]
     Empty { key: &'static str },
-    #[error("model_params=`{value}` is not a parameter count: expected a number > 0 with an optional suffix k, m, b or t (e.g. 7b, 70B, 1.5b, 350m)")]
+    #[error(
+        "model_params=`{value}` is not a parameter count: expected a number > 0 with an optional suffix k, m, b or t (e.g. 7b, 70B, 1.5b, 350m)"
+    )]
     ModelParams { value: String },
     #[error("`{key}=` is given twice (`{first}` and `{second}`); the first is used")]
     Duplicate { key: &'static str, first: String, second: String },
@@ -127,7 +129,18 @@ mod tests {
 
     #[test]
     fn parameter_counts_with_and_without_suffix() {
-        let ok = [("7b", 7e9), ("70B", 70e9), ("1.5b", 1.5e9), ("350m", 350e6), ("350M", 350e6), ("125k", 125e3), ("1t", 1e12), ("13g", 13e9), ("125000000", 1.25e8), (".5b", 0.5e9)];
+        let ok = [
+            ("7b", 7e9),
+            ("70B", 70e9),
+            ("1.5b", 1.5e9),
+            ("350m", 350e6),
+            ("350M", 350e6),
+            ("125k", 125e3),
+            ("1t", 1e12),
+            ("13g", 13e9),
+            ("125000000", 1.25e8),
+            (".5b", 0.5e9),
+        ];
         for (raw, want) in ok {
             let got = parse_model_params(raw).unwrap_or_else(|e| panic!("{raw}: {e}"));
             assert!((got - want).abs() <= want * 1e-12, "{raw}: {got} != {want}");

@@ -17,6 +17,6 @@ pub mod duration;
 pub mod meta;
 pub mod profile;
 
-pub use duration::{level_counts, mae, predict_online, JobKey, Level, Mae, Outcome, PastJob, Prediction, PredictRules, Predictor};
+pub use duration::{level_counts, mae, predict_online, JobKey, Level, Mae, Outcome, PastJob, PredictRules, Prediction, Predictor};
 pub use meta::{model_bucket, parse_model_params, CommentMeta, MetaError};
 pub use profile::{demand_curve, weekly_profiles, ServiceRun, WeekProfile, HOURS_PER_WEEK, UNIX_WEEK_OFFSET_S};

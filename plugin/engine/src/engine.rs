@@ -21,12 +21,12 @@
 
 use crate::view::{JobView, RunState};
 use rustc_hash::{FxHashMap, FxHashSet};
-use tally_allocator::names::ByName;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use tally_allocator::names::ByName;
 use tally_allocator::{
-    drain_plan, job_priority, DrainPlan, OnDraining, order_queue, Allocation, Contract, Entitlement, FairShare, Funded, Held,
-    Inventory, Job, Load, Priority, QueueOrder, RunBook, RunRecord, Seen, Snapshot, TeamLoad,
+    drain_plan, job_priority, order_queue, Allocation, Contract, DrainPlan, Entitlement, FairShare, Funded, Held, Inventory, Job, Load, OnDraining,
+    Priority, QueueOrder, RunBook, RunRecord, Seen, Snapshot, TeamLoad,
 };
 use tally_config::Config;
 
@@ -414,15 +414,7 @@ impl Engine {
             snapshot.inventory.clear();
         }
         let ranking = Arc::new(rank(&config, &snapshot, &[], now).0);
-        Engine {
-            config,
-            snapshot,
-            ranking,
-            warned: BTreeSet::new(),
-            preempt_window_s: DEFAULT_PREEMPT_WINDOW_S,
-            last_jobs: Vec::new(),
-            held: None,
-        }
+        Engine { config, snapshot, ranking, warned: BTreeSet::new(), preempt_window_s: DEFAULT_PREEMPT_WINDOW_S, last_jobs: Vec::new(), held: None }
     }
 
     /// Slurm's `KillWait + MessageTimeout` (see [`DEFAULT_PREEMPT_WINDOW_S`]).
@@ -443,11 +435,9 @@ impl Engine {
             return DrainPlan::default();
         }
         let nodes: FxHashMap<u32, &[Arc<str>]> = on.iter().map(|(id, n)| (*id, n.as_slice())).collect();
-        let views: Vec<JobView> =
-            self.last_jobs.iter().filter(|v| v.state == RunState::Running && nodes.contains_key(&v.job_id)).cloned().collect();
+        let views: Vec<JobView> = self.last_jobs.iter().filter(|v| v.state == RunState::Running && nodes.contains_key(&v.job_id)).cloned().collect();
         let jobs = classify(&self.config, &views, &self.snapshot.runs, now, self.preempt_window_s);
-        let on: Vec<OnDraining> =
-            jobs.iter().zip(&views).map(|((_, job), v)| OnDraining { job, nodes: nodes[&v.job_id] }).collect();
+        let on: Vec<OnDraining> = jobs.iter().zip(&views).map(|((_, job), v)| OnDraining { job, nodes: nodes[&v.job_id] }).collect();
         drain_plan(&on, &self.ranking.ent, now)
     }
 
@@ -698,7 +688,6 @@ fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
     let owed = old.owed.rebucket(config.bucket_s, config.window_s);
     Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone(), owed, load: old.load.clone(), inventory: old.inventory.clone() }
 }
-
 
 /// What a drain does and waits for, in words for slurmctld's log: one line
 /// per job requeued, one per job waited for (its contract's end, UTC).

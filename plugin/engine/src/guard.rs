@@ -74,10 +74,14 @@ mod tests {
         // No Slurm here: the message goes to stderr.
         assert_eq!(guard("boom", || 0, || -> i32 { panic!("on purpose") }), 0);
         let m = std::sync::Mutex::new(1);
-        guard("poison", || (), || {
-            let _g = m.lock().unwrap();
-            panic!("poisoning the mutex");
-        });
+        guard(
+            "poison",
+            || (),
+            || {
+                let _g = m.lock().unwrap();
+                panic!("poisoning the mutex");
+            },
+        );
         assert_eq!(*lock(&m), 1, "a poisoned mutex is still usable");
     }
 }

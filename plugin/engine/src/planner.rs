@@ -83,9 +83,8 @@ pub fn replan(r: &Ranking, jobs: &[Placed], nodes: &[NodeView], now: u64) -> Opt
         for (set, queue) in &sets {
             let mut pinned = running.clone();
             for i in 0..slots as u32 {
-                let open = by_index.get(&i).filter(|n| {
-                    n.state.usable() && set.is_none_or(|s| s.split(',').any(|p| n.partitions.iter().any(|q| &**q == p)))
-                });
+                let open =
+                    by_index.get(&i).filter(|n| n.state.usable() && set.is_none_or(|s| s.split(',').any(|p| n.partitions.iter().any(|q| &**q == p))));
                 let held = per_node - open.map_or(0, |n| n.gpu_total().min(per_node));
                 if held > 0 {
                     pinned.push(RunningJob { nodes: vec![(i, held)], remaining_s: None });

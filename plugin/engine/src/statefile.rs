@@ -198,7 +198,8 @@ mod tests {
         let blocked = path.parent().unwrap().join("blocked");
         fs::create_dir_all(blocked.join("x")).unwrap();
         assert!(save_atomic(&blocked, "tally-state 2\n").is_err());
-        let names: Vec<String> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> =
+            fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert!(names.iter().all(|n| !n.contains(".tmp.")), "{names:?}");
     }
 

@@ -104,7 +104,10 @@ pub fn check(config: &Config, v: &SubmitView) -> Result<Accepted, Rejection> {
             let below = 1u32 << (31 - g.leading_zeros());
             return Err(reject(
                 Refusal::Gpus,
-                format!("{g} GPUs is not a power of two: this cluster places GPU jobs in blocks of 1, 2, 4, 8, 16 ...; ask for {below} or {}", below * 2),
+                format!(
+                    "{g} GPUs is not a power of two: this cluster places GPU jobs in blocks of 1, 2, 4, 8, 16 ...; ask for {below} or {}",
+                    below * 2
+                ),
             ));
         }
     }
@@ -179,7 +182,11 @@ mod tests {
             (view("contract=9h"), Refusal::Contract, "tally: contract=9h exceeds the 8h maximum (allowed: 0 to 8h, e.g. contract=2h)"),
             (view("contract=2x"), Refusal::Contract, "tally: contract=2x: unknown unit `x` in `2x` (use d, h, m or s)"),
             (view("contract=-1h"), Refusal::Contract, "tally: contract=-1h: negative duration `-1h` (durations are >= 0)"),
-            (view("contract="), Refusal::Contract, "tally: contract= has no value (write e.g. contract=2h, contract=90m, or contract=0 for unallocated)"),
+            (
+                view("contract="),
+                Refusal::Contract,
+                "tally: contract= has no value (write e.g. contract=2h, contract=90m, or contract=0 for unallocated)",
+            ),
             (
                 SubmitView { time_limit_s: Some(1800), ..view("contract=1h") },
                 Refusal::TimeLimit,

@@ -141,7 +141,6 @@ impl Names {
         self.0.insert(a.clone());
         a
     }
-
 }
 
 pub use tally_allocator::tres::{gpu_count, gpu_type};
@@ -210,7 +209,10 @@ impl NodeState {
         let mut parts = state.split('+');
         let base = parts.next().unwrap_or("").trim().to_ascii_uppercase();
         let mut out = NodeState {
-            down: !matches!(base.as_str(), "IDLE" | "MIXED" | "ALLOCATED" | "ALLOC" | "COMPLETING" | "DRAINED" | "DRAINING" | "DRAIN" | "RESERVED" | "MAINT" | "MAINTENANCE"),
+            down: !matches!(
+                base.as_str(),
+                "IDLE" | "MIXED" | "ALLOCATED" | "ALLOC" | "COMPLETING" | "DRAINED" | "DRAINING" | "DRAIN" | "RESERVED" | "MAINT" | "MAINTENANCE"
+            ),
             ..NodeState::default()
         };
         // 22.05's combined names of a base state and its flags.
@@ -315,10 +317,7 @@ mod tests {
         ] {
             assert!(!usable(state, flags), "{state} {flags:?}");
         }
-        assert_eq!(
-            NodeState::from_names("mixed", ["DRAIN", "RESERVED"]),
-            NodeState { down: false, drain: true, reserved: true, unavailable: false }
-        );
+        assert_eq!(NodeState::from_names("mixed", ["DRAIN", "RESERVED"]), NodeState { down: false, drain: true, reserved: true, unavailable: false });
     }
 
     #[test]
@@ -331,7 +330,8 @@ mod tests {
             reason: None,
             partitions: Vec::new(),
         };
-        let nodes = [node(0, vec![(Some("h100".into()), 8)]), node(1, vec![(Some("h100".into()), 8)]), node(2, vec![(None, 4), (Some("b200".into()), 4)])];
+        let nodes =
+            [node(0, vec![(Some("h100".into()), 8)]), node(1, vec![(Some("h100".into()), 8)]), node(2, vec![(None, 4), (Some("b200".into()), 4)])];
         let want: BTreeMap<Option<Arc<str>>, u32> = [(None, 4), (Some("b200".into()), 4), (Some("h100".into()), 16)].into_iter().collect();
         assert_eq!(gpu_inventory(&nodes), want);
     }

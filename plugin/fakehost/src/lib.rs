@@ -78,9 +78,8 @@ impl Host {
     /// at `state_dir`, and create an empty `job_list`.
     pub fn load(state_dir: &Path) -> Host {
         // SAFETY: loading Slurm's own library; its initialisers are what every client runs.
-        let lib = unsafe { Library::open(Some(LIBSLURMFULL), RTLD_NOW | RTLD_GLOBAL) }.unwrap_or_else(|e| {
-            panic!("{LIBSLURMFULL} is needed for the fake host ({e}); install Slurm with `bash testbed/install.sh`")
-        });
+        let lib = unsafe { Library::open(Some(LIBSLURMFULL), RTLD_NOW | RTLD_GLOBAL) }
+            .unwrap_or_else(|e| panic!("{LIBSLURMFULL} is needed for the fake host ({e}); install Slurm with `bash testbed/install.sh`"));
         let host = Host { lib };
         // SAFETY: `slurm_conf` is libslurmfull's global config struct.
         unsafe {

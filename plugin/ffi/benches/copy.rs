@@ -10,10 +10,10 @@
 #[path = "../../engine/benches/common/mod.rs"]
 mod common;
 
+use slurm_sys::{job_details, job_record_t, INFINITE, NICE_OFFSET};
 use std::ffi::{c_char, CString};
 use std::mem::MaybeUninit;
 use std::time::Instant;
-use slurm_sys::{job_details, job_record_t, INFINITE, NICE_OFFSET};
 use tally_engine::view::{JobView, Names};
 use tally_ffi::view::read_job_named;
 

@@ -12,9 +12,8 @@
 #[cfg(slurm = "22.05")]
 use slurm_sys::priority_factors_request_msg_t;
 use slurm_sys::{
-    job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, slurm_preempt_data_type_t, List,
-    JOB_RUNNING, JOB_STATE_BASE, NO_VAL, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE,
-    PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
+    job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, slurm_preempt_data_type_t, List, JOB_RUNNING, JOB_STATE_BASE, NO_VAL,
+    PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
 };
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;

@@ -10,15 +10,15 @@
 
 use crate::view::{job_nodes, job_pointers, read_job_named, read_nodes};
 use slurm_sys::{
-    lock_level_t, node_record_t, slurmctld_lock_t, slurmctld_only, time_t, List, JOB_PENDING, JOB_RUNNING,
-    JOB_STATE_BASE, NO_LOCK, READ_LOCK, WRITE_LOCK,
+    lock_level_t, node_record_t, slurmctld_lock_t, slurmctld_only, time_t, List, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE, NO_LOCK, READ_LOCK,
+    WRITE_LOCK,
 };
-use std::sync::Arc;
-use tally_engine::view::NodeView;
 use std::collections::HashMap;
 use std::ffi::CStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tally_engine::planner::Placed;
+use tally_engine::view::NodeView;
 use tally_engine::view::{JobView, Names, RunState};
 
 type LockFn = unsafe extern "C" fn(slurmctld_lock_t);
@@ -81,16 +81,14 @@ impl Host {
         }
         // SAFETY: these are slurmctld's `void lock_slurmctld(slurmctld_lock_t)`
         // and `void unlock_slurmctld(slurmctld_lock_t)` (slurmctld/locks.h).
-        let (lock, unlock) = unsafe {
-            (std::mem::transmute::<*mut libc::c_void, LockFn>(lock), std::mem::transmute::<*mut libc::c_void, LockFn>(unlock))
-        };
+        let (lock, unlock) =
+            unsafe { (std::mem::transmute::<*mut libc::c_void, LockFn>(lock), std::mem::transmute::<*mut libc::c_void, LockFn>(unlock)) };
         let (table, count) = (sym(slurmctld_only::NODE_RECORD_TABLE_PTR), sym(slurmctld_only::NODE_RECORD_COUNT));
         let nodes = (!table.is_null() && !count.is_null()).then(|| (table.cast(), count.cast()));
         let requeue = sym(slurmctld_only::JOB_REQUEUE);
         // SAFETY: slurmctld's `int job_requeue(uid_t, uint32_t, slurm_msg_t *,
         // bool, uint32_t)` (slurmctld.h, the same in 22.05 and 24.11).
-        let requeue = (!requeue.is_null())
-            .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, slurmctld_only::JobRequeueFn>(requeue) });
+        let requeue = (!requeue.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, slurmctld_only::JobRequeueFn>(requeue) });
         Some(Host { lock, unlock, job_list: job_list.cast(), last_job_update: last.cast(), nodes, requeue })
     }
 

@@ -4,10 +4,10 @@
 //! (`tally_engine`) works on owned values.
 
 use slurm_sys::{
-    job_desc_msg_t, job_record_t, node_record_t, part_record_t, List, INFINITE, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE,
-    JOB_SUSPENDED, NICE_OFFSET, NODE_STATE_BASE, NODE_STATE_DOWN, NODE_STATE_FLAG_DRAIN, NODE_STATE_FLAG_FAIL,
-    NODE_STATE_FLAG_MAINT, NODE_STATE_FLAG_NO_RESPOND, NODE_STATE_FLAG_REBOOT_ISSUED, NODE_STATE_FLAG_POWERED_DOWN, NODE_STATE_FLAG_POWERING_DOWN,
-    NODE_STATE_FLAG_RES, NODE_STATE_FUTURE, NODE_STATE_UNKNOWN, NO_VAL,
+    job_desc_msg_t, job_record_t, node_record_t, part_record_t, List, INFINITE, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE, JOB_SUSPENDED, NICE_OFFSET,
+    NODE_STATE_BASE, NODE_STATE_DOWN, NODE_STATE_FLAG_DRAIN, NODE_STATE_FLAG_FAIL, NODE_STATE_FLAG_MAINT, NODE_STATE_FLAG_NO_RESPOND,
+    NODE_STATE_FLAG_POWERED_DOWN, NODE_STATE_FLAG_POWERING_DOWN, NODE_STATE_FLAG_REBOOT_ISSUED, NODE_STATE_FLAG_RES, NODE_STATE_FUTURE,
+    NODE_STATE_UNKNOWN, NO_VAL,
 };
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
@@ -196,14 +196,7 @@ pub unsafe fn read_nodes(table: *const *mut node_record_t, count: i32, names: &m
                 }
             }
         }
-        out.push(NodeView {
-            index: i as u32,
-            name,
-            gpus,
-            state: node_state(n.node_state),
-            reason: unsafe { c_string(n.reason) },
-            partitions,
-        });
+        out.push(NodeView { index: i as u32, name, gpus, state: node_state(n.node_state), reason: unsafe { c_string(n.reason) }, partitions });
     }
     out
 }

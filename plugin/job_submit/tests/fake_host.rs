@@ -10,7 +10,11 @@ use tally_fakehost::{assert_exports, assert_identity, job, open_plugin, temp_dir
 
 fn text(p: *const c_char) -> String {
     // SAFETY: NULL or a C string from Slurm's allocator.
-    if p.is_null() { String::new() } else { unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned() }
+    if p.is_null() {
+        String::new()
+    } else {
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
 }
 
 #[test]
@@ -53,7 +57,13 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
             ("contract=9h", "", NO_VAL, ESLURM_INVALID_TIME_VALUE, "tally: contract=9h exceeds the 8h maximum (allowed: 0 to 8h, e.g. contract=2h)"),
             ("contract=2x", "", NO_VAL, ESLURM_INVALID_TIME_VALUE, "tally: contract=2x: unknown unit `x` in `2x` (use d, h, m or s)"),
             ("contract=-1h", "", NO_VAL, ESLURM_INVALID_TIME_VALUE, "tally: contract=-1h: negative duration `-1h` (durations are >= 0)"),
-            ("contract=1h", "", 30, ESLURM_INVALID_TIME_LIMIT, "tally: contract=1h is longer than the job's time limit of 30m (a job cannot be promised more than it may run)"),
+            (
+                "contract=1h",
+                "",
+                30,
+                ESLURM_INVALID_TIME_LIMIT,
+                "tally: contract=1h is longer than the job's time limit of 30m (a job cannot be promised more than it may run)",
+            ),
             ("contract=1h", "ghost", NO_VAL, ESLURM_INVALID_ACCOUNT, "tally: account `ghost` has no budget in"),
         ];
         for (comment, account, limit, code, msg) in cases {

@@ -91,8 +91,12 @@ impl Snapshot {
         // Claim: the allocated victims leave, the preemptor runs.
         let tree = &self.config.tree;
         // (In budget units: GPUs × their type's weight, as the entitlement counts.)
-        let gone: Vec<(u64, std::sync::Arc<str>, f64)> =
-            self.running.iter().filter(|j| victims.contains(&j.id) && j.is_allocated(&self.ent)).map(|j| (j.id, j.account.clone(), j.units())).collect();
+        let gone: Vec<(u64, std::sync::Arc<str>, f64)> = self
+            .running
+            .iter()
+            .filter(|j| victims.contains(&j.id) && j.is_allocated(&self.ent))
+            .map(|j| (j.id, j.account.clone(), j.units()))
+            .collect();
         for (id, account, units) in gone {
             self.claimed.insert(id);
             if let Some(n) = tree.id(&account) {

@@ -1,7 +1,9 @@
 //! `preempt_tally.so` in a fake slurmctld: the rule and the victim order on
 //! job records built here and put in the fake `job_list`.
 
-use slurm_sys::{job_queue_rec_t, job_record_t, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE};
+use slurm_sys::{
+    job_queue_rec_t, job_record_t, PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
+};
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 use tally_fakehost::{assert_exports, assert_identity, job, open_plugin, temp_dir, wait_until, with_lock, zeroed, FakeJob, Host};
@@ -100,6 +102,15 @@ fn the_rule_in_a_fake_slurmctld() {
 fn exports_exactly_the_plugin_symbols() {
     assert_exports(
         "preempt_tally",
-        &["fini", "init", "plugin_name", "plugin_type", "plugin_version", "preempt_p_get_data", "preempt_p_job_preempt_check", "preempt_p_preemptable"],
+        &[
+            "fini",
+            "init",
+            "plugin_name",
+            "plugin_type",
+            "plugin_version",
+            "preempt_p_get_data",
+            "preempt_p_job_preempt_check",
+            "preempt_p_preemptable",
+        ],
     );
 }

@@ -5,18 +5,17 @@
 use slurm_sys::{job_record_t, priority_factors_object_t, List, NICE_OFFSET};
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
-use tally_fakehost::{assert_exports, assert_identity, job, last_update, now, open_plugin, temp_dir, wait_until, with_lock, FakeJob, Host, LOCKS_TAKEN};
+use tally_fakehost::{
+    assert_exports, assert_identity, job, last_update, now, open_plugin, temp_dir, wait_until, with_lock, FakeJob, Host, LOCKS_TAKEN,
+};
 
 #[test]
 fn plugin_in_a_fake_slurmctld() {
     let dir = temp_dir("fake-host-priority");
     let host = Host::load(&dir);
     let config = dir.join("tally.toml");
-    std::fs::write(
-        &config,
-        "[cluster]\ngpus = 16\n[priority]\ncalc_period = \"1s\"\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n",
-    )
-    .unwrap();
+    std::fs::write(&config, "[cluster]\ngpus = 16\n[priority]\ncalc_period = \"1s\"\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n")
+        .unwrap();
     std::env::set_var("TALLY_CONFIG", &config);
 
     // The jobs: busy has run 8 GPUs for an hour; both teams wait.
@@ -40,11 +39,7 @@ fn plugin_in_a_fake_slurmctld() {
     assert_identity(&lib, "priority/tally");
     // SAFETY: the plugin's functions with their C signatures (slurm-sys, plugin docs).
     unsafe {
-        for f in [
-            &b"priority_p_reconfig"[..],
-            b"priority_p_set_assoc_usage",
-            b"priority_p_calc_fs_factor",
-        ] {
+        for f in [&b"priority_p_reconfig"[..], b"priority_p_set_assoc_usage", b"priority_p_calc_fs_factor"] {
             lib.get::<*const c_void>(f).unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(f)));
         }
         let init = lib.get::<extern "C" fn() -> c_int>(b"init").unwrap();
@@ -104,7 +99,12 @@ fn plugin_in_a_fake_slurmctld() {
         assert_eq!(host.list_count(out), 4, "pending, not held: jobs 2, 3, 4, 5");
         for o in host.list_items(out) {
             let o = &*o.cast::<priority_factors_object_t>();
-            let sum = o.priority_age + o.priority_assoc + o.priority_fs + o.priority_js + o.priority_part + o.priority_qos
+            let sum = o.priority_age
+                + o.priority_assoc
+                + o.priority_fs
+                + o.priority_js
+                + o.priority_part
+                + o.priority_qos
                 + (i64::from(o.priority_site) - i64::from(NICE_OFFSET)) as f64
                 - (i64::from(o.nice) - i64::from(NICE_OFFSET)) as f64;
             let j = jobs.iter().find(|j| j.rec.job_id == o.job_id).unwrap();
@@ -124,9 +124,7 @@ fn plugin_in_a_fake_slurmctld() {
         std::fs::write(&config, hourly).unwrap();
         reconfig(false);
         let active = dir.join("tally/tally.toml.active");
-        wait_until("the good config to be taken", Duration::from_secs(10), || {
-            std::fs::read_to_string(&active).is_ok_and(|a| a.contains("\"1h\""))
-        });
+        wait_until("the good config to be taken", Duration::from_secs(10), || std::fs::read_to_string(&active).is_ok_and(|a| a.contains("\"1h\"")));
         // Hourly: nothing recalculates by itself now (a job's priority
         // reset to 1 stays 1) ...
         std::thread::sleep(Duration::from_millis(1500));

@@ -18,7 +18,8 @@ use std::process::ExitCode;
 
 use tally_tests::replay::{probe_latencies, replay, summary, Policy, ReplayOptions};
 
-const USAGE: &str = "usage: replay [probe] <multifactor|tally> <trace.csv> [--speedup K] [--gpus N] [--drain S] [--config tally.toml] [--run-dir DIR] [--repo DIR]";
+const USAGE: &str =
+    "usage: replay [probe] <multifactor|tally> <trace.csv> [--speedup K] [--gpus N] [--drain S] [--config tally.toml] [--run-dir DIR] [--repo DIR]";
 
 fn parse(args: &[String]) -> Result<(bool, ReplayOptions), String> {
     let mut args = args.iter();
