@@ -173,7 +173,8 @@ impl Bits {
     }
 
     /// The lowest legal block of `g` GPUs ([`firsts`]) free over steps
-    /// `from..to`.
+    /// `from..to` (the definition [`Bits::earliest`] is tested against).
+    #[cfg(test)]
     pub(crate) fn block(&self, g: u32, per_node: u32, from: usize, to: usize) -> Option<u32> {
         firsts(self.gpus, per_node, g).find(|&first| (from..to).all(|t| self.free(t, first, g)))
     }
