@@ -113,15 +113,17 @@ struct Solved {
     gap_target: f64,
     /// Full mode: the fast plan it started from (for the side-by-side).
     fast: Option<Score>,
+    /// The simple greedy fast mode is held to (from the same search).
+    greedy: Plan,
 }
 
 fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
     let t = std::time::Instant::now();
-    let p = fast::plan_with_effort(s, a.effort);
+    let fast::Parts { greedy, fast: p, .. } = fast::parts(s, a.effort);
     let fast_us = t.elapsed().as_micros();
     let score = validate(s, &p).map_err(|e| format!("fast plan invalid (a bug): {e}"))?;
     match a.mode {
-        Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, gap_target: 0.0, fast: None }),
+        Mode::Fast => Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, gap_target: 0.0, fast: None, greedy }),
         #[cfg(feature = "highs")]
         Mode::Full => {
             use tally_planner::full;
@@ -146,11 +148,12 @@ fn solve(s: &Scenario, a: &PlanArgs) -> Result<Solved, String> {
                         micros: t.elapsed().as_micros(),
                         gap_target: a.gap,
                         fast: Some(score),
+                        greedy,
                     })
                 }
                 Err(e) => {
                     eprintln!("full mode failed ({e}); using the fast plan");
-                    Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, gap_target: 0.0, fast: None })
+                    Ok(Solved { label: "fast", plan: p, score, bound: None, model: None, micros: fast_us, gap_target: 0.0, fast: None, greedy })
                 }
             }
         }
@@ -345,8 +348,7 @@ pub fn run_cmd(a: PlanArgs) -> Result<(), String> {
         std::fs::write(path, svg(&s, &ours.plan)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if a.json {
-        let greedy_plan = fast::greedy(&s);
-        let greedy = validate(&s, &greedy_plan).map_err(|e| format!("greedy plan invalid (a bug): {e}"))?;
+        let greedy = validate(&s, &ours.greedy).map_err(|e| format!("greedy plan invalid (a bug): {e}"))?;
         let out = json!({
             "scenario": name,
             "mode": ours.label,
