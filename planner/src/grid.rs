@@ -276,8 +276,7 @@ mod tests {
             }
             let g = 1 << rng.below(6);
             let (from, last, dur) = (rng.below(steps + 2), rng.below(steps + 2), rng.below(10));
-            let definition =
-                (from..=last.min(steps - 1)).find_map(|t| b.block(g, per_node, t, (t + dur).min(steps)).map(|first| (t, first)));
+            let definition = (from..=last.min(steps - 1)).find_map(|t| b.block(g, per_node, t, (t + dur).min(steps)).map(|first| (t, first)));
             assert_eq!(b.earliest(g, per_node, from, last, dur), definition, "{gpus}/{per_node} g{g} from {from} last {last} dur {dur}");
         }
     }

@@ -712,8 +712,11 @@ fn e2e_13_a_drained_node_empties_as_its_contracts_end() {
     }
     wait_until(30, "the non-resumable job to be requeued at its contract's end", || state(plain) != "RUNNING");
     println!("non-resumable job requeued {} s after its contract ended", now_s().saturating_sub(end_p));
-    // Back in the queue (not lost), and n1 empty: DRAINED.
+    // Back in the queue (not lost), and n1 empty: DRAINED. A requeued job
+    // shows COMPLETING until slurmd confirms its end (CI once caught it
+    // there), so that passing state is waited out first.
     for j in [resumable, plain] {
+        wait_until(60, "a requeued job to finish COMPLETING", || state(j) != "COMPLETING");
         assert!(matches!(state(j).as_str(), "PENDING" | "REQUEUED" | "CONFIGURING"), "job {j}: {}", state(j));
     }
     // (`drained*`: also not responding for a while, as a slurmd of this
