@@ -39,6 +39,25 @@ pub fn last_start(s: &Scenario, j: &PlanJob) -> Option<usize> {
     (j.arrival_step <= last).then_some(last)
 }
 
+/// A batch job as Dharma's placement order ranks it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rank {
+    pub priority: f64,
+    pub arrival: usize,
+    pub gpus: u32,
+    pub id: u64,
+}
+
+/// Dharma's placement order ("priority × time decay"), first placed first:
+/// priority × decay^arrival (what a GPU-step of the job is worth when it
+/// arrives) highest first, then bigger blocks, earlier arrival, lower id.
+/// The simple greedy places jobs in this order, and fast mode's search
+/// decodes it among its seed orders.
+pub(crate) fn placement_order(decay: f64, a: Rank, b: Rank) -> std::cmp::Ordering {
+    let discounted = |r: Rank| r.priority * decay.powi(r.arrival.min(i32::MAX as usize) as i32);
+    discounted(b).total_cmp(&discounted(a)).then(b.gpus.cmp(&a.gpus)).then(a.arrival.cmp(&b.arrival)).then(a.id.cmp(&b.id))
+}
+
 /// What job `j` started at step `t` is worth: priority × GPUs × decay^u
 /// summed over the steps `u` of its run inside the horizon, one step at a
 /// time (as the validator sums it).
@@ -291,6 +310,19 @@ mod tests {
         assert_eq!(dilated(&[0, 0, 5, 0, 0], 2), vec![1, 3, 5, 3, 1]);
         assert_eq!(dilated(&[4, 4], 0), vec![4, 4]);
         assert_eq!(dilated(&[], 3), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn placement_order_ranks_by_discounted_priority_then_blocks_arrival_id() {
+        let r = |priority, arrival, gpus, id| Rank { priority, arrival, gpus, id };
+        let mut jobs = [r(8.0, 0, 1, 1), r(10.0, 9, 1, 2), r(10.0, 2, 1, 3), r(8.0, 0, 4, 4), r(8.0, 0, 4, 5)];
+        jobs.sort_by(|a, b| placement_order(0.9, *a, *b));
+        // 10·0.9² = 8.1 beats 8; 10·0.9⁹ ≈ 3.9 comes last.
+        assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![3, 4, 5, 1, 2]);
+        // Without decay the arrival only breaks ties: earlier first.
+        let mut jobs = [r(5.0, 7, 2, 1), r(5.0, 3, 2, 2), r(5.0, 3, 8, 3)];
+        jobs.sort_by(|a, b| placement_order(1.0, *a, *b));
+        assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![3, 2, 1]);
     }
 
     #[test]

@@ -66,25 +66,23 @@ pub(crate) mod elastic;
 pub(crate) mod layout;
 mod pack;
 
-use super::grid::{pinned_bits, pinned_plan};
+use super::grid::{pinned_bits, pinned_plan, placement_order, Rank};
 use super::{Placed, Plan, Scenario};
 use layout::{layouts, place_layout};
 
 /// The simple greedy (Dharma's placement rule, and the floor fast mode is
 /// held to): realtime bands stacked at the top (each service's demand
-/// raised to its swap cap), then batch jobs by priority × decay^arrival
-/// (then bigger blocks, earlier arrival, id), each at its earliest legal
-/// fit under the horizon rule, lowest block. Also fast mode's plan for
-/// horizons over 64 steps.
+/// raised to its swap cap), then batch jobs in Dharma's placement order
+/// (`grid::placement_order`), each at its earliest legal fit under the
+/// horizon rule, lowest block. Also fast mode's plan for horizons over 64
+/// steps.
 pub fn greedy(s: &Scenario) -> Plan {
     let mut grid = pinned_bits(s);
     let mut plan = pinned_plan(s);
     plan.realtime = place_layout(s, &mut grid, &layouts(s.services.len())[0]);
     let mut order: Vec<&super::PlanJob> = s.jobs.iter().filter(|j| j.pinned.is_none()).collect();
-    let discounted = |j: &super::PlanJob| j.priority * s.decay.powi(j.arrival_step.min(i32::MAX as usize) as i32);
-    order.sort_by(|a, b| {
-        discounted(b).total_cmp(&discounted(a)).then(b.gpus.cmp(&a.gpus)).then(a.arrival_step.cmp(&b.arrival_step)).then(a.id.cmp(&b.id))
-    });
+    let rank = |j: &super::PlanJob| Rank { priority: j.priority, arrival: j.arrival_step, gpus: j.gpus, id: j.id };
+    order.sort_by(|a, b| placement_order(s.decay, rank(a), rank(b)));
     for j in order {
         if let Some((t, first)) = grid.earliest_for(s, j, j.arrival_step) {
             grid.set_run(first, j.gpus, t, (t + j.duration_steps).min(s.steps));

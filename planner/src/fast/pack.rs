@@ -2,7 +2,7 @@
 //! of batch jobs and a block rule decode into a plan, the value of which is
 //! summed as the plan is built; a counted work budget bounds the passes.
 
-use super::super::grid::{demand, dilate, firsts, last_start, pinned_bits, pinned_plan, step_bits, Bits, Discounts};
+use super::super::grid::{demand, dilate, firsts, last_start, pinned_bits, pinned_plan, placement_order, step_bits, Bits, Discounts, Rank};
 use super::super::rng::Rng;
 use super::super::{Placed, Plan, Scenario};
 use super::elastic;
@@ -389,8 +389,9 @@ impl Ctx {
     }
 }
 
-/// The orders tried, as sort keys over the jobs (the first is the single
-/// greedy's: priority, then bigger blocks, earlier arrival, id).
+/// The orders tried, as sort keys over the jobs (the first is the old
+/// single greedy's: priority, then bigger blocks, earlier arrival, id; the
+/// second Dharma's placement order, the simple greedy's).
 fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
     let idx: Vec<u32> = (0..jobs.len() as u32).collect();
     let sorted = |cmp: &dyn Fn(&Job, &Job) -> std::cmp::Ordering| {
@@ -402,10 +403,10 @@ fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
         o
     };
     let by_prio = |x: &Job, y: &Job| y.priority.total_cmp(&x.priority);
-    let discounted = |j: &Job| j.priority * decay.powi(j.arrival as i32);
+    let rank = |j: &Job| Rank { priority: j.priority, arrival: j.arrival, gpus: j.gpus, id: j.id };
     vec![
         sorted(&|x, y| by_prio(x, y).then(y.gpus.cmp(&x.gpus)).then(x.arrival.cmp(&y.arrival))),
-        sorted(&|x, y| discounted(y).total_cmp(&discounted(x)).then(y.gpus.cmp(&x.gpus))),
+        sorted(&|x, y| placement_order(decay, rank(x), rank(y))),
         sorted(&|x, y| y.ideal.total_cmp(&x.ideal)),
         sorted(&|x, y| y.gpus.cmp(&x.gpus).then(by_prio(x, y)).then(x.arrival.cmp(&y.arrival))),
         sorted(&|x, y| x.arrival.cmp(&y.arrival).then(by_prio(x, y)).then(y.gpus.cmp(&x.gpus))),
