@@ -28,8 +28,8 @@ impl Rng {
         (self.next_u64() % n.max(1) as u64) as usize
     }
 
-    /// A number in [0, 1) (full mode's tests).
-    #[cfg(all(test, feature = "highs"))]
+    /// A number in [0, 1) (the co-placement search's acceptance, full
+    /// mode's tests).
     pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }

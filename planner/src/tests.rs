@@ -111,6 +111,7 @@ fn random_scenario(seed: u64) -> Scenario {
 
 #[test]
 fn fast_plans_validate_match_their_value_and_beat_the_single_greedy() {
+    let mut co_placed = 0;
     for seed in 0..300 {
         let s = random_scenario(seed);
         let (p, value) = fast::plan_scored(&s, 1);
@@ -120,14 +121,42 @@ fn fast_plans_validate_match_their_value_and_beat_the_single_greedy() {
         // Never worse than the single greedy order it starts from.
         let g = validate(&s, &fast::greedy(&s)).unwrap_or_else(|e| panic!("seed {seed}: greedy {e}"));
         assert!(score.value >= g.value - 1e-9, "seed {seed}: {} < greedy {}", score.value, g.value);
-        // Deterministic.
-        assert_eq!(fast::plan(&s), p, "seed {seed}");
+        // Deterministic, and the co-placement search's own plan is legal
+        // and scored as the validator scores it.
+        let parts = fast::parts(&s, 1);
+        assert_eq!(parts.fast, p, "seed {seed}");
+        if let Some(c) = &parts.co_placed {
+            validate(&s, c).unwrap_or_else(|e| panic!("seed {seed}: co-placed {e}"));
+            co_placed += 1;
+        }
         // Pinned jobs unmoved (the validator checks it too).
         for j in s.jobs.iter().filter(|j| j.pinned.is_some()) {
             let (start, first) = j.pinned.unwrap();
             assert!(p.batch.contains(&Placed { job_id: j.id, start_step: start, first_gpu: first }));
         }
     }
+    // The scenarios with services and horizons up to 64 steps ran it.
+    assert!(co_placed >= 100, "the co-placement search ran on {co_placed} of 300");
+}
+
+#[test]
+fn a_service_moves_around_pinned_jobs_within_its_swap_cap() {
+    // One node of 2 GPUs, 4 steps; pinned jobs on GPU 1 at steps 0-1 and
+    // on GPU 0 at steps 2-3; a service wanting 1 GPU at every step. No GPU
+    // is free all day: the service holds GPU 0, then GPU 1 (one GPU removed
+    // and one added at step 2: 2 changes). A 2-GPU job never fits.
+    let mut a = job(101, 1, 2, 1.0, 0);
+    a.pinned = Some((0, 1));
+    let mut b = job(102, 1, 2, 1.0, 0);
+    b.pinned = Some((2, 0));
+    let s = scenario(2, 4, vec![a, b, job(1, 2, 1, 1.0, 0)], vec![svc(vec![1; 4], 2)]);
+    let p = fast::plan(&s);
+    assert_eq!(validate(&s, &p).unwrap().unmet_gpu_steps, 0, "{p:?}");
+    assert_eq!(p.realtime[0], vec![vec![0], vec![0], vec![1], vec![1]]);
+    // With a swap cap of 1 the move is not allowed: two steps go unmet.
+    let s = Scenario { services: vec![svc(vec![1; 4], 1)], ..s };
+    let p = fast::plan(&s);
+    assert_eq!(validate(&s, &p).unwrap().unmet_gpu_steps, 2, "{p:?}");
 }
 
 #[test]

@@ -65,6 +65,7 @@
 pub(crate) mod elastic;
 pub(crate) mod layout;
 mod pack;
+mod tokens;
 
 use super::grid::{pinned_bits, pinned_plan, placement_order, Rank};
 use super::{Placed, Plan, Scenario};
@@ -104,8 +105,8 @@ pub fn plan_with_effort(s: &Scenario, effort: u32) -> Plan {
     plan_scored(s, effort).0
 }
 
-/// Fast mode's two candidates and its choice, for measuring the floor
-/// (`tally plan --instances`) without searching twice.
+/// Fast mode's candidates and its choice, for measuring the floor and the
+/// co-placement search (`tally plan --instances`) without searching twice.
 #[derive(Debug, Clone)]
 pub struct Parts {
     /// The simple [`greedy`].
@@ -113,23 +114,33 @@ pub struct Parts {
     /// The search alone, without the greedy's floor under it (the greedy
     /// for horizons over 64 steps).
     pub search: Plan,
-    /// The better of the two: [`plan_with_effort`]'s plan.
+    /// The co-placement search's own plan (services and batch decoded in
+    /// one order), when it ran: with realtime services, horizons up to 64
+    /// steps and budget for a thousand decodes. `search` is the better of
+    /// it and the layouts' search.
+    pub co_placed: Option<Plan>,
+    /// The better of the greedy and the search: [`plan_with_effort`]'s plan.
     pub fast: Plan,
 }
 
 /// [`Parts`] at `effort`.
 pub fn parts(s: &Scenario, effort: u32) -> Parts {
-    let (g, p) = candidates(s, effort);
-    let fast = pick(g.clone(), p.clone()).0;
-    Parts { greedy: g.0, search: p.0, fast }
+    let (g, searched) = candidates(s, effort);
+    let co_placed = searched.as_ref().and_then(|x| x.co_placed.as_ref().map(|c| c.0.clone()));
+    let search = searched.map_or_else(|| g.clone(), |x| x.best());
+    let fast = pick(g.clone(), search.clone()).0;
+    Parts { greedy: g.0, search: search.0, co_placed, fast }
 }
 
 /// The fast plan and its value (equal to `validate(s, &plan).value`): the
 /// search's plan, or the simple [`greedy`]'s when that is worth more (so
 /// fast mode is never below it).
 pub(crate) fn plan_scored(s: &Scenario, effort: u32) -> (Plan, f64) {
-    let (g, p) = candidates(s, effort);
-    pick(g, p)
+    let (g, searched) = candidates(s, effort);
+    match searched {
+        Some(x) => pick(g, x.best()),
+        None => g,
+    }
 }
 
 /// The floor: the greedy's plan only when it is worth more than the search's.
@@ -141,12 +152,13 @@ fn pick(greedy: (Plan, f64), search: (Plan, f64)) -> (Plan, f64) {
     }
 }
 
-/// The greedy and the search, each with its value.
-fn candidates(s: &Scenario, effort: u32) -> ((Plan, f64), (Plan, f64)) {
+/// The greedy with its value, and the search (`None` for horizons over 64
+/// steps, where the greedy is the plan).
+fn candidates(s: &Scenario, effort: u32) -> ((Plan, f64), Option<pack::Searched>) {
     let g = greedy(s);
     let gv = super::validate(s, &g).map(|sc| sc.value).unwrap_or(f64::NEG_INFINITY);
     if s.steps > pack::MAX_STEPS || s.steps == 0 {
-        return ((g.clone(), gv), (g, gv));
+        return ((g, gv), None);
     }
-    ((g, gv), pack::search(s, pack::Budget::with_effort(effort)))
+    ((g, gv), Some(pack::search(s, pack::Budget::with_effort(effort))))
 }

@@ -5,8 +5,8 @@
 use super::super::grid::{demand, dilate, firsts, last_start, pinned_bits, pinned_plan, placement_order, step_bits, Bits, Discounts, Rank};
 use super::super::rng::Rng;
 use super::super::{Placed, Plan, Scenario};
-use super::elastic;
 use super::layout::{clip, layouts, place_layout};
+use super::{elastic, tokens};
 
 /// Horizons up to this many steps use the search (one `u64` per block
 /// holds its step mask); longer ones the single greedy.
@@ -29,11 +29,28 @@ pub(crate) struct Budget {
     pub elastic_percent: u64,
     /// … but at most this much.
     pub elastic_max: u64,
+    /// With realtime services, the co-placement search (`tokens.rs`): this
+    /// many decodes' worth (the single greedy's work times this) …
+    pub tokens_passes: u64,
+    /// … but at most this much …
+    pub tokens_max: u64,
+    /// … and not at all when that is fewer decodes than this.
+    pub tokens_min_passes: u64,
 }
 
 impl Default for Budget {
     fn default() -> Budget {
-        Budget { passes: 60, work_min: 45_000, work_max: 4_000_000, min_passes: 4, elastic_percent: 80, elastic_max: 1_500_000 }
+        Budget {
+            passes: 60,
+            work_min: 45_000,
+            work_max: 4_000_000,
+            min_passes: 4,
+            elastic_percent: 80,
+            elastic_max: 1_500_000,
+            tokens_passes: 40_000,
+            tokens_max: 20_000_000,
+            tokens_min_passes: 1_000,
+        }
     }
 }
 
@@ -43,7 +60,15 @@ impl Budget {
     pub(crate) fn with_effort(effort: u32) -> Budget {
         let k = u64::from(effort.max(1));
         let d = Budget::default();
-        Budget { passes: d.passes * k, work_min: d.work_min * k, work_max: d.work_max * k, elastic_max: d.elastic_max * k, ..d }
+        Budget {
+            passes: d.passes * k,
+            work_min: d.work_min * k,
+            work_max: d.work_max * k,
+            elastic_max: d.elastic_max * k,
+            tokens_passes: d.tokens_passes * k,
+            tokens_max: d.tokens_max * k,
+            ..d
+        }
     }
 }
 
@@ -66,11 +91,11 @@ fn runs(m: u64, d: usize) -> u64 {
 /// (bits from the horizon on are always set). One flat vector, so a copy
 /// is one `memcpy`.
 #[derive(Debug, Clone)]
-struct Packer {
-    bits: Vec<u64>,
+pub(super) struct Packer {
+    pub(super) bits: Vec<u64>,
     /// Start of each level in `bits` (and, last, its length).
     at: Vec<usize>,
-    gpus: u32,
+    pub(super) gpus: u32,
     /// Elastic layout: per step, the GPUs batch may still take (the rest
     /// is kept for the services); empty: no such limit.
     cap: Vec<u32>,
@@ -118,7 +143,7 @@ impl Packer {
         self.level(k)[a..b].iter().fold(!0, |m, &x| m & x)
     }
 
-    fn take(&mut self, first: u32, g: u32, from: usize, to: usize) {
+    pub(super) fn take(&mut self, first: u32, g: u32, from: usize, to: usize) {
         if !self.cap.is_empty() {
             for c in &mut self.cap[from..to] {
                 *c -= g;
@@ -141,7 +166,7 @@ impl Packer {
 
 /// How a block is chosen among those free at the earliest start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rule {
+pub(super) enum Rule {
     Lowest,
     Highest,
     /// The block whose buddies (the sibling block at each size up to the
@@ -155,14 +180,14 @@ const RULES: [Rule; 4] = [Rule::Lowest, Rule::Buddy, Rule::Time, Rule::Highest];
 
 /// A batch job as the decoder sees it.
 #[derive(Debug, Clone)]
-struct Job {
+pub(super) struct Job {
     id: u64,
-    gpus: u32,
+    pub(super) gpus: u32,
     /// log2 of `gpus`: the index of its candidate list.
     size: usize,
     /// Duration clipped to the horizon.
-    dur: usize,
-    arrival: usize,
+    pub(super) dur: usize,
+    pub(super) arrival: usize,
     /// The last step it may start at (the horizon rule, `grid::last_start`).
     last: usize,
     priority: f64,
@@ -189,10 +214,10 @@ struct Decoded {
     value: f64,
 }
 
-struct Ctx {
-    steps: usize,
-    per_node: u32,
-    jobs: Vec<Job>,
+pub(super) struct Ctx {
+    pub(super) steps: usize,
+    pub(super) per_node: u32,
+    pub(super) jobs: Vec<Job>,
     /// Per size (log2): the first GPUs of the legal blocks.
     cands: Vec<Vec<u32>>,
     /// The discount's prefix sums.
@@ -204,12 +229,12 @@ struct Ctx {
     /// (batch decoded on it only guides where the services go) and their
     /// curves.
     elastic: Option<(usize, Vec<Vec<u32>>)>,
-    work: u64,
+    pub(super) work: u64,
 }
 
 impl Ctx {
     /// Value of job `j` started at `t` (its steps inside the horizon).
-    fn value(&self, j: &Job, t: usize) -> f64 {
+    pub(super) fn value(&self, j: &Job, t: usize) -> f64 {
         let end = (t + j.dur).min(self.steps);
         self.disc.run(j.priority, j.gpus, t.min(end), end)
     }
@@ -228,7 +253,7 @@ impl Ctx {
     }
 
     /// Earliest start and block for job `j` under `rule`.
-    fn find(&mut self, p: &Packer, j: &Job, rule: Rule) -> Option<(usize, u32)> {
+    pub(super) fn find(&mut self, p: &Packer, j: &Job, rule: Rule) -> Option<(usize, u32)> {
         if j.arrival > j.last || j.arrival >= self.steps {
             return None;
         }
@@ -417,7 +442,7 @@ fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
 }
 
 /// The fast plan and its value, for a horizon of 1 to [`MAX_STEPS`] steps.
-pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
+pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
     let steps = s.steps;
     let per_node = s.gpus_per_node.max(1);
     let disc = Discounts::new(s.decay, steps);
@@ -619,15 +644,59 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> (Plan, f64) {
         }
     }
 
+    // Services and batch decoded together (`tokens.rs`), where the budget
+    // holds enough decodes for the annealing to be worth running.
+    let tokens_work = (budget.tokens_passes * pass).min(budget.tokens_max);
+    let co_placed = ctx.elastic.clone().filter(|_| tokens_work >= budget.tokens_min_passes * pass).and_then(|(_, curves)| {
+        let base = Packer::from_grid(&grid, s.gpus, steps, top_level);
+        let mut search = tokens::Search::new(&mut ctx, s, base, pinned_value, &curves);
+        let found = search.run(&[orders[1].clone(), best.order.clone()], tokens_work)?;
+        let mut plan = pinned.clone();
+        plan.realtime = vec![vec![Vec::new(); steps]; s.services.len()];
+        for (k, pieces) in search.tokens().to_vec().iter().zip(&found.pieces) {
+            for &(a, b, g) in pieces {
+                for h in &mut plan.realtime[k.service][a..b] {
+                    h.push(g);
+                }
+            }
+        }
+        for h in plan.realtime.iter_mut().flatten() {
+            h.sort_unstable();
+        }
+        for (j, at) in ctx.jobs.iter().zip(&found.at) {
+            if let Some((t, first)) = *at {
+                plan.batch.push(Placed { job_id: j.id, start_step: t, first_gpu: first });
+            }
+        }
+        Some((plan, found.value))
+    });
+
     let mut plan = pinned;
     plan.realtime = std::mem::take(&mut realtime[best.layout]);
-
     for (j, st) in ctx.jobs.iter().zip(&best.starts) {
         if let Some((t, first)) = *st {
             plan.batch.push(Placed { job_id: j.id, start_step: t, first_gpu: first });
         }
     }
-    (plan, best.value)
+    Searched { plan, value: best.value, co_placed }
+}
+
+/// The search's plans: the best of the bands and elastic layouts, and the
+/// co-placement search's (with realtime services and budget for it).
+pub(crate) struct Searched {
+    pub plan: Plan,
+    pub value: f64,
+    pub co_placed: Option<(Plan, f64)>,
+}
+
+impl Searched {
+    /// The better of the two.
+    pub(crate) fn best(self) -> (Plan, f64) {
+        match self.co_placed {
+            Some((p, v)) if v > self.value => (p, v),
+            _ => (self.plan, self.value),
+        }
+    }
 }
 
 /// The objective's trade-off between realtime and batch, searched: unmet

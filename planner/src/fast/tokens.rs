@@ -1,0 +1,374 @@
+//! The co-placement search: realtime services and batch jobs decoded in one
+//! order, so where the services sit is searched together with the batch.
+//!
+//! A service's curve (its demand dilated to its swap cap, clipped to the
+//! GPUs pinned jobs leave) is cut into nested *tokens*: one GPU held from a
+//! rise of the curve to a fall, the GPUs added last given back first. A
+//! token's two ends are changes the curve makes anyway, so any subset of
+//! the tokens is within the swap cap.
+//!
+//! An order of batch jobs and tokens decodes into a plan. A job takes its
+//! earliest fit under the block rule (as in `pack`). A token takes one GPU
+//! free over all its steps if there is one: the shortest free window around
+//! them, then the node with the fewest GPUs free over them (whole nodes are
+//! kept for whole-node blocks), then the highest GPU. Otherwise it takes
+//! the free run of one GPU that serves the most unmet demand, and the steps
+//! left on either side of it are placed the same way (twice at most): the
+//! service moves around a batch job, or gives those steps up. Each piece's
+//! ends count as GPU changes against the service's swap cap, and a piece
+//! that would exceed it, or that would serve no demand the pieces before it
+//! left unmet, is not placed. So every decoded plan is legal by
+//! construction, and giving up realtime for a batch job is a token after
+//! the job in the order: the search weighs the trade without a rule of its
+//! own. The value is the validator's: batch value minus `penalty × weight`
+//! per GPU-step of demand no piece serves.
+//!
+//! The search is simulated annealing over the order: a random swap or move
+//! of one item, decoding resumed at a saved state before the first changed
+//! position; a worse plan is accepted with probability `exp(Δ / T)`, `T`
+//! falling linearly from 0.5% of the plan's value to 0 over the budget. It
+//! starts from the best of its seeds (the tokens first, longest first, then
+//! each given batch order: the services served before any batch job, as the
+//! bands are) and runs once per block rule (Time, Lowest, Buddy), each with
+//! a third of the budget, counted in the decoder's work units, so the
+//! result is deterministic.
+
+use super::super::grid::{demand, step_bits};
+use super::super::rng::Rng;
+use super::super::Scenario;
+use super::pack::{Ctx, Packer, Rule};
+
+/// The block rules the search runs under, each with a third of the budget.
+const RULES: [Rule; 3] = [Rule::Time, Rule::Lowest, Rule::Buddy];
+
+/// The annealing's starting temperature, as a share of the plan's value.
+const T0: f64 = 0.005;
+
+/// How many times a token's steps may be split around busy GPUs (2: at
+/// most seven pieces).
+const SPLIT_DEPTH: u32 = 2;
+
+/// One GPU a service holds over steps `from..to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Token {
+    pub service: usize,
+    pub from: usize,
+    pub to: usize,
+}
+
+/// The nested tokens of every curve (`curves[s][t]`, `steps` values each):
+/// at a rise the new GPUs are pushed, at a fall the last pushed are popped.
+pub(super) fn cut(curves: &[Vec<u32>], steps: usize) -> Vec<Token> {
+    let mut out = Vec::new();
+    for (service, r) in curves.iter().enumerate() {
+        let at = |t: usize| if t < steps { r.get(t).copied().unwrap_or(0) } else { 0 };
+        let mut open: Vec<usize> = Vec::new();
+        for t in 0..=steps {
+            let before = if t == 0 { 0 } else { at(t - 1) };
+            for _ in at(t)..before {
+                let from = open.pop().expect("a fall closes tokens a rise opened");
+                out.push(Token { service, from, to: t });
+            }
+            open.extend(std::iter::repeat_n(t, at(t).saturating_sub(before) as usize));
+        }
+    }
+    out
+}
+
+/// The decoder's state before a position of the order.
+#[derive(Debug, Clone)]
+struct State {
+    grid: Packer,
+    /// GPUs held per service and step (`service · steps + t`).
+    held: Vec<u32>,
+    /// GPUs added + removed per service between steps `t − 1` and `t`.
+    swaps: Vec<u32>,
+    value: f64,
+}
+
+/// A decoded order: per item (jobs first, then tokens) where it went — a
+/// job's start and first GPU, a token's first step and GPU — or `None`.
+#[derive(Debug, Clone)]
+pub(super) struct Found {
+    pub order: Vec<u32>,
+    pub rule: Rule,
+    pub at: Vec<Option<(usize, u32)>>,
+    /// Per token, the pieces placed: (first step, end, GPU).
+    pub pieces: Vec<Vec<(usize, usize, u32)>>,
+    pub value: f64,
+}
+
+/// The search over one scenario.
+pub(super) struct Search<'a> {
+    ctx: &'a mut Ctx,
+    s: &'a Scenario,
+    tokens: Vec<Token>,
+    base: State,
+    every: usize,
+}
+
+impl<'a> Search<'a> {
+    /// `grid`: the pinned jobs only; `fixed`: the value of the pinned jobs.
+    pub(super) fn new(ctx: &'a mut Ctx, s: &'a Scenario, grid: Packer, fixed: f64, curves: &[Vec<u32>]) -> Search<'a> {
+        let steps = ctx.steps;
+        let tokens = cut(curves, steps);
+        let unmet: f64 =
+            (0..s.services.len()).map(|si| s.penalty * s.services[si].weight * (0..steps).map(|t| f64::from(demand(s, si, t))).sum::<f64>()).sum();
+        let base = State { grid, held: vec![0; s.services.len() * steps], swaps: vec![0; s.services.len() * steps], value: fixed - unmet };
+        let items = ctx.jobs.len() + tokens.len();
+        Search { ctx, s, tokens, base, every: items.div_ceil(16).max(1) }
+    }
+
+    /// The tokens.
+    pub(super) fn tokens(&self) -> &[Token] {
+        &self.tokens
+    }
+
+    /// Decode `order` under `rule` into `at`, from scratch or (`from`: the
+    /// current plan's marks and the first changed position) from the last
+    /// mark at or before it; `marks` receives the states after that.
+    fn decode(
+        &mut self,
+        order: &[u32],
+        rule: Rule,
+        at: &mut [Option<(usize, u32)>],
+        pieces: &mut [Vec<(usize, usize, u32)>],
+        from: Option<(&[State], usize)>,
+        marks: &mut [State],
+    ) -> f64 {
+        let steps = self.ctx.steps;
+        let jobs = self.ctx.jobs.len();
+        let (begin, mut st) = match from {
+            Some((cur, changed)) => {
+                let m = changed / self.every;
+                (m * self.every, cur[m].clone())
+            }
+            None => (0, self.base.clone()),
+        };
+        for (pos, &item) in order.iter().enumerate().skip(begin) {
+            if pos % self.every == 0 && (pos > begin || from.is_none()) {
+                marks[pos / self.every].clone_from(&st);
+            }
+            let item = item as usize;
+            at[item] = if item < jobs {
+                let j = self.ctx.jobs[item].clone();
+                self.ctx.work += 4;
+                let found = self.ctx.find(&st.grid, &j, rule);
+                if let Some((t, first)) = found {
+                    st.grid.take(first, j.gpus, t, (t + j.dur).min(steps));
+                    st.value += self.ctx.value(&j, t);
+                }
+                found
+            } else {
+                let k = self.tokens[item - jobs];
+                let out = &mut pieces[item - jobs];
+                out.clear();
+                self.place(&mut st, k, k.from, k.to, SPLIT_DEPTH, out);
+                None
+            };
+        }
+        st.value
+    }
+
+    /// Put `k`'s steps `from..to` on GPUs: on one GPU free over all of them
+    /// if any, else (`depth` > 0) on the free run that serves the most
+    /// demand, and what is left on either side the same way with one level
+    /// less. Every piece's ends count against the service's swap cap.
+    fn place(&mut self, st: &mut State, k: Token, from: usize, to: usize, depth: u32, out: &mut Vec<(usize, usize, u32)>) {
+        let steps = self.ctx.steps;
+        let row = k.service * steps;
+        let cap = self.s.services[k.service].swap_cap;
+        let serving = |st: &State, a: usize, b: usize| (a..b).filter(|&t| st.held[row + t] < demand(self.s, k.service, t)).count();
+        if from >= to || serving(st, from, to) == 0 {
+            return;
+        }
+        self.ctx.work += 1 + u64::from(st.grid.gpus) / 4;
+        let room = |st: &State, a: usize, b: usize| (a == 0 || st.swaps[row + a] < cap) && (b >= steps || st.swaps[row + b] < cap);
+        let mut pick = None;
+        if room(st, from, to) {
+            pick = gpu_for(&st.grid, Token { service: k.service, from, to }, steps, self.ctx.per_node).map(|g| (from, to, g));
+        }
+        if pick.is_none() && depth > 0 {
+            self.ctx.work += u64::from(st.grid.gpus) / 2;
+            let w = step_bits(from, to);
+            let mut best: Option<(usize, usize, (usize, usize, u32))> = None;
+            for g in (0..st.grid.gpus).rev() {
+                let mut m = st.grid.bits[g as usize] & w;
+                while m != 0 {
+                    let a = m.trailing_zeros() as usize;
+                    let b = (a + (!(m >> a)).trailing_zeros() as usize).min(to);
+                    m &= !step_bits(a, b);
+                    if !room(st, a, b) {
+                        continue;
+                    }
+                    let n = serving(st, a, b);
+                    if n > 0 && best.is_none_or(|x| (n, usize::MAX - (b - a)) > (x.0, usize::MAX - x.1)) {
+                        best = Some((n, b - a, (a, b, g)));
+                    }
+                }
+            }
+            pick = best.map(|b| b.2);
+        }
+        let Some((a, b, g)) = pick else { return };
+        let n = serving(st, a, b);
+        st.grid.take(g, 1, a, b);
+        st.value += self.s.penalty * self.s.services[k.service].weight * n as f64;
+        for t in a..b {
+            st.held[row + t] += 1;
+        }
+        if a > 0 {
+            st.swaps[row + a] += 1;
+        }
+        if b < steps {
+            st.swaps[row + b] += 1;
+        }
+        out.push((a, b, g));
+        if depth > 0 && (a, b) != (from, to) {
+            self.place(st, k, from, a, depth - 1, out);
+            self.place(st, k, b, to, depth - 1, out);
+        }
+    }
+
+    /// Annealing from the best of `seeds` (batch orders: indices into the
+    /// jobs), `work` units in all. Returns the best plan seen.
+    pub(super) fn run(&mut self, seeds: &[Vec<u32>], work: u64) -> Option<Found> {
+        let jobs = self.ctx.jobs.len() as u32;
+        let n = jobs as usize + self.tokens.len();
+        if self.tokens.is_empty() || n < 2 {
+            return None;
+        }
+        let mut first: Vec<u32> = (0..self.tokens.len() as u32).collect();
+        first.sort_by_key(|&k| std::cmp::Reverse(self.tokens[k as usize].to - self.tokens[k as usize].from));
+        let marks_len = n / self.every + 1;
+        let mut marks = vec![self.base.clone(); marks_len];
+        let mut cand_marks = marks.clone();
+        let mut at = vec![None; n];
+        let mut pieces = vec![Vec::new(); self.tokens.len()];
+        let mut best: Option<Found> = None;
+        for rule in RULES {
+            for seed in seeds {
+                let order: Vec<u32> = first.iter().map(|&k| k + jobs).chain(seed.iter().copied()).collect();
+                let value = self.decode(&order, rule, &mut at, &mut pieces, None, &mut marks);
+                if best.as_ref().is_none_or(|b| value > b.value) {
+                    best = Some(Found { order, rule, at: at.clone(), pieces: pieces.clone(), value });
+                }
+            }
+        }
+        let mut best = best?;
+        // Deterministic: the search never looks at the clock.
+        let mut rng = Rng::new(1);
+        let share = (work / RULES.len() as u64).max(1);
+        for rule in RULES {
+            let start = self.ctx.work;
+            let mut cur = best.clone();
+            cur.value = self.decode(&cur.order, rule, &mut cur.at, &mut cur.pieces, None, &mut marks);
+            cur.rule = rule;
+            while self.ctx.work < start + share {
+                let done = (self.ctx.work - start) as f64 / share as f64;
+                let temp = T0 * cur.value.abs() * (1.0 - done);
+                let (i, k) = (rng.below(n), rng.below(n));
+                if i == k {
+                    continue;
+                }
+                let mut order = cur.order.clone();
+                if rng.below(2) == 0 {
+                    order.swap(i, k);
+                } else {
+                    let x = order.remove(i);
+                    order.insert(k, x);
+                }
+                at.clone_from(&cur.at);
+                pieces.clone_from(&cur.pieces);
+                let changed = i.min(k);
+                let value = self.decode(&order, rule, &mut at, &mut pieces, Some((&marks, changed)), &mut cand_marks);
+                let delta = value - cur.value;
+                if delta >= 0.0 || (temp > 0.0 && rng.unit() < (delta / temp).exp()) {
+                    // The marks after the resumed one are the new plan's.
+                    for m in changed / self.every + 1..marks_len {
+                        std::mem::swap(&mut marks[m], &mut cand_marks[m]);
+                    }
+                    cur = Found { order, rule, at: at.clone(), pieces: pieces.clone(), value };
+                    if cur.value > best.value {
+                        best = cur.clone();
+                    }
+                }
+            }
+        }
+        Some(best)
+    }
+}
+
+/// The free GPU for `k`'s steps: the shortest free window around them,
+/// then the node with the fewest GPUs free over them (whole nodes are kept
+/// for whole-node blocks), then the highest GPU. `None` when no GPU is free
+/// over all of them.
+fn gpu_for(grid: &Packer, k: Token, steps: usize, per_node: u32) -> Option<u32> {
+    let w = step_bits(k.from, k.to);
+    let free = |g: u32| grid.bits[g as usize] & w == w;
+    let mut best: Option<((usize, usize), u32)> = None;
+    for g in (0..grid.gpus).rev() {
+        if !free(g) {
+            continue;
+        }
+        let m = grid.bits[g as usize];
+        let before = if k.from == 0 {
+            0
+        } else {
+            let busy = !m & step_bits(0, k.from);
+            if busy == 0 {
+                k.from
+            } else {
+                k.from - 1 - (63 - busy.leading_zeros() as usize)
+            }
+        };
+        let after = if k.to >= steps { 0 } else { ((!m >> k.to).trailing_zeros() as usize).min(steps - k.to) };
+        let node = g / per_node * per_node;
+        let key = (before + after, (node..(node + per_node).min(grid.gpus)).filter(|&h| free(h)).count());
+        if best.is_none_or(|b| key < b.0) {
+            best = Some((key, g));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::grid::dilate;
+    use super::super::super::rng::Rng;
+    use super::*;
+
+    #[test]
+    fn tokens_hold_the_curve_nested_from_rises_to_falls() {
+        let mut rng = Rng::new(7);
+        for _ in 0..300 {
+            let steps = 1 + rng.below(30);
+            let cap = 1 + rng.below(3) as u32;
+            let curves: Vec<Vec<u32>> = (0..2)
+                .map(|_| {
+                    let mut r: Vec<u32> = (0..steps).map(|_| rng.below(6) as u32).collect();
+                    dilate(&mut r, cap);
+                    r
+                })
+                .collect();
+            let tokens = cut(&curves, steps);
+            for (si, r) in curves.iter().enumerate() {
+                let mine: Vec<&Token> = tokens.iter().filter(|k| k.service == si).collect();
+                for t in 0..steps {
+                    // The curve's count at every step …
+                    assert_eq!(mine.iter().filter(|k| (k.from..k.to).contains(&t)).count() as u32, r[t], "{r:?}");
+                    // … and a token starts only where it rises and ends only where it falls.
+                    let before = if t == 0 { 0 } else { r[t - 1] };
+                    assert_eq!(mine.iter().filter(|k| k.from == t).count() as u32, r[t].saturating_sub(before));
+                    assert_eq!(mine.iter().filter(|k| k.to == t).count() as u32, before.saturating_sub(r[t]));
+                }
+                // Nested or disjoint, never crossing.
+                for a in &mine {
+                    for b in &mine {
+                        let crossing = a.from < b.from && b.from < a.to && a.to < b.to;
+                        assert!(!crossing, "{a:?} {b:?}");
+                    }
+                }
+            }
+        }
+    }
+}
