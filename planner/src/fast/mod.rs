@@ -40,6 +40,11 @@
 //!    window trade places at random: the chains of moves none of which
 //!    pays alone) and small swaps, accepting plans that are not worse,
 //!    keeping the best.
+//! 5. With services (and budget for a thousand decodes), the co-placement
+//!    search (`fast/pack/tokens.rs`): services cut into nested tokens and decoded
+//!    in one order with the batch jobs, a token split around busy GPUs
+//!    within its swap cap or given up, simulated annealing over that order.
+//!    The best of it, the search above and the simple greedy is the plan.
 //!
 //! The value of a decoded plan is computed incrementally with the same
 //! definition as [`validate()`](crate::validate()) (priority × decay^t per GPU-step minus
@@ -58,14 +63,15 @@
 //!
 //! Modules (imports only go down): this one ([`plan`], the single
 //! `greedy` plan and the choice between it and the search), `pack.rs`
-//! (the decoder and the search), `elastic.rs` (elastic service tokens),
+//! (the decoder and the search; its child `pack/tokens.rs`, the
+//! co-placement search, uses the decoder), `elastic.rs` (elastic service
+//! tokens),
 //! `layout.rs` (the bands; FIFO lays its own with it too). Blocks, values,
 //! dilation and occupancy bitsets come from `grid`.
 
 pub(crate) mod elastic;
 pub(crate) mod layout;
 mod pack;
-mod tokens;
 
 use super::grid::{pinned_bits, pinned_plan, placement_order, Rank};
 use super::{Placed, Plan, Scenario};

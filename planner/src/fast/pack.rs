@@ -5,8 +5,10 @@
 use super::super::grid::{demand, dilate, firsts, last_start, pinned_bits, pinned_plan, placement_order, step_bits, Bits, Discounts, Rank};
 use super::super::rng::Rng;
 use super::super::{Placed, Plan, Scenario};
+use super::elastic;
 use super::layout::{clip, layouts, place_layout};
-use super::{elastic, tokens};
+
+mod tokens;
 
 /// Horizons up to this many steps use the search (one `u64` per block
 /// holds its step mask); longer ones the single greedy.
@@ -29,7 +31,7 @@ pub(crate) struct Budget {
     pub elastic_percent: u64,
     /// … but at most this much.
     pub elastic_max: u64,
-    /// With realtime services, the co-placement search (`tokens.rs`): this
+    /// With realtime services, the co-placement search (`pack/tokens.rs`): this
     /// many decodes' worth (the single greedy's work times this) …
     pub tokens_passes: u64,
     /// … but at most this much …
@@ -644,7 +646,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         }
     }
 
-    // Services and batch decoded together (`tokens.rs`), where the budget
+    // Services and batch decoded together (`pack/tokens.rs`), where the budget
     // holds enough decodes for the annealing to be worth running.
     let tokens_work = (budget.tokens_passes * pass).min(budget.tokens_max);
     let co_placed = ctx.elastic.clone().filter(|_| tokens_work >= budget.tokens_min_passes * pass).and_then(|(_, curves)| {

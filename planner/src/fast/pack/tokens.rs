@@ -8,7 +8,7 @@
 //! the tokens is within the swap cap.
 //!
 //! An order of batch jobs and tokens decodes into a plan. A job takes its
-//! earliest fit under the block rule (as in `pack`). A token takes one GPU
+//! earliest fit under the block rule (as in the parent, `pack`). A token takes one GPU
 //! free over all its steps if there is one: the shortest free window around
 //! them, then the node with the fewest GPUs free over them (whole nodes are
 //! kept for whole-node blocks), then the highest GPU. Otherwise it takes
@@ -33,10 +33,10 @@
 //! a third of the budget, counted in the decoder's work units, so the
 //! result is deterministic.
 
-use super::super::grid::{demand, step_bits};
-use super::super::rng::Rng;
-use super::super::Scenario;
-use super::pack::{Ctx, Packer, Rule};
+use super::{Ctx, Packer, Rule};
+use crate::grid::{demand, step_bits};
+use crate::rng::Rng;
+use crate::Scenario;
 
 /// The block rules the search runs under, each with a third of the budget.
 const RULES: [Rule; 3] = [Rule::Time, Rule::Lowest, Rule::Buddy];
@@ -333,9 +333,8 @@ fn gpu_for(grid: &Packer, k: Token, steps: usize, per_node: u32) -> Option<u32> 
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::grid::dilate;
-    use super::super::super::rng::Rng;
     use super::*;
+    use crate::grid::dilate;
 
     #[test]
     fn tokens_hold_the_curve_nested_from_rises_to_falls() {
