@@ -57,9 +57,11 @@
 //! greedy's work, at least 45,000 units (small instances: hundreds of
 //! decodes) and at most 4,000,000 (1024 GPUs / 1,000 jobs: about a dozen),
 //! two thirds for the seeded passes. `cargo bench -p tally-planner
-//! --bench plan`: 0.60 ms at 64 GPUs / 30 jobs / 24 steps, 32 ms at 1024 /
-//! 1,000 / 48 (with one service each). Horizons longer than 64 steps fall back to the single
-//! greedy order.
+//! --bench plan` (one service each): 151 ms at 64 GPUs / 30 jobs / 24
+//! steps, nearly all of it the co-placement search (0.6 ms without it), 33
+//! ms at 1024 / 1,000 / 48, where the budget is too small for that search
+//! to run. Horizons longer than 64 steps fall back to the single greedy
+//! order.
 //!
 //! Modules (imports only go down): this one ([`plan`], the single
 //! `greedy` plan and the choice between it and the search), `pack.rs`
