@@ -86,12 +86,13 @@ struct State {
     value: f64,
 }
 
-/// A decoded order: per item (jobs first, then tokens) where it went — a
-/// job's start and first GPU, a token's first step and GPU — or `None`.
+/// A decoded order (items: the jobs, then the tokens) and its plan.
 #[derive(Debug, Clone)]
 pub(super) struct Found {
     pub order: Vec<u32>,
     pub rule: Rule,
+    /// Per item, a job's start and first GPU (`None`: not placed, or a
+    /// token).
     pub at: Vec<Option<(usize, u32)>>,
     /// Per token, the pieces placed: (first step, end, GPU).
     pub pieces: Vec<Vec<(usize, usize, u32)>>,
