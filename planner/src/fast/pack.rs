@@ -166,6 +166,26 @@ impl Packer {
     }
 }
 
+/// The free steps around `from..to` in `m` (bit per step, set = free):
+/// those just before it back to the last busy one or step 0, and just
+/// after it up to the next busy one or the horizon's end. The best-fit-in-
+/// time rules (the block rule Time and the co-placement search's GPU
+/// choice) take the smallest.
+pub(super) fn free_around(m: u64, from: usize, to: usize, steps: usize) -> usize {
+    let before = if from == 0 {
+        0
+    } else {
+        let busy = !m & step_bits(0, from);
+        if busy == 0 {
+            from
+        } else {
+            from - 1 - (63 - busy.leading_zeros() as usize)
+        }
+    };
+    let after = if to >= steps { 0 } else { ((!m >> to).trailing_zeros() as usize).min(steps - to) };
+    before + after
+}
+
 /// How a block is chosen among those free at the earliest start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Rule {
@@ -338,18 +358,7 @@ impl Ctx {
         for _ in depth..6 {
             buddy *= 65;
         }
-        let before = if t == 0 {
-            0
-        } else {
-            let busy = !m & step_bits(0, t);
-            if busy == 0 {
-                t
-            } else {
-                t - 1 - (63 - busy.leading_zeros() as usize)
-            }
-        };
-        let after = if end >= steps { 0 } else { ((!m >> end).trailing_zeros() as usize).min(steps - end) };
-        let gap = (before + after) as u64;
+        let gap = free_around(m, t, end, steps) as u64;
         const MAXB: u64 = 65u64.pow(6);
         match rule {
             Rule::Time => (gap << 40) | (MAXB - buddy),
@@ -655,7 +664,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         let found = search.run(&[orders[1].clone(), best.order.clone()], tokens_work)?;
         let mut plan = pinned.clone();
         plan.realtime = vec![vec![Vec::new(); steps]; s.services.len()];
-        for (k, pieces) in search.tokens().to_vec().iter().zip(&found.pieces) {
+        for (k, pieces) in search.tokens().iter().zip(&found.pieces) {
             for &(a, b, g) in pieces {
                 for h in &mut plan.realtime[k.service][a..b] {
                     h.push(g);

@@ -33,7 +33,7 @@
 //! a third of the budget, counted in the decoder's work units, so the
 //! result is deterministic.
 
-use super::{Ctx, Packer, Rule};
+use super::{free_around, Ctx, Packer, Rule};
 use crate::grid::{demand, step_bits};
 use crate::rng::Rng;
 use crate::Scenario;
@@ -90,7 +90,6 @@ struct State {
 #[derive(Debug, Clone)]
 pub(super) struct Found {
     pub order: Vec<u32>,
-    pub rule: Rule,
     /// Per item, a job's start and first GPU (`None`: not placed, or a
     /// token).
     pub at: Vec<Option<(usize, u32)>>,
@@ -251,7 +250,7 @@ impl<'a> Search<'a> {
                 let order: Vec<u32> = first.iter().map(|&k| k + jobs).chain(seed.iter().copied()).collect();
                 let value = self.decode(&order, rule, &mut at, &mut pieces, None, &mut marks);
                 if best.as_ref().is_none_or(|b| value > b.value) {
-                    best = Some(Found { order, rule, at: at.clone(), pieces: pieces.clone(), value });
+                    best = Some(Found { order, at: at.clone(), pieces: pieces.clone(), value });
                 }
             }
         }
@@ -263,7 +262,6 @@ impl<'a> Search<'a> {
             let start = self.ctx.work;
             let mut cur = best.clone();
             cur.value = self.decode(&cur.order, rule, &mut cur.at, &mut cur.pieces, None, &mut marks);
-            cur.rule = rule;
             while self.ctx.work < start + share {
                 let done = (self.ctx.work - start) as f64 / share as f64;
                 let temp = T0 * cur.value.abs() * (1.0 - done);
@@ -288,7 +286,7 @@ impl<'a> Search<'a> {
                     for m in changed / self.every + 1..marks_len {
                         std::mem::swap(&mut marks[m], &mut cand_marks[m]);
                     }
-                    cur = Found { order, rule, at: at.clone(), pieces: pieces.clone(), value };
+                    cur = Found { order, at: at.clone(), pieces: pieces.clone(), value };
                     if cur.value > best.value {
                         best = cur.clone();
                     }
@@ -311,20 +309,9 @@ fn gpu_for(grid: &Packer, k: Token, steps: usize, per_node: u32) -> Option<u32> 
         if !free(g) {
             continue;
         }
-        let m = grid.bits[g as usize];
-        let before = if k.from == 0 {
-            0
-        } else {
-            let busy = !m & step_bits(0, k.from);
-            if busy == 0 {
-                k.from
-            } else {
-                k.from - 1 - (63 - busy.leading_zeros() as usize)
-            }
-        };
-        let after = if k.to >= steps { 0 } else { ((!m >> k.to).trailing_zeros() as usize).min(steps - k.to) };
+        let gap = free_around(grid.bits[g as usize], k.from, k.to, steps);
         let node = g / per_node * per_node;
-        let key = (before + after, (node..(node + per_node).min(grid.gpus)).filter(|&h| free(h)).count());
+        let key = (gap, (node..(node + per_node).min(grid.gpus)).filter(|&h| free(h)).count());
         if best.is_none_or(|b| key < b.0) {
             best = Some((key, g));
         }
