@@ -37,7 +37,7 @@ fn bound_label(model: &str, stopped_at_target: bool, gap: f64, target: f64) -> S
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// The heuristic search (legal by construction; milliseconds, and with realtime services the co-placement search: about 0.15 s at 64 GPUs / 30 jobs).
+    /// The heuristic search (legal by construction; milliseconds, and with realtime services the co-placement search: about 0.3 s at 64 GPUs / 30 jobs).
     Fast,
     /// The MIP in HiGHS, warm-started with the fast plan.
     #[cfg(feature = "highs")]

@@ -43,8 +43,9 @@
 //! 5. With services (and budget for a thousand decodes), the co-placement
 //!    search (`fast/pack/tokens.rs`): services cut into nested tokens and decoded
 //!    in one order with the batch jobs, a token split around busy GPUs
-//!    within its swap cap or given up, simulated annealing over that order.
-//!    The best of it, the search above and the simple greedy is the plan.
+//!    within its swap cap or given up, a job held back by a delay of its
+//!    own, simulated annealing over that order and the delays. The best of
+//!    it, the search above and the simple greedy is the plan.
 //!
 //! The value of a decoded plan is computed incrementally with the same
 //! definition as [`validate()`](crate::validate()) (priority × decay^t per GPU-step minus
@@ -56,12 +57,13 @@
 //! never timed, so the result is deterministic: 60 times the single
 //! greedy's work, at least 45,000 units (small instances: hundreds of
 //! decodes) and at most 4,000,000 (1024 GPUs / 1,000 jobs: about a dozen),
-//! two thirds for the seeded passes. `cargo bench -p tally-planner
-//! --bench plan` (one service each): 151 ms at 64 GPUs / 30 jobs / 24
-//! steps, nearly all of it the co-placement search (0.6 ms without it), 33
-//! ms at 1024 / 1,000 / 48, where the budget is too small for that search
-//! to run. Horizons longer than 64 steps fall back to the single greedy
-//! order.
+//! two thirds for the seeded passes; the co-placement search has its own
+//! budget (`pack::Budget`). `cargo bench -p tally-planner --bench plan`
+//! (one service each): about 0.27 s at 64 GPUs / 30 jobs / 24 steps and
+//! 0.25 s at 512 / 300 / 48, nearly all of it the co-placement search
+//! (0.6 ms and 22 ms without it), 33 ms at 1024 / 1,000 / 48, where the
+//! budget is too small for that search to run. Horizons longer than 64
+//! steps fall back to the single greedy order.
 //!
 //! Modules (imports only go down): this one ([`plan`], the single
 //! `greedy` plan and the choice between it and the search), `pack.rs`

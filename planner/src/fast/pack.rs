@@ -49,8 +49,8 @@ impl Default for Budget {
             min_passes: 4,
             elastic_percent: 80,
             elastic_max: 1_500_000,
-            tokens_passes: 40_000,
-            tokens_max: 20_000_000,
+            tokens_passes: 80_000,
+            tokens_max: 40_000_000,
             tokens_min_passes: 1_000,
         }
     }
@@ -92,7 +92,7 @@ fn runs(m: u64, d: usize) -> u64 {
 /// with bit `t` set when GPUs `b·2^k .. (b+1)·2^k` are all free at step `t`
 /// (bits from the horizon on are always set). One flat vector, so a copy
 /// is one `memcpy`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct Packer {
     pub(super) bits: Vec<u64>,
     /// Start of each level in `bits` (and, last, its length).
@@ -101,6 +101,21 @@ pub(super) struct Packer {
     /// Elastic layout: per step, the GPUs batch may still take (the rest
     /// is kept for the services); empty: no such limit.
     cap: Vec<u32>,
+}
+
+// By hand so `clone_from` reuses the buffers: the searches copy saved
+// states back and forth on every move.
+impl Clone for Packer {
+    fn clone(&self) -> Packer {
+        Packer { bits: self.bits.clone(), at: self.at.clone(), gpus: self.gpus, cap: self.cap.clone() }
+    }
+
+    fn clone_from(&mut self, o: &Packer) {
+        self.bits.clone_from(&o.bits);
+        self.at.clone_from(&o.at);
+        self.gpus = o.gpus;
+        self.cap.clone_from(&o.cap);
+    }
 }
 
 impl Packer {
@@ -211,7 +226,7 @@ pub(super) struct Job {
     pub(super) dur: usize,
     pub(super) arrival: usize,
     /// The last step it may start at (the horizon rule, `grid::last_start`).
-    last: usize,
+    pub(super) last: usize,
     priority: f64,
     /// Its value when it starts at its arrival (the most it can bring).
     ideal: f64,
@@ -255,6 +270,37 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
+    /// The decoder for `s`'s jobs that are not pinned and can finish
+    /// inside the horizon, with no layouts yet.
+    pub(super) fn new(s: &Scenario) -> Ctx {
+        let steps = s.steps;
+        let per_node = s.gpus_per_node.max(1);
+        let jobs: Vec<Job> = s
+            .jobs
+            .iter()
+            .filter(|j| j.pinned.is_none() && j.gpus > 0 && j.gpus.is_power_of_two() && j.gpus <= s.gpus)
+            .filter_map(|j| last_start(s, j).map(|last| (j, last)))
+            .map(|(j, last)| Job {
+                id: j.id,
+                gpus: j.gpus,
+                size: j.gpus.trailing_zeros() as usize,
+                dur: j.duration_steps.min(steps),
+                arrival: j.arrival_step,
+                last,
+                priority: j.priority,
+                ideal: 0.0,
+            })
+            .collect();
+        let top_level = jobs.iter().map(|j| j.size).max().unwrap_or(0);
+        let cands = (0..=top_level).map(|k| firsts(s.gpus, per_node, 1 << k).collect()).collect();
+        let disc = Discounts::new(s.decay, steps);
+        let mut ctx = Ctx { steps, per_node, jobs, cands, disc, bases: Vec::new(), elastic: None, work: 0 };
+        for i in 0..ctx.jobs.len() {
+            ctx.jobs[i].ideal = ctx.value(&ctx.jobs[i], ctx.jobs[i].arrival);
+        }
+        ctx
+    }
+
     /// Value of job `j` started at `t` (its steps inside the horizon).
     pub(super) fn value(&self, j: &Job, t: usize) -> f64 {
         let end = (t + j.dur).min(self.steps);
@@ -322,6 +368,13 @@ impl Ctx {
                     let t = r.trailing_zeros() as usize;
                     if best.is_some_and(|b| t > b.0) {
                         continue;
+                    }
+                    // Rule Time: a longer free window loses whatever the
+                    // buddies, so their (dearer) count is skipped.
+                    if let Some(b) = best.filter(|b| rule == Rule::Time && t == b.0) {
+                        if free_around(m, t, (t + j.dur).min(self.steps), self.steps) as u64 > b.1 >> 40 {
+                            continue;
+                        }
                     }
                     let bad = self.badness(p, first, j, m, t, rule);
                     if best.is_none_or(|b| (t, bad) < (b.0, b.1)) {
@@ -455,26 +508,8 @@ fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
 /// The fast plan and its value, for a horizon of 1 to [`MAX_STEPS`] steps.
 pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
     let steps = s.steps;
-    let per_node = s.gpus_per_node.max(1);
-    let disc = Discounts::new(s.decay, steps);
-    let mut jobs: Vec<Job> = s
-        .jobs
-        .iter()
-        .filter(|j| j.pinned.is_none() && j.gpus > 0 && j.gpus.is_power_of_two() && j.gpus <= s.gpus)
-        .filter_map(|j| last_start(s, j).map(|last| (j, last)))
-        .map(|(j, last)| Job {
-            id: j.id,
-            gpus: j.gpus,
-            size: j.gpus.trailing_zeros() as usize,
-            dur: j.duration_steps.min(steps),
-            arrival: j.arrival_step,
-            last,
-            priority: j.priority,
-            ideal: 0.0,
-        })
-        .collect();
-    let top_level = jobs.iter().map(|j| j.size).max().unwrap_or(0);
-    let cands: Vec<Vec<u32>> = (0..=top_level).map(|k| firsts(s.gpus, per_node, 1 << k).collect()).collect();
+    let mut ctx = Ctx::new(s);
+    let top_level = ctx.cands.len() - 1;
     // Pinned jobs and, per layout, the bands.
     let grid = pinned_bits(s);
     let pinned = pinned_plan(s);
@@ -482,7 +517,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         .jobs
         .iter()
         .filter_map(|j| j.pinned.map(|(start, _)| (j, start)))
-        .map(|(j, start)| disc.run(j.priority, j.gpus, start.min(steps), (start + j.duration_steps).min(steps)))
+        .map(|(j, start)| ctx.disc.run(j.priority, j.gpus, start.min(steps), (start + j.duration_steps).min(steps)))
         .sum();
     let mut realtime = Vec::new();
     let mut bases = Vec::new();
@@ -527,11 +562,8 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         bases.push((packer, pinned_value - unmet));
         realtime.push(Vec::new());
     }
-    let mut ctx = Ctx { steps, per_node, jobs: Vec::new(), cands, disc, bases, elastic: elastic_layout, work: 0 };
-    for j in &mut jobs {
-        j.ideal = ctx.value(j, j.arrival);
-    }
-    ctx.jobs = jobs;
+    ctx.bases = bases;
+    ctx.elastic = elastic_layout;
     let orders = orders(&ctx.jobs, s.decay);
     let mut scratch = ctx.bases[0].0.clone();
     let n = ctx.jobs.len();

@@ -7,8 +7,12 @@
 //! token's two ends are changes the curve makes anyway, so any subset of
 //! the tokens is within the swap cap.
 //!
-//! An order of batch jobs and tokens decodes into a plan. A job takes its
-//! earliest fit under the block rule (as in the parent, `pack`). A token takes one GPU
+//! An order of batch jobs and tokens, with a *delay* per job, decodes into
+//! a plan. A job takes its earliest fit at or after its arrival plus its
+//! delay under the block rule (as in the parent, `pack`): a delay holds a
+//! job back so what comes after it in the order can take the place it
+//! would have taken (an earliest-fit decoder alone cannot start a job later
+//! than it fits, and some optima do). A token takes one GPU
 //! free over all its steps if there is one: the shortest free window around
 //! them, then the node with the fewest GPUs free over them (whole nodes are
 //! kept for whole-node blocks), then the highest GPU. Otherwise it takes
@@ -23,13 +27,15 @@
 //! own. The value is the validator's: batch value minus `penalty × weight`
 //! per GPU-step of demand no piece serves.
 //!
-//! The search is simulated annealing over the order: a random swap or move
-//! of one item, decoding resumed at a saved state before the first changed
+//! The search is simulated annealing over the order and the delays: a
+//! random swap or move of one item (two moves in three), or a job's delay
+//! drawn anew between 0 and its last start (half the time back to 0 if it
+//! has one), decoding resumed at a saved state before the first changed
 //! position; a worse plan is accepted with probability `exp(Δ / T)`, `T`
 //! falling linearly from 0.5% of the plan's value to 0 over the budget. It
 //! starts from the best of its seeds (the tokens first, longest first, then
-//! each given batch order: the services served before any batch job, as the
-//! bands are) and runs once per block rule (Time, Lowest, Buddy), each with
+//! each given batch order, no delays: the services served before any batch
+//! job, as the bands are) and runs once per block rule (Time, Lowest, Buddy), each with
 //! a third of the budget, counted in the decoder's work units, so the
 //! result is deterministic.
 
@@ -76,14 +82,74 @@ pub(super) fn cut(curves: &[Vec<u32>], steps: usize) -> Vec<Token> {
 }
 
 /// The decoder's state before a position of the order.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct State {
     grid: Packer,
     /// GPUs held per service and step (`service · steps + t`).
     held: Vec<u32>,
     /// GPUs added + removed per service between steps `t − 1` and `t`.
     swaps: Vec<u32>,
+    /// Per service, bit `t` set while it holds fewer GPUs than its demand.
+    short: Vec<u64>,
+    /// The grid by step: bit `g % 64` of word `t · words + g / 64` set
+    /// while GPU `g` is free at step `t`, so a token's candidate GPUs are a
+    /// few word operations rather than a scan of every GPU.
+    cols: Vec<u64>,
     value: f64,
+}
+
+// By hand so `clone_from` reuses the buffers (a saved state is copied on
+// every move).
+impl Clone for State {
+    fn clone(&self) -> State {
+        State {
+            grid: self.grid.clone(),
+            held: self.held.clone(),
+            swaps: self.swaps.clone(),
+            short: self.short.clone(),
+            cols: self.cols.clone(),
+            value: self.value,
+        }
+    }
+
+    fn clone_from(&mut self, o: &State) {
+        self.grid.clone_from(&o.grid);
+        self.held.clone_from(&o.held);
+        self.swaps.clone_from(&o.swaps);
+        self.short.clone_from(&o.short);
+        self.cols.clone_from(&o.cols);
+        self.value = o.value;
+    }
+}
+
+impl State {
+    /// Take GPUs `first..first + g` over steps `from..to`, in the grid and
+    /// its columns.
+    fn take(&mut self, words: usize, first: u32, g: u32, from: usize, to: usize) {
+        self.grid.take(first, g, from, to);
+        let (lo, hi) = (first as usize, (first + g) as usize);
+        for w in lo / 64..hi.div_ceil(64) {
+            let keep = !step_bits(lo.max(w * 64) - w * 64, hi.min(w * 64 + 64) - w * 64);
+            for t in from..to {
+                self.cols[t * words + w] &= keep;
+            }
+        }
+    }
+
+    /// Into `out` (one bit per GPU, as in `cols`): the GPUs free at every
+    /// step of the mask `steps` (`all`), or at any of them.
+    fn free_over(&self, words: usize, steps: u64, all: bool, out: &mut Vec<u64>) {
+        out.clear();
+        out.resize(words, if all { !0 } else { 0 });
+        let mut m = steps;
+        while m != 0 {
+            let t = m.trailing_zeros() as usize;
+            m &= m - 1;
+            for (o, &c) in out.iter_mut().zip(&self.cols[t * words..(t + 1) * words]) {
+                *o = if all { *o & c } else { *o | c };
+            }
+        }
+    }
 }
 
 /// A decoded order (items: the jobs, then the tokens) and its plan.
@@ -95,7 +161,20 @@ pub(super) struct Found {
     pub at: Vec<Option<(usize, u32)>>,
     /// Per token, the pieces placed: (first step, end, GPU).
     pub pieces: Vec<Vec<(usize, usize, u32)>>,
+    /// Per job, the steps its start is held back past its arrival.
+    pub delays: Vec<u16>,
     pub value: f64,
+}
+
+impl Found {
+    /// `self` made equal to `o`, reusing its buffers.
+    fn copy_from(&mut self, o: &Found) {
+        self.order.clone_from(&o.order);
+        self.at.clone_from(&o.at);
+        self.pieces.clone_from(&o.pieces);
+        self.delays.clone_from(&o.delays);
+        self.value = o.value;
+    }
 }
 
 /// The search over one scenario.
@@ -105,6 +184,12 @@ pub(super) struct Search<'a> {
     tokens: Vec<Token>,
     base: State,
     every: usize,
+    /// Words per step in `State::cols`.
+    words: usize,
+    /// A GPU set (`State::free_over`) reused by every token placed.
+    scratch: Vec<u64>,
+    /// The decoder's working state, kept between decodes for its buffers.
+    spare: Option<State>,
 }
 
 impl<'a> Search<'a> {
@@ -114,9 +199,18 @@ impl<'a> Search<'a> {
         let tokens = cut(curves, steps);
         let unmet: f64 =
             (0..s.services.len()).map(|si| s.penalty * s.services[si].weight * (0..steps).map(|t| f64::from(demand(s, si, t))).sum::<f64>()).sum();
-        let base = State { grid, held: vec![0; s.services.len() * steps], swaps: vec![0; s.services.len() * steps], value: fixed - unmet };
+        let short = (0..s.services.len()).map(|si| (0..steps).filter(|&t| demand(s, si, t) > 0).fold(0, |m, t| m | 1 << t)).collect();
+        let words = grid.gpus.div_ceil(64) as usize;
+        let mut cols = vec![0u64; steps * words];
+        for g in 0..grid.gpus {
+            for t in (0..steps).filter(|&t| grid.bits[g as usize] >> t & 1 == 1) {
+                cols[t * words + (g / 64) as usize] |= 1 << (g % 64);
+            }
+        }
+        let services = s.services.len() * steps;
+        let base = State { grid, held: vec![0; services], swaps: vec![0; services], short, cols, value: fixed - unmet };
         let items = ctx.jobs.len() + tokens.len();
-        Search { ctx, s, tokens, base, every: items.div_ceil(16).max(1) }
+        Search { ctx, s, tokens, base, every: items.div_ceil(16).max(1), words, scratch: Vec::new(), spare: None }
     }
 
     /// The tokens.
@@ -124,13 +218,16 @@ impl<'a> Search<'a> {
         &self.tokens
     }
 
-    /// Decode `order` under `rule` into `at`, from scratch or (`from`: the
+    /// Decode `order` under `rule` into `at`, each job starting no earlier
+    /// than its arrival plus its delay, from scratch or (`from`: the
     /// current plan's marks and the first changed position) from the last
     /// mark at or before it; `marks` receives the states after that.
+    #[allow(clippy::too_many_arguments)]
     fn decode(
         &mut self,
         order: &[u32],
         rule: Rule,
+        delays: &[u16],
         at: &mut [Option<(usize, u32)>],
         pieces: &mut [Vec<(usize, usize, u32)>],
         from: Option<(&[State], usize)>,
@@ -138,12 +235,17 @@ impl<'a> Search<'a> {
     ) -> f64 {
         let steps = self.ctx.steps;
         let jobs = self.ctx.jobs.len();
-        let (begin, mut st) = match from {
+        let mut st = self.spare.take().unwrap_or_else(|| self.base.clone());
+        let begin = match from {
             Some((cur, changed)) => {
                 let m = changed / self.every;
-                (m * self.every, cur[m].clone())
+                st.clone_from(&cur[m]);
+                m * self.every
             }
-            None => (0, self.base.clone()),
+            None => {
+                st.clone_from(&self.base);
+                0
+            }
         };
         for (pos, &item) in order.iter().enumerate().skip(begin) {
             if pos % self.every == 0 && (pos > begin || from.is_none()) {
@@ -151,11 +253,12 @@ impl<'a> Search<'a> {
             }
             let item = item as usize;
             at[item] = if item < jobs {
-                let j = self.ctx.jobs[item].clone();
+                let mut j = self.ctx.jobs[item].clone();
+                j.arrival += usize::from(delays[item]);
                 self.ctx.work += 4;
                 let found = self.ctx.find(&st.grid, &j, rule);
                 if let Some((t, first)) = found {
-                    st.grid.take(first, j.gpus, t, (t + j.dur).min(steps));
+                    st.take(self.words, first, j.gpus, t, (t + j.dur).min(steps));
                     st.value += self.ctx.value(&j, t);
                 }
                 found
@@ -167,7 +270,9 @@ impl<'a> Search<'a> {
                 None
             };
         }
-        st.value
+        let value = st.value;
+        self.spare = Some(st);
+        value
     }
 
     /// Put `k`'s steps `from..to` on GPUs: on one GPU free over all of them
@@ -178,7 +283,7 @@ impl<'a> Search<'a> {
         let steps = self.ctx.steps;
         let row = k.service * steps;
         let cap = self.s.services[k.service].swap_cap;
-        let serving = |st: &State, a: usize, b: usize| (a..b).filter(|&t| st.held[row + t] < demand(self.s, k.service, t)).count();
+        let serving = |st: &State, a: usize, b: usize| (st.short[k.service] & step_bits(a, b)).count_ones() as usize;
         if from >= to || serving(st, from, to) == 0 {
             return;
         }
@@ -186,14 +291,21 @@ impl<'a> Search<'a> {
         let room = |st: &State, a: usize, b: usize| (a == 0 || st.swaps[row + a] < cap) && (b >= steps || st.swaps[row + b] < cap);
         let mut pick = None;
         if room(st, from, to) {
-            pick = gpu_for(&st.grid, Token { service: k.service, from, to }, steps, self.ctx.per_node).map(|g| (from, to, g));
+            st.free_over(self.words, step_bits(from, to), true, &mut self.scratch);
+            pick = gpu_for(&st.grid, &self.scratch, Token { service: k.service, from, to }, steps, self.ctx.per_node).map(|g| (from, to, g));
         }
         if pick.is_none() && depth > 0 {
             self.ctx.work += u64::from(st.grid.gpus) / 2;
             let w = step_bits(from, to);
             let mut best: Option<(usize, usize, (usize, usize, u32))> = None;
-            for g in (0..st.grid.gpus).rev() {
+            // Only a GPU free at a step the service is short of can serve.
+            st.free_over(self.words, st.short[k.service] & w, false, &mut self.scratch);
+            for g in descending(&self.scratch) {
                 let mut m = st.grid.bits[g as usize] & w;
+                // No run on this GPU serves more than its free short steps.
+                if best.is_some_and(|x| ((st.short[k.service] & m).count_ones() as usize) < x.0) {
+                    continue;
+                }
                 while m != 0 {
                     let a = m.trailing_zeros() as usize;
                     let b = (a + (!(m >> a)).trailing_zeros() as usize).min(to);
@@ -211,10 +323,13 @@ impl<'a> Search<'a> {
         }
         let Some((a, b, g)) = pick else { return };
         let n = serving(st, a, b);
-        st.grid.take(g, 1, a, b);
+        st.take(self.words, g, 1, a, b);
         st.value += self.s.penalty * self.s.services[k.service].weight * n as f64;
         for t in a..b {
             st.held[row + t] += 1;
+            if st.held[row + t] >= demand(self.s, k.service, t) {
+                st.short[k.service] &= !(1 << t);
+            }
         }
         if a > 0 {
             st.swaps[row + a] += 1;
@@ -244,13 +359,14 @@ impl<'a> Search<'a> {
         let mut cand_marks = marks.clone();
         let mut at = vec![None; n];
         let mut pieces = vec![Vec::new(); self.tokens.len()];
+        let no_delays = vec![0; jobs as usize];
         let mut best: Option<Found> = None;
         for rule in RULES {
             for seed in seeds {
                 let order: Vec<u32> = first.iter().map(|&k| k + jobs).chain(seed.iter().copied()).collect();
-                let value = self.decode(&order, rule, &mut at, &mut pieces, None, &mut marks);
+                let value = self.decode(&order, rule, &no_delays, &mut at, &mut pieces, None, &mut marks);
                 if best.as_ref().is_none_or(|b| value > b.value) {
-                    best = Some(Found { order, at: at.clone(), pieces: pieces.clone(), value });
+                    best = Some(Found { order, at: at.clone(), pieces: pieces.clone(), delays: no_delays.clone(), value });
                 }
             }
         }
@@ -258,37 +374,54 @@ impl<'a> Search<'a> {
         // Deterministic: the search never looks at the clock.
         let mut rng = Rng::new(1);
         let share = (work / RULES.len() as u64).max(1);
+        let mut cur = best.clone();
+        let mut cand = best.clone();
         for rule in RULES {
             let start = self.ctx.work;
-            let mut cur = best.clone();
-            cur.value = self.decode(&cur.order, rule, &mut cur.at, &mut cur.pieces, None, &mut marks);
+            cur.copy_from(&best);
+            cur.value = self.decode(&cur.order, rule, &cur.delays, &mut cur.at, &mut cur.pieces, None, &mut marks);
             while self.ctx.work < start + share {
                 let done = (self.ctx.work - start) as f64 / share as f64;
                 let temp = T0 * cur.value.abs() * (1.0 - done);
-                let (i, k) = (rng.below(n), rng.below(n));
-                if i == k {
-                    continue;
-                }
-                let mut order = cur.order.clone();
-                if rng.below(2) == 0 {
-                    order.swap(i, k);
+                cand.order.clone_from(&cur.order);
+                cand.delays.clone_from(&cur.delays);
+                let changed = if rng.below(3) < 2 {
+                    // Swap two items, or move one.
+                    let (i, k) = (rng.below(n), rng.below(n));
+                    if i == k {
+                        continue;
+                    }
+                    if rng.below(2) == 0 {
+                        cand.order.swap(i, k);
+                    } else {
+                        let x = cand.order.remove(i);
+                        cand.order.insert(k, x);
+                    }
+                    i.min(k)
                 } else {
-                    let x = order.remove(i);
-                    order.insert(k, x);
-                }
-                at.clone_from(&cur.at);
-                pieces.clone_from(&cur.pieces);
-                let changed = i.min(k);
-                let value = self.decode(&order, rule, &mut at, &mut pieces, Some((&marks, changed)), &mut cand_marks);
-                let delta = value - cur.value;
+                    // Hold a job back (a new delay up to its last start) or
+                    // let it start at its arrival again.
+                    let j = rng.below(jobs as usize);
+                    let span = self.ctx.jobs[j].last.saturating_sub(self.ctx.jobs[j].arrival);
+                    let was = cand.delays[j];
+                    cand.delays[j] = if was > 0 && rng.below(2) == 0 { 0 } else { rng.below(span + 1) as u16 };
+                    if cand.delays[j] == was {
+                        continue;
+                    }
+                    cand.order.iter().position(|&x| x as usize == j).expect("every job is in the order")
+                };
+                cand.at.clone_from(&cur.at);
+                cand.pieces.clone_from(&cur.pieces);
+                cand.value = self.decode(&cand.order, rule, &cand.delays, &mut cand.at, &mut cand.pieces, Some((&marks, changed)), &mut cand_marks);
+                let delta = cand.value - cur.value;
                 if delta >= 0.0 || (temp > 0.0 && rng.unit() < (delta / temp).exp()) {
                     // The marks after the resumed one are the new plan's.
                     for m in changed / self.every + 1..marks_len {
                         std::mem::swap(&mut marks[m], &mut cand_marks[m]);
                     }
-                    cur = Found { order, at: at.clone(), pieces: pieces.clone(), value };
+                    std::mem::swap(&mut cur, &mut cand);
                     if cur.value > best.value {
-                        best = cur.clone();
+                        best.copy_from(&cur);
                     }
                 }
             }
@@ -297,21 +430,21 @@ impl<'a> Search<'a> {
     }
 }
 
-/// The free GPU for `k`'s steps: the shortest free window around them,
-/// then the node with the fewest GPUs free over them (whole nodes are kept
-/// for whole-node blocks), then the highest GPU. `None` when no GPU is free
-/// over all of them.
-fn gpu_for(grid: &Packer, k: Token, steps: usize, per_node: u32) -> Option<u32> {
-    let w = step_bits(k.from, k.to);
-    let free = |g: u32| grid.bits[g as usize] & w == w;
+/// The free GPU for `k`'s steps (`free`: the GPUs free over all of them):
+/// the shortest free window around them, then the node with the fewest
+/// GPUs free over them (whole nodes are kept for whole-node blocks), then
+/// the highest GPU. `None` when no GPU is free over all of them.
+fn gpu_for(grid: &Packer, free: &[u64], k: Token, steps: usize, per_node: u32) -> Option<u32> {
+    let is_free = |g: u32| free[(g / 64) as usize] >> (g % 64) & 1 == 1;
     let mut best: Option<((usize, usize), u32)> = None;
-    for g in (0..grid.gpus).rev() {
-        if !free(g) {
-            continue;
+    // From the highest GPU down, so the first of equal keys is the highest.
+    let mut node = (u32::MAX, 0);
+    for g in descending(free) {
+        if g / per_node != node.0 {
+            let lo = g / per_node * per_node;
+            node = (g / per_node, (lo..(lo + per_node).min(grid.gpus)).filter(|&h| is_free(h)).count());
         }
-        let gap = free_around(grid.bits[g as usize], k.from, k.to, steps);
-        let node = g / per_node * per_node;
-        let key = (gap, (node..(node + per_node).min(grid.gpus)).filter(|&h| free(h)).count());
+        let key = (free_around(grid.bits[g as usize], k.from, k.to, steps), node.1);
         if best.is_none_or(|b| key < b.0) {
             best = Some((key, g));
         }
@@ -319,10 +452,57 @@ fn gpu_for(grid: &Packer, k: Token, steps: usize, per_node: u32) -> Option<u32> 
     best.map(|b| b.1)
 }
 
+/// The set bits of `words` (bit `g % 64` of word `g / 64` is GPU `g`),
+/// highest first.
+fn descending(words: &[u64]) -> impl Iterator<Item = u32> + '_ {
+    words.iter().enumerate().rev().flat_map(|(i, &w)| {
+        let mut w = w;
+        std::iter::from_fn(move || {
+            (w != 0).then(|| {
+                let b = 63 - w.leading_zeros();
+                w &= !(1u64 << b);
+                i as u32 * 64 + b
+            })
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grid::dilate;
+    use crate::grid::{dilate, pinned_bits};
+    use crate::PlanJob;
+
+    #[test]
+    fn a_delay_holds_a_job_back_within_its_last_start() {
+        // 2 GPUs, 6 steps, must-finish: a 1-GPU job of 2 steps arriving at
+        // step 1 may start at steps 1 to 4. GPU 0 is taken first (rule
+        // Lowest); its value is priority × decay^t per step run.
+        let job = PlanJob { id: 1, gpus: 1, duration_steps: 2, priority: 3.0, arrival_step: 1, pinned: None };
+        let s = Scenario {
+            gpus: 2,
+            gpus_per_node: 2,
+            steps: 6,
+            step_s: 3600,
+            decay: 0.9,
+            penalty: 1.0,
+            must_finish: true,
+            jobs: vec![job],
+            services: Vec::new(),
+        };
+        let mut ctx = Ctx::new(&s);
+        assert_eq!(ctx.jobs[0].last, 4);
+        let grid = Packer::from_grid(&pinned_bits(&s), s.gpus, s.steps, 0);
+        let mut search = Search::new(&mut ctx, &s, grid, 0.0, &[]);
+        let mut marks = vec![search.base.clone(); 2];
+        for (delay, start) in [(0u16, 1usize), (2, 3), (3, 4)] {
+            let mut at = vec![None];
+            let value = search.decode(&[0], Rule::Lowest, &[delay], &mut at, &mut [], None, &mut marks);
+            assert_eq!(at[0], Some((start, 0)), "delay {delay}");
+            let want = 3.0 * (0.9f64.powi(start as i32) + 0.9f64.powi(start as i32 + 1));
+            assert!((value - want).abs() < 1e-9, "delay {delay}: {value} vs {want}");
+        }
+    }
 
     #[test]
     fn tokens_hold_the_curve_nested_from_rises_to_falls() {
