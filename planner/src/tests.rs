@@ -140,6 +140,21 @@ fn fast_plans_validate_match_their_value_and_beat_the_single_greedy() {
 }
 
 #[test]
+fn services_without_batch_jobs_are_planned() {
+    // Only realtime: the co-placement search has tokens and no job to
+    // move or hold back. Every demanded GPU-step is served.
+    let s = scenario(16, 12, Vec::new(), vec![svc(vec![2, 3, 5, 8, 8, 6, 4, 3, 2, 2, 1, 1], 3)]);
+    let p = fast::plan(&s);
+    assert_eq!(validate(&s, &p).unwrap().unmet_gpu_steps, 0, "{p:?}");
+    // With a pinned job, too (the search's budget is then its own).
+    let mut a = job(1, 8, 12, 1.0, 0);
+    a.pinned = Some((0, 0));
+    let s = Scenario { jobs: vec![a], ..s };
+    let p = fast::plan(&s);
+    assert_eq!(validate(&s, &p).unwrap().unmet_gpu_steps, 0, "{p:?}");
+}
+
+#[test]
 fn a_service_moves_around_pinned_jobs_within_its_swap_cap() {
     // One node of 2 GPUs, 4 steps; pinned jobs on GPU 1 at steps 0-1 and
     // on GPU 0 at steps 2-3; a service wanting 1 GPU at every step. No GPU

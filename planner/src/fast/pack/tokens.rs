@@ -385,8 +385,8 @@ impl<'a> Search<'a> {
                 let temp = T0 * cur.value.abs() * (1.0 - done);
                 cand.order.clone_from(&cur.order);
                 cand.delays.clone_from(&cur.delays);
-                let changed = if rng.below(3) < 2 {
-                    // Swap two items, or move one.
+                let changed = if jobs == 0 || rng.below(3) < 2 {
+                    // Swap two items, or move one (only that without jobs).
                     let (i, k) = (rng.below(n), rng.below(n));
                     if i == k {
                         continue;
