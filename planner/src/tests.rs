@@ -146,7 +146,7 @@ fn services_without_batch_jobs_are_planned() {
     let s = scenario(16, 12, Vec::new(), vec![svc(vec![2, 3, 5, 8, 8, 6, 4, 3, 2, 2, 1, 1], 3)]);
     let p = fast::plan(&s);
     assert_eq!(validate(&s, &p).unwrap().unmet_gpu_steps, 0, "{p:?}");
-    // With a pinned job, too (the search's budget is then its own).
+    // With a pinned job beside the service, and still no job to place.
     let mut a = job(1, 8, 12, 1.0, 0);
     a.pinned = Some((0, 0));
     let s = Scenario { jobs: vec![a], ..s };

@@ -369,14 +369,13 @@ impl Ctx {
                     if best.is_some_and(|b| t > b.0) {
                         continue;
                     }
+                    let gap = free_around(m, t, (t + j.dur).min(self.steps), self.steps) as u64;
                     // Rule Time: a longer free window loses whatever the
                     // buddies, so their (dearer) count is skipped.
-                    if let Some(b) = best.filter(|b| rule == Rule::Time && t == b.0) {
-                        if free_around(m, t, (t + j.dur).min(self.steps), self.steps) as u64 > b.1 >> 40 {
-                            continue;
-                        }
+                    if best.is_some_and(|b| rule == Rule::Time && t == b.0 && gap > b.1 >> 40) {
+                        continue;
                     }
-                    let bad = self.badness(p, first, j, m, t, rule);
+                    let bad = self.badness(p, first, j, t, gap, rule);
                     if best.is_none_or(|b| (t, bad) < (b.0, b.1)) {
                         best = Some((t, bad, first));
                     }
@@ -388,8 +387,9 @@ impl Ctx {
     }
 
     /// Lower is a better fit: sibling blocks busy over the run (nearest
-    /// first) and the free steps left around the run in this block.
-    fn badness(&self, p: &Packer, first: u32, j: &Job, m: u64, t: usize, rule: Rule) -> u64 {
+    /// first) and `gap`, the free steps left around the run in this block
+    /// (`free_around`, which the caller has already computed).
+    fn badness(&self, p: &Packer, first: u32, j: &Job, t: usize, gap: u64, rule: Rule) -> u64 {
         let steps = self.steps;
         let end = (t + j.dur).min(steps);
         let w = step_bits(t, end);
@@ -411,7 +411,6 @@ impl Ctx {
         for _ in depth..6 {
             buddy *= 65;
         }
-        let gap = free_around(m, t, end, steps) as u64;
         const MAXB: u64 = 65u64.pow(6);
         match rule {
             Rule::Time => (gap << 40) | (MAXB - buddy),

@@ -11,8 +11,8 @@
 //! a plan. A job takes its earliest fit at or after its arrival plus its
 //! delay under the block rule (as in the parent, `pack`): a delay holds a
 //! job back so what comes after it in the order can take the place it
-//! would have taken (an earliest-fit decoder alone cannot start a job later
-//! than it fits, and some optima do). A token takes one GPU
+//! would have taken (without delays a job starts later than it fits only
+//! when items before it in the order are in its way). A token takes one GPU
 //! free over all its steps if there is one: the shortest free window around
 //! them, then the node with the fewest GPUs free over them (whole nodes are
 //! kept for whole-node blocks), then the highest GPU. Otherwise it takes
@@ -34,10 +34,10 @@
 //! position; a worse plan is accepted with probability `exp(Δ / T)`, `T`
 //! falling linearly from 0.5% of the plan's value to 0 over the budget. It
 //! starts from the best of its seeds (the tokens first, longest first, then
-//! each given batch order, no delays: the services served before any batch
-//! job, as the bands are) and runs once per block rule (Time, Lowest, Buddy), each with
-//! a third of the budget, counted in the decoder's work units, so the
-//! result is deterministic.
+//! each given batch order, no delays: the services served before any
+//! batch job, as the bands are) and runs once per block rule (Time,
+//! Lowest, Buddy), each with a third of the budget, counted in the
+//! decoder's work units, so the result is deterministic.
 
 use super::{free_around, Ctx, Packer, Rule};
 use crate::grid::{demand, step_bits};
