@@ -13,15 +13,22 @@
 //! job back so what comes after it in the order can take the place it
 //! would have taken (without delays a job starts later than it fits only
 //! when items before it in the order are in its way). A token takes one GPU
-//! free over all its steps if there is one: the shortest free window around
-//! them, then the node with the fewest GPUs free over them (whole nodes are
-//! kept for whole-node blocks), then the highest GPU. Otherwise it takes
-//! the free run of one GPU that serves the most unmet demand, and the steps
-//! left on either side of it are placed the same way (twice at most): the
-//! service moves around a batch job, or gives those steps up. Each piece's
-//! ends count as GPU changes against the service's swap cap, and a piece
-//! that would exceed it, or that would serve no demand the pieces before it
-//! left unmet, is not placed. So every decoded plan is legal by
+//! free over all its steps if there is one: one its service holds just
+//! before or after them first (the service stays put), then the shortest
+//! free window around them, then the node with the fewest GPUs free over
+//! them (whole nodes are kept for whole-node blocks), then the highest
+//! GPU. Otherwise it takes the free
+//! run of one GPU that serves the most unmet demand, and the steps left on
+//! either side of it are placed the same way (twice at most): the service
+//! moves around a batch job, or gives those steps up. Where a piece's end
+//! fills its step's swap cap, the piece beside it reaches one step into it
+//! (a handover: both GPUs held for that step, one change at each of two
+//! steps rather than two at one). The changes counted against the cap are
+//! the real ones, GPUs added plus removed between steps: a piece's end is
+//! a change unless its service holds that GPU on the other side, where the
+//! piece continues another. A piece that would exceed the cap, or that
+//! would serve no demand the pieces before it left unmet, is not placed.
+//! So every decoded plan is legal by
 //! construction, and giving up realtime for a batch job is a token after
 //! the job in the order: the search weighs the trade without a rule of its
 //! own. The value is the validator's: batch value minus `penalty × weight`
@@ -89,6 +96,9 @@ struct State {
     held: Vec<u32>,
     /// GPUs added + removed per service between steps `t − 1` and `t`.
     swaps: Vec<u32>,
+    /// The GPUs each service holds by step, as in `cols`: word
+    /// `(service · steps + t) · words + g / 64`.
+    owned: Vec<u64>,
     /// Per service, bit `t` set while it holds fewer GPUs than its demand.
     short: Vec<u64>,
     /// The grid by step: bit `g % 64` of word `t · words + g / 64` set
@@ -106,6 +116,7 @@ impl Clone for State {
             grid: self.grid.clone(),
             held: self.held.clone(),
             swaps: self.swaps.clone(),
+            owned: self.owned.clone(),
             short: self.short.clone(),
             cols: self.cols.clone(),
             value: self.value,
@@ -116,6 +127,7 @@ impl Clone for State {
         self.grid.clone_from(&o.grid);
         self.held.clone_from(&o.held);
         self.swaps.clone_from(&o.swaps);
+        self.owned.clone_from(&o.owned);
         self.short.clone_from(&o.short);
         self.cols.clone_from(&o.cols);
         self.value = o.value;
@@ -188,6 +200,8 @@ pub(super) struct Search<'a> {
     words: usize,
     /// A GPU set (`State::free_over`) reused by every token placed.
     scratch: Vec<u64>,
+    /// The GPUs of `scratch` the service holds beside a token's steps.
+    beside: Vec<u64>,
     /// The decoder's working state, kept between decodes for its buffers.
     spare: Option<State>,
 }
@@ -208,9 +222,10 @@ impl<'a> Search<'a> {
             }
         }
         let services = s.services.len() * steps;
-        let base = State { grid, held: vec![0; services], swaps: vec![0; services], short, cols, value: fixed - unmet };
+        let owned = vec![0; services * words];
+        let base = State { grid, held: vec![0; services], swaps: vec![0; services], owned, short, cols, value: fixed - unmet };
         let items = ctx.jobs.len() + tokens.len();
-        Search { ctx, s, tokens, base, every: items.div_ceil(16).max(1), words, scratch: Vec::new(), spare: None }
+        Search { ctx, s, tokens, base, every: items.div_ceil(16).max(1), words, scratch: Vec::new(), beside: Vec::new(), spare: None }
     }
 
     /// The tokens.
@@ -278,9 +293,11 @@ impl<'a> Search<'a> {
     /// Put `k`'s steps `from..to` on GPUs: on one GPU free over all of them
     /// if any, else (`depth` > 0) on the free run that serves the most
     /// demand, and what is left on either side the same way with one level
-    /// less. Every piece's ends count against the service's swap cap.
+    /// less. A piece's ends count against the service's swap cap where they
+    /// add or remove a GPU (not where it continues one the service holds).
     fn place(&mut self, st: &mut State, k: Token, from: usize, to: usize, depth: u32, out: &mut Vec<(usize, usize, u32)>) {
         let steps = self.ctx.steps;
+        let words = self.words;
         let row = k.service * steps;
         let cap = self.s.services[k.service].swap_cap;
         let serving = |st: &State, a: usize, b: usize| (st.short[k.service] & step_bits(a, b)).count_ones() as usize;
@@ -288,18 +305,37 @@ impl<'a> Search<'a> {
             return;
         }
         self.ctx.work += 1 + u64::from(st.grid.gpus) / 4;
-        let room = |st: &State, a: usize, b: usize| (a == 0 || st.swaps[row + a] < cap) && (b >= steps || st.swaps[row + b] < cap);
-        let mut pick = None;
-        if room(st, from, to) {
-            st.free_over(self.words, step_bits(from, to), true, &mut self.scratch);
-            pick = gpu_for(&st.grid, &self.scratch, Token { service: k.service, from, to }, steps, self.ctx.per_node).map(|g| (from, to, g));
+        // The service's GPUs at step `t`, and whether it holds `g` there.
+        let owned = |t: usize| (row + t) * words..(row + t + 1) * words;
+        let holds = |st: &State, t: usize, g: u32| st.owned[(row + t) * words + (g / 64) as usize] >> (g % 64) & 1 == 1;
+        // A piece on `g` over `a..b` changes nothing at an end where the
+        // service holds `g` on the other side; elsewhere it adds a change.
+        let room = |st: &State, a: usize, b: usize, g: u32| {
+            (a == 0 || st.swaps[row + a] < cap || holds(st, a - 1, g)) && (b >= steps || st.swaps[row + b] < cap || holds(st, b, g))
+        };
+        st.free_over(words, step_bits(from, to), true, &mut self.scratch);
+        if from > 0 && st.swaps[row + from] >= cap {
+            self.scratch.iter_mut().zip(&st.owned[owned(from - 1)]).for_each(|(f, &o)| *f &= o);
         }
+        if to < steps && st.swaps[row + to] >= cap {
+            self.scratch.iter_mut().zip(&st.owned[owned(to)]).for_each(|(f, &o)| *f &= o);
+        }
+        // A GPU the service holds beside the steps, if any is free over them:
+        // the service stays where it is instead of moving.
+        self.beside.clear();
+        self.beside.extend(self.scratch.iter().enumerate().map(|(i, &f)| {
+            let before = if from > 0 { st.owned[owned(from - 1)][i] } else { 0 };
+            let after = if to < steps { st.owned[owned(to)][i] } else { 0 };
+            f & (before | after)
+        }));
+        let free = if self.beside.iter().any(|&w| w != 0) { &self.beside } else { &self.scratch };
+        let mut pick = gpu_for(&st.grid, free, Token { service: k.service, from, to }, steps, self.ctx.per_node).map(|g| (from, to, g));
         if pick.is_none() && depth > 0 {
             self.ctx.work += u64::from(st.grid.gpus) / 2;
             let w = step_bits(from, to);
             let mut best: Option<(usize, usize, (usize, usize, u32))> = None;
             // Only a GPU free at a step the service is short of can serve.
-            st.free_over(self.words, st.short[k.service] & w, false, &mut self.scratch);
+            st.free_over(words, st.short[k.service] & w, false, &mut self.scratch);
             for g in descending(&self.scratch) {
                 let mut m = st.grid.bits[g as usize] & w;
                 // No run on this GPU serves more than its free short steps.
@@ -310,7 +346,7 @@ impl<'a> Search<'a> {
                     let a = m.trailing_zeros() as usize;
                     let b = (a + (!(m >> a)).trailing_zeros() as usize).min(to);
                     m &= !step_bits(a, b);
-                    if !room(st, a, b) {
+                    if !room(st, a, b, g) {
                         continue;
                     }
                     let n = serving(st, a, b);
@@ -323,24 +359,36 @@ impl<'a> Search<'a> {
         }
         let Some((a, b, g)) = pick else { return };
         let n = serving(st, a, b);
-        st.take(self.words, g, 1, a, b);
+        // The ends first, while the bits beside the piece are the others'.
+        for (t, beside) in [(a, a.wrapping_sub(1)), (b, b)] {
+            if t > 0 && t < steps {
+                if holds(st, beside, g) {
+                    st.swaps[row + t] -= 1;
+                } else {
+                    st.swaps[row + t] += 1;
+                }
+            }
+        }
+        st.take(words, g, 1, a, b);
         st.value += self.s.penalty * self.s.services[k.service].weight * n as f64;
         for t in a..b {
+            st.owned[(row + t) * words + (g / 64) as usize] |= 1 << (g % 64);
             st.held[row + t] += 1;
             if st.held[row + t] >= demand(self.s, k.service, t) {
                 st.short[k.service] &= !(1 << t);
             }
         }
-        if a > 0 {
-            st.swaps[row + a] += 1;
-        }
-        if b < steps {
-            st.swaps[row + b] += 1;
-        }
         out.push((a, b, g));
         if depth > 0 && (a, b) != (from, to) {
-            self.place(st, k, from, a, depth - 1, out);
-            self.place(st, k, b, to, depth - 1, out);
+            // Where this piece's end fills its boundary's swap cap, the piece
+            // beside it reaches one step into this one: a handover, both GPUs
+            // held for that step, one change at each of two boundaries
+            // instead of two at one.
+            let full = |st: &State, t: usize| t > 0 && t < steps && st.swaps[row + t] >= cap;
+            let left_end = if a > from && full(st, a) { (a + 1).min(b) } else { a };
+            self.place(st, k, from, left_end, depth - 1, out);
+            let right_start = if b < to && full(st, b) { (b - 1).max(a) } else { b };
+            self.place(st, k, right_start, to, depth - 1, out);
         }
     }
 
@@ -501,6 +549,47 @@ mod tests {
             assert_eq!(at[0], Some((start, 0)), "delay {delay}");
             let want = 3.0 * (0.9f64.powi(start as i32) + 0.9f64.powi(start as i32 + 1));
             assert!((value - want).abs() < 1e-9, "delay {delay}: {value} vs {want}");
+        }
+    }
+
+    #[test]
+    fn a_piece_that_continues_on_its_services_gpu_is_no_change() {
+        // 2 GPUs, 6 steps, one service wanting [1, 1, 2, 2, 1, 1] with one
+        // GPU change allowed per step. GPU 1 is busy at steps 0-1, GPU 0 at
+        // 4-5, so no GPU is free for the whole curve. Holding GPU 0 over
+        // steps 0-3 and GPU 1 over 2-5 serves everything with one change at
+        // step 2 and one at step 4, whichever GPU the 2-4 token is put on
+        // first: the piece that meets it on the same GPU continues the
+        // service there rather than counting as a removal and an addition.
+        let s = Scenario {
+            gpus: 2,
+            gpus_per_node: 2,
+            steps: 6,
+            step_s: 3600,
+            decay: 1.0,
+            penalty: 1.0,
+            must_finish: true,
+            jobs: Vec::new(),
+            services: vec![crate::Service { name: "chat".into(), demand: vec![1, 1, 2, 2, 1, 1], swap_cap: 1, weight: 1.0 }],
+        };
+        let mut ctx = Ctx::new(&s);
+        let grid = Packer::from_grid(&pinned_bits(&s), s.gpus, s.steps, 0);
+        let mut search = Search::new(&mut ctx, &s, grid, 0.0, &[s.services[0].demand.clone()]);
+        assert_eq!(search.tokens(), &[Token { service: 0, from: 2, to: 4 }, Token { service: 0, from: 0, to: 6 }]);
+        let words = search.words;
+        search.base.take(words, 1, 1, 0, 2);
+        search.base.take(words, 0, 1, 4, 6);
+        let mut marks = vec![search.base.clone(); 2];
+        let mut pieces = vec![Vec::new(); 2];
+        let value = search.decode(&[0, 1], Rule::Lowest, &[], &mut [None, None], &mut pieces, None, &mut marks);
+        assert_eq!(value, 0.0, "every GPU-step of demand served: {pieces:?}");
+        let mut held: Vec<Vec<u32>> = vec![Vec::new(); 6];
+        for &(a, b, g) in pieces.iter().flatten() {
+            (a..b).for_each(|t| held[t].push(g));
+        }
+        for t in 1..6 {
+            let changes = held[t].iter().filter(|g| !held[t - 1].contains(g)).count() + held[t - 1].iter().filter(|g| !held[t].contains(g)).count();
+            assert!(changes <= 1, "{changes} changes at step {t}: {pieces:?}");
         }
     }
 
