@@ -17,22 +17,21 @@
 //! before or after them first (the service stays put), then the shortest
 //! free window around them, then the node with the fewest GPUs free over
 //! them (whole nodes are kept for whole-node blocks), then the highest
-//! GPU. Otherwise it takes the free
-//! run of one GPU that serves the most unmet demand, and the steps left on
-//! either side of it are placed the same way (twice at most): the service
-//! moves around a batch job, or gives those steps up. Where a piece's end
-//! fills its step's swap cap, the piece beside it reaches one step into it
-//! (a handover: both GPUs held for that step, one change at each of two
-//! steps rather than two at one). The changes counted against the cap are
-//! the real ones, GPUs added plus removed between steps: a piece's end is
-//! a change unless its service holds that GPU on the other side, where the
-//! piece continues another. A piece that would exceed the cap, or that
-//! would serve no demand the pieces before it left unmet, is not placed.
-//! So every decoded plan is legal by
-//! construction, and giving up realtime for a batch job is a token after
-//! the job in the order: the search weighs the trade without a rule of its
-//! own. The value is the validator's: batch value minus `penalty × weight`
-//! per GPU-step of demand no piece serves.
+//! GPU. Otherwise it takes the free run of one GPU that serves the most
+//! unmet demand, and the steps left on either side of it are placed the
+//! same way (twice at most): the service moves around a batch job, or
+//! gives those steps up. Where a piece's end fills its step's swap cap,
+//! the piece beside it reaches one step into it (a handover: both GPUs
+//! held for that step, one change at each of two steps rather than two at
+//! one). The changes counted against the cap are the real ones, GPUs added
+//! plus removed between steps: a piece's end is a change unless its
+//! service holds that GPU on the other side, where the piece continues
+//! another. A piece that would exceed the cap, or that would serve no
+//! demand the pieces before it left unmet, is not placed. So every decoded
+//! plan is legal by construction, and giving up realtime for a batch job
+//! is a token after the job in the order: the search weighs the trade
+//! without a rule of its own. The value is the validator's: batch value
+//! minus `penalty × weight` per GPU-step of demand no piece serves.
 //!
 //! The search is simulated annealing over the order and the delays: a
 //! random swap or move of one item (two moves in three), or a job's delay
@@ -307,27 +306,28 @@ impl<'a> Search<'a> {
         self.ctx.work += 1 + u64::from(st.grid.gpus) / 4;
         // The service's GPUs at step `t`, and whether it holds `g` there.
         let owned = |t: usize| (row + t) * words..(row + t + 1) * words;
-        let holds = |st: &State, t: usize, g: u32| st.owned[(row + t) * words + (g / 64) as usize] >> (g % 64) & 1 == 1;
+        let holds = |st: &State, t: usize, g: u32| st.owned[owned(t)][(g / 64) as usize] >> (g % 64) & 1 == 1;
         // A piece on `g` over `a..b` changes nothing at an end where the
         // service holds `g` on the other side; elsewhere it adds a change.
         let room = |st: &State, a: usize, b: usize, g: u32| {
             (a == 0 || st.swaps[row + a] < cap || holds(st, a - 1, g)) && (b >= steps || st.swaps[row + b] < cap || holds(st, b, g))
         };
+        // The GPUs free over all the steps with room at both ends (`room`,
+        // a word at a time), and of those, the ones the service holds
+        // beside the steps: there it stays where it is instead of moving.
         st.free_over(words, step_bits(from, to), true, &mut self.scratch);
-        if from > 0 && st.swaps[row + from] >= cap {
-            self.scratch.iter_mut().zip(&st.owned[owned(from - 1)]).for_each(|(f, &o)| *f &= o);
-        }
-        if to < steps && st.swaps[row + to] >= cap {
-            self.scratch.iter_mut().zip(&st.owned[owned(to)]).for_each(|(f, &o)| *f &= o);
-        }
-        // A GPU the service holds beside the steps, if any is free over them:
-        // the service stays where it is instead of moving.
         self.beside.clear();
-        self.beside.extend(self.scratch.iter().enumerate().map(|(i, &f)| {
+        for (i, f) in self.scratch.iter_mut().enumerate() {
             let before = if from > 0 { st.owned[owned(from - 1)][i] } else { 0 };
             let after = if to < steps { st.owned[owned(to)][i] } else { 0 };
-            f & (before | after)
-        }));
+            if from > 0 && st.swaps[row + from] >= cap {
+                *f &= before;
+            }
+            if to < steps && st.swaps[row + to] >= cap {
+                *f &= after;
+            }
+            self.beside.push(*f & (before | after));
+        }
         let free = if self.beside.iter().any(|&w| w != 0) { &self.beside } else { &self.scratch };
         let mut pick = gpu_for(&st.grid, free, Token { service: k.service, from, to }, steps, self.ctx.per_node).map(|g| (from, to, g));
         if pick.is_none() && depth > 0 {
@@ -372,7 +372,7 @@ impl<'a> Search<'a> {
         st.take(words, g, 1, a, b);
         st.value += self.s.penalty * self.s.services[k.service].weight * n as f64;
         for t in a..b {
-            st.owned[(row + t) * words + (g / 64) as usize] |= 1 << (g % 64);
+            st.owned[owned(t)][(g / 64) as usize] |= 1 << (g % 64);
             st.held[row + t] += 1;
             if st.held[row + t] >= demand(self.s, k.service, t) {
                 st.short[k.service] &= !(1 << t);
