@@ -70,15 +70,16 @@ pub enum ContractError {
         contract = format_duration(*contract_s), limit = format_duration(*time_limit_s))]
     LongerThanTimeLimit { contract_s: u64, time_limit_s: u64 },
     #[error("{}", long_job_text(*time_limit_s, *max_s, *max_requeues))]
-    LongNotResumable { time_limit_s: Option<u64>, max_s: u64, max_requeues: u32 },
+    LongNotResumable { time_limit_s: Option<u64>, max_s: u64, max_requeues: Option<u32> },
 }
 
-fn long_job_text(time_limit_s: Option<u64>, max_s: u64, max_requeues: u32) -> String {
+fn long_job_text(time_limit_s: Option<u64>, max_s: u64, max_requeues: Option<u32>) -> String {
     let limit = time_limit_s.map_or("no time limit".to_string(), |l| format!("a time limit of {}", format_duration(l)));
     let fate = match max_requeues {
-        0 => "this cluster keeps every job that is not resumable within the contract maximum".to_string(),
-        1 => "past its contract it may be requeued once and start over (then it is protected to its end)".to_string(),
-        n => format!("past its contract it may be requeued {n} times and start over (then it is protected to its end)"),
+        None => "past its contract it is preempted, and starts over, whenever its team no longer ranks it above the waiting work".to_string(),
+        Some(0) => "this cluster keeps every job that is not resumable within the contract maximum".to_string(),
+        Some(1) => "past its contract it may be requeued once and start over (then it is protected to its end)".to_string(),
+        Some(n) => format!("past its contract it may be requeued {n} times and start over (then it is protected to its end)"),
     };
     format!(
         "this job is not resumable and has {limit}, longer than the {max} a contract can protect: {fate}. Add `resumable` to the comment if it checkpoints, or ask for --time of at most {max}",
@@ -128,15 +129,18 @@ pub struct ContractRules {
     pub unallocated_below_s: u64,
     pub missing: MissingContract,
     /// How often a non-resumable job may be requeued past its contract
-    /// before it is protected to its end (default 0: never).
-    pub max_requeues: u32,
+    /// before it is protected to its end (`None`, the default: no limit —
+    /// past its contract every job yields to work that outranks it).
+    pub max_requeues: Option<u32>,
     /// Non-resumable jobs longer than `max_s` at submit.
     pub long_jobs: LongJobs,
 }
 
-/// The default of `contracts.max_requeues`: allocated work that cannot
-/// checkpoint is never thrown away (docs/design.md says why).
-pub const DEFAULT_MAX_REQUEUES: u32 = 0;
+/// The default of `contracts.max_requeues`: no limit. A job's contract is
+/// the protection its owner asked for; a bound would let a job that is not
+/// resumable hold its GPUs past the contract maximum once it was requeued
+/// that often (docs/design.md says why).
+pub const DEFAULT_MAX_REQUEUES: Option<u32> = None;
 
 impl Default for ContractRules {
     fn default() -> Self {
@@ -289,21 +293,28 @@ impl ContractRules {
         wanted_s.min(self.max_s)
     }
 
+    /// A *long* job: allocated, not resumable, and it may run longer than
+    /// the contract maximum (its time limit above `max_s`, or none). Its
+    /// owner could not ask for a contract covering it (the one definition:
+    /// job_submit's warning, and which runs time-slicing may throw away).
+    pub fn is_long(&self, contract: Contract, time_limit_s: Option<u64>) -> bool {
+        contract.is_allocated() && !contract.resumable && time_limit_s.is_none_or(|l| l > self.max_s)
+    }
+
     /// An allocated job that is not resumable and may run longer than any
     /// contract (its time limit above `max_s`, or none): what job_submit
     /// does with it. `long_jobs = "reject"` refuses it (the site keeps every
     /// protection within the contract maximum); `"warn"` accepts it and
-    /// warns when it can lose its work (`max_requeues` > 0). `None`: accept
-    /// silently.
+    /// warns that it can lose its work (unless `max_requeues` is 0: then it
+    /// never does). `None`: accept silently.
     pub fn long_job(&self, contract: Contract, time_limit_s: Option<u64>) -> Option<LongJobVerdict> {
-        let long = time_limit_s.is_none_or(|l| l > self.max_s);
-        if !(contract.is_allocated() && !contract.resumable && long) {
+        if !self.is_long(contract, time_limit_s) {
             return None;
         }
         let e = ContractError::LongNotResumable { time_limit_s, max_s: self.max_s, max_requeues: self.max_requeues };
         match self.long_jobs {
             LongJobs::Reject => Some(LongJobVerdict::Refuse(e)),
-            LongJobs::Warn if self.max_requeues > 0 => Some(LongJobVerdict::Warn(e)),
+            LongJobs::Warn if self.max_requeues != Some(0) => Some(LongJobVerdict::Warn(e)),
             LongJobs::Warn => None,
         }
     }
@@ -474,10 +485,15 @@ mod tests {
     #[test]
     fn long_jobs_that_cannot_checkpoint() {
         let c = Contract::new(3600, false);
-        let r = rules();
-        // Default: never requeued, so nothing to warn about.
-        assert_eq!(r.long_job(c, Some(86_400)), None);
-        let r1 = ContractRules { max_requeues: 1, ..rules() };
+        // Default: past its contract it yields like any job; the user is told.
+        let Some(LongJobVerdict::Warn(e)) = rules().long_job(c, Some(86_400)) else { panic!("a warning") };
+        assert!(
+            e.to_string().contains("past its contract it is preempted, and starts over, whenever its team no longer ranks it above the waiting work"),
+            "{e}"
+        );
+        // A site that never requeues such jobs: nothing to warn about.
+        assert_eq!(ContractRules { max_requeues: Some(0), ..rules() }.long_job(c, Some(86_400)), None);
+        let r1 = ContractRules { max_requeues: Some(1), ..rules() };
         let warn = r1.long_job(c, Some(86_400));
         assert!(matches!(&warn, Some(LongJobVerdict::Warn(_))), "{warn:?}");
         let text = match warn {

@@ -26,11 +26,14 @@
 //! Two rules read it: the job order ([`crate::priority`]: a job whose team
 //! would still be below its rate, or its fair share, when it starts comes
 //! before every job that would not) and the preemption rule
-//! ([`crate::preempt`], through [`Reclaim`]: an allocated job may only take
-//! GPUs back *to* a side of the tree below its rate *from* a side that stays
-//! at or above its rate — KAI's reclaim to deserved quota, with Kueue's
-//! "less than or equal to final share" on top). Design and the
-//! no-ping-pong argument: docs/design.md, "Restorative preemption".
+//! ([`crate::preempt`], through [`Reclaim`]): an allocated job may take
+//! GPUs from another side of the tree only where that side stays at or
+//! above its rate and keeps a share (`running / rate`) at least as high as
+//! the preemptor's side ends with — KAI's reclaim to deserved quota with
+//! Kueue's "less than or equal to final share" — and, unless it is a debug
+//! job (time-slicing), only to a side below its rate (restoration). Design
+//! and the no-ping-pong argument: docs/design.md, "Restorative preemption"
+//! and "Time-slicing".
 
 use crate::tree::{Allocation, NodeId, OrgTree};
 use rustc_hash::FxHashMap;
@@ -117,11 +120,11 @@ pub enum Need {
 }
 
 /// Why an allocated victim may not give its GPUs to an allocated preemptor
-/// ([`Reclaim::take`]); the side names are the two items where the paths
-/// of the two accounts part.
+/// of another account ([`Reclaim::take`], [`Reclaim::slice`]); the side
+/// names are the two items where the paths of the two accounts part.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReclaimRefusal {
-    /// Same account: a team never preempts itself.
+    /// Same account: the team's own order decides ([`crate::preempt`]).
     SameTeam,
     /// An account outside the tree.
     Unknown,
@@ -133,6 +136,10 @@ pub enum ReclaimRefusal {
     /// The preemptor's side would end with a higher share than the victim's
     /// side keeps (`running / rate`, Kueue's final-share rule).
     ShareNotLower { preemptor_after: f64, victim_after: f64 },
+    /// (A debug preemptor, [`Reclaim::slice`].) Without the victim, an item
+    /// of the victim's side (`account`) would run a smaller share of its
+    /// rate than the preemptor's side with the preemptor.
+    Outranked { account: String, victim_after: f64, preemptor_after: f64 },
 }
 
 /// The entitlement of every item at one moment.
@@ -273,9 +280,9 @@ impl Entitlement {
     /// The potential of the no-ping-pong argument (docs/design.md): per
     /// depth of the tree, deepest first, the GPUs by which items at that
     /// depth run below their rate, `Σ max(0, rate − running)`. Every
-    /// preemption of allocated work the rule allows makes it strictly
-    /// smaller, lexicographically; nothing else but jobs ending and starting
-    /// changes it.
+    /// restoration the rule allows makes it strictly smaller,
+    /// lexicographically; a time-slice never raises it below the depth
+    /// where the two sides part.
     pub fn potential(&self) -> Vec<f64> {
         let depth = |path: &Vec<usize>| path.len();
         let max_depth = self.paths.iter().map(depth).max().unwrap_or(0);
@@ -305,15 +312,6 @@ impl Entitlement {
         } else {
             format!("{name} (subtree)")
         }
-    }
-}
-
-/// `share = running / rate`, +∞ without a rate.
-fn share(running: f64, rate: f64) -> f64 {
-    if rate > 0.0 {
-        running / rate
-    } else {
-        f64::INFINITY
     }
 }
 
@@ -350,18 +348,30 @@ fn water_fill(total: f64, items: &[(f64, f64)]) -> Vec<f64> {
     out
 }
 
-/// The preemption check between allocated jobs, cumulative over the
-/// victims already taken for one preemptor (so a preemptor that needs
-/// several victims never takes a side below its rate in total).
+/// The preemption checks between allocated jobs of two accounts,
+/// cumulative over the victims already taken for one preemptor (so a
+/// preemptor that needs several victims never takes more than the rules
+/// allow in total).
 ///
 /// ```text
 /// L = where the paths of the preemptor's account P and the victim's V part;
-/// X = P's item under L, Y = V's item under L, Y..own(V) = V's path from Y.
-/// take ⇔ P ≠ V
-///      ∧ running(X) < rate(X)                                   (P's side is short)
-///      ∧ ∀ i ∈ Y..own(V): running(i) − taken(i) − g_V ≥ rate(i)  (V's side stays at or above its rate)
-///      ∧ (running(X) + g_P) / rate(X) ≤ (running(Y) − taken(Y) − g_V) / rate(Y)   (final shares)
+/// X = P's item under L, Y = V's item under L, Y..own(V) = V's path from Y;
+/// after(i) = running(i) − taken(i) − g_V.
+///
+/// take  ⇔ running(X) < rate(X)                                    P's side is short
+///       ∧ ∀ i ∈ Y..own(V): after(i) ≥ rate(i)                     V's side stays at or above its rate
+///       ∧ (running(X) + g_P) ÷ rate(X) ≤ after(Y) ÷ rate(Y)        no higher final share
+///
+/// slice ⇔ ∀ i ∈ Y..own(V): after(i) ≥ rate(i)                     V's side stays at or above its rate
+///       ∧ ∀ i ∈ Y..own(V): (running(X) + g_P) ÷ rate(X) ≤ after(i) ÷ rate(i)
+///                                                                 and keeps no lower a share
 /// ```
+/// `take` restores what a side is owed (KAI's reclaim to deserved quota
+/// with Kueue's final share): any allocated job may. `slice` is Ai2's
+/// time-slicing across teams, for debug jobs only: `take` without "P's
+/// side is short", the final share checked at every item of the victim's
+/// path. Both compare shares of the rate, so neither can undo the other
+/// (docs/design.md).
 #[derive(Debug, Clone)]
 pub struct Reclaim<'a> {
     ent: &'a Entitlement,
@@ -380,34 +390,81 @@ impl Reclaim<'_> {
     /// [`Reclaim::take`] in budget units ([`crate::Job::units`]): what the
     /// rule compares with the rates.
     pub fn take_units(&mut self, p: &str, p_units: f64, v: &str, v_units: f64) -> Result<(), ReclaimRefusal> {
-        let (Some(pi), Some(vi)) = (self.ent.id(p), self.ent.id(v)) else { return Err(ReclaimRefusal::Unknown) };
-        if pi == vi {
-            return Err(ReclaimRefusal::SameTeam);
-        }
         let e = self.ent;
-        let (pp, vp) = (&e.paths[pi], &e.paths[vi]);
-        let k = pp.iter().zip(vp.iter()).take_while(|(a, b)| a == b).count();
-        let (x, y) = (pp[k], vp[k]);
+        let (x, path) = parting(e, p, v)?;
+        let y = path[0];
         if e.running[x] >= e.rate[x] {
             return Err(ReclaimRefusal::PreemptorNotShort { running: e.running[x], rate: e.rate[x] });
         }
-        let g = v_units;
-        let after = |i: usize| e.running[i] - self.taken.get(&i).copied().unwrap_or(0.0) - g;
-        for &i in &vp[k..] {
-            // Tolerance: rates are fractions of GPUs, runs are whole GPUs.
-            if after(i) < e.rate[i] - 1e-9 {
-                return Err(ReclaimRefusal::VictimBelowRate { account: e.item_name(i), after: after(i), rate: e.rate[i] });
-            }
-        }
+        self.keeps_rates(path, v_units)?;
         let preemptor_after = share(e.running[x] + p_units, e.rate[x]);
-        let victim_after = share(after(y), e.rate[y]);
+        let victim_after = share(self.after(y, v_units), e.rate[y]);
         if preemptor_after > victim_after + 1e-12 {
             return Err(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after });
         }
-        for &i in &vp[k..] {
-            *self.taken.entry(i).or_insert(0.0) += g;
+        self.commit(path, v_units);
+        Ok(())
+    }
+
+    /// The debug job's check ([`Reclaim`]'s `slice`), in budget units; on
+    /// yes the victim counts as taken.
+    pub fn slice(&mut self, p: &str, p_units: f64, v: &str, v_units: f64) -> Result<(), ReclaimRefusal> {
+        let e = self.ent;
+        let (x, path) = parting(e, p, v)?;
+        self.keeps_rates(path, v_units)?;
+        let preemptor_after = share(e.running[x] + p_units, e.rate[x]);
+        for &i in path {
+            let victim_after = share(self.after(i, v_units), e.rate[i]);
+            if preemptor_after > victim_after + 1e-12 {
+                return Err(ReclaimRefusal::Outranked { account: e.item_name(i), victim_after, preemptor_after });
+            }
+        }
+        self.commit(path, v_units);
+        Ok(())
+    }
+
+    /// What item `i` runs without the victims taken so far and one more of `g`.
+    fn after(&self, i: usize, g: f64) -> f64 {
+        self.ent.running[i] - self.taken.get(&i).copied().unwrap_or(0.0) - g
+    }
+
+    /// Every item of the victim's path stays at or above its rate.
+    fn keeps_rates(&self, path: &[usize], g: f64) -> Result<(), ReclaimRefusal> {
+        let e = self.ent;
+        for &i in path {
+            // Tolerance: rates are fractions of GPUs, runs are whole GPUs.
+            if self.after(i, g) < e.rate[i] - 1e-9 {
+                return Err(ReclaimRefusal::VictimBelowRate { account: e.item_name(i), after: self.after(i, g), rate: e.rate[i] });
+            }
         }
         Ok(())
+    }
+
+    fn commit(&mut self, path: &[usize], g: f64) {
+        for &i in path {
+            *self.taken.entry(i).or_insert(0.0) += g;
+        }
+    }
+}
+
+/// Where the paths of accounts `p` and `v` part: X (p's item there), and
+/// v's path from Y down.
+fn parting<'e>(e: &'e Entitlement, p: &str, v: &str) -> Result<(usize, &'e [usize]), ReclaimRefusal> {
+    let (Some(pi), Some(vi)) = (e.id(p), e.id(v)) else { return Err(ReclaimRefusal::Unknown) };
+    if pi == vi {
+        return Err(ReclaimRefusal::SameTeam);
+    }
+    let (pp, vp) = (&e.paths[pi], &e.paths[vi]);
+    let k = pp.iter().zip(vp.iter()).take_while(|(a, b)| a == b).count();
+    Ok((pp[k], &vp[k..]))
+}
+
+/// `share = running / rate`, +∞ without a rate.
+fn share(running: f64, rate: f64) -> f64 {
+    if rate > 0.0 {
+        running / rate
+    } else {
+        f64::INFINITY
     }
 }
 
@@ -476,6 +533,29 @@ mod tests {
     }
 
     #[test]
+    fn a_slice_goes_only_to_a_side_that_stands_at_least_as_well() {
+        // a, b 50% of 32 GPUs: rate 16.
+        let t = tree(&[("a", None, 50.0), ("b", None, 50.0)]);
+        // a at its rate with a 1-GPU debug job waiting (17/16 with it); b
+        // at 28 (20/16 without an 8-GPU job, 27/16 without a 1-GPU one).
+        let e = ent(&t, 32, &[("a", 16, 9), ("b", 28, 8)]);
+        assert_eq!(e.reclaim().slice("a", 1.0, "b", 8.0), Ok(()));
+        // Cumulative: a second 8-GPU job would leave b at 12, below its rate.
+        let mut r = e.reclaim();
+        assert_eq!(r.slice("a", 1.0, "b", 8.0), Ok(()));
+        assert!(matches!(r.slice("a", 1.0, "b", 8.0), Err(ReclaimRefusal::VictimBelowRate { .. })));
+        // b at 24: without 8 it keeps 16/16, less than a's 17/16.
+        let e = ent(&t, 32, &[("a", 16, 9), ("b", 24, 8)]);
+        let Err(ReclaimRefusal::Outranked { victim_after, preemptor_after, .. }) = e.reclaim().slice("a", 1.0, "b", 8.0) else { panic!() };
+        assert_eq!((preemptor_after, victim_after), (17.0 / 16.0, 1.0));
+        assert_eq!(e.reclaim().slice("a", 1.0, "b", 1.0), Ok(()), "b at 23/16 stands worse");
+        // Never back: b's debug job cannot take a's GPUs once a stands
+        // at 17/16 and b at 23/16.
+        let e = ent(&t, 32, &[("a", 17, 8), ("b", 23, 9)]);
+        assert!(e.reclaim().slice("b", 1.0, "a", 1.0).is_err());
+    }
+
+    #[test]
     fn reclaim_is_decided_where_the_paths_part() {
         // p = {a, b}, q. a idle: p short as a whole although b is above its
         // own rate, so b may take from q (over its rate); inside p, a team
@@ -490,5 +570,11 @@ mod tests {
         assert_eq!(e.reclaim().take("a", 4, "b", 4), Ok(()));
         // From b, 8 GPUs would leave it at 6 < 10.
         assert!(matches!(e.reclaim().take("a", 8, "b", 8), Err(ReclaimRefusal::VictimBelowRate { .. })));
+        // A slice checks the victim's whole path: q = {c, d} runs over its
+        // rate, but c would fall to 6 of 10.
+        let t = tree(&[("p", None, 50.0), ("a", Some("p"), 50.0), ("q", None, 50.0), ("c", Some("q"), 50.0), ("d", Some("q"), 50.0)]);
+        let e = ent(&t, 40, &[("a", 14, 8), ("c", 10, 0), ("d", 20, 0)]);
+        assert!(matches!(e.reclaim().slice("a", 4.0, "c", 4.0), Err(ReclaimRefusal::VictimBelowRate { account, .. }) if account == "c"));
+        assert_eq!(e.reclaim().slice("a", 4.0, "d", 4.0), Ok(()));
     }
 }

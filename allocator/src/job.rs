@@ -78,14 +78,18 @@ pub struct Job {
     /// Order inside the team, higher first. The plugin passes `-nice`; a
     /// trace passes its `priority` column.
     pub within_team: i32,
-    /// Times it was requeued (Slurm's `restart_cnt`): a non-resumable job
-    /// requeued `contracts.max_requeues` times is protected to its end.
+    /// Times it was requeued (Slurm's `restart_cnt`): where a site sets
+    /// `contracts.max_requeues`, a non-resumable job requeued that often is
+    /// protected to its end.
     pub restarts: u32,
     /// Seconds it may run (Slurm's time limit); `None` = no limit.
     pub time_limit_s: Option<u64>,
-    /// Seconds it ran in earlier runs (before requeues): the contract
-    /// protects a job's first `contract` seconds of running over all its
-    /// runs, so a requeue never buys a fresh contract ([`crate::runs`]).
+    /// Protection its earlier runs used (seconds run before requeues): the
+    /// contract protects a job's first `contract` seconds of running over
+    /// its runs since the scheduler last preempted it, so a requeue by its
+    /// user, an admin or a node failure never buys a fresh contract, and a
+    /// run the scheduler starts after preempting the job gets all of it
+    /// ([`crate::runs`]).
     pub earlier_run_s: u64,
 }
 

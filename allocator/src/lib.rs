@@ -65,6 +65,6 @@ pub use job::{charge_from_mark, Funded, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
 pub use preempt::{eligible_victims, may_preempt, victim_rank, Decision, Moment, Refusal, VictimClass, VictimPool};
 pub use priority::{inside_key, inside_order, job_priority, order_queue, Priority, PriorityRules, QueueOrder, QueueWalk, TeamLoad};
-pub use runs::{RunBook, RunRecord, Seen};
+pub use runs::{protection_after, Requeue, RunBook, RunRecord, Seen};
 pub use state::{Snapshot, StateError};
 pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

@@ -3,22 +3,22 @@
 //! ```text
 //! yes ⇔ P ≠ V ∧ P allocated ∧ V running ∧
 //!       ( V unallocated
-//!       ∨ ( now ≥ start(V) + contract(V)                       past its contract
-//!         ∧ (V resumable ∨ restarts(V) < max_requeues)         requeue budget left
-//!         ∧ Reclaim::take(team P, g_P, team V, g_V) ) )        restorative (entitlement.rs)
+//!       ∨ ( V past its contract (this run's: [`Job::contract_left_s`])
+//!         ∧ (V resumable ∨ restarts(V) < max_requeues)          requeue budget, if the site sets one
+//!         ∧ ( same account:  P debug/quick, V neither, nice(P) ≤ nice(V)   the team's own order
+//!           ∨ other account: Reclaim::take(P, g_P, V, g_V) ) ) )  the standing rule (entitlement.rs)
 //! ```
 //! Never inside a contract. Unallocated work is preemptible by any allocated
-//! job at any time. Between allocated jobs, preemption only *restores*
-//! entitlement: the preemptor's side of the tree (where the two teams'
-//! paths part) must be below its rate, the victim's side must stay at or
-//! above its rate after losing the victim (and every victim taken before it
-//! for the same preemptor), and the preemptor's side must end with a share
-//! (`running / rate`) no higher than the victim's side keeps — KAI's
-//! reclaim-to-deserved-quota and Kueue's "less than or equal to final
-//! share". A team never preempts itself. A non-resumable job that was
-//! already requeued `max_requeues` times is protected to its end, so no job
-//! can be requeued forever. Why no two teams can preempt each other in
-//! turn: docs/design.md, "Restorative preemption".
+//! job at any time. Past its contract a job keeps its GPUs only while its
+//! allocation still ranks it above the waiting work (Ai2's time-slicing):
+//! inside a team by the team's own order — a job of a higher priority
+//! (lower nice), then a debug or quick job before one that is not; ties
+//! (the same nice and class: only the submit time differs) never preempt —
+//! and across teams by where the two sides of the tree stand now
+//! ([`crate::entitlement::Position`]: the preemptor's side with its job
+//! must stand at least as well as every item of the victim's side without
+//! the victim). Why no two teams can preempt each other in turn:
+//! docs/design.md, "Preemption: the standing rule".
 //!
 //! Victim order among the eligible, first victim first ([`victim_rank`]):
 //! 1. unallocated, then past-contract resumable, then past-contract
@@ -32,11 +32,13 @@
 //! ([`eligible_victims`], [`VictimPool::for_preemptor`]): walking the
 //! candidates in victim order, each is eligible only if the rule still holds
 //! with every eligible one before it taken too, so *any* subset of the
-//! eligible victims (Slurm takes those on the nodes it picks) keeps every
-//! side at or above its rate.
+//! eligible victims (Slurm takes those on the nodes it picks) keeps the
+//! rule.
 
-use crate::entitlement::{Entitlement, ReclaimRefusal};
+use crate::contract::ContractRules;
+use crate::entitlement::{Entitlement, Reclaim, ReclaimRefusal};
 use crate::job::Job;
+use crate::priority::PriorityRules;
 use std::sync::Arc;
 
 /// Why a victim may be taken (its place in step 1 of the victim order).
@@ -57,7 +59,22 @@ pub enum Refusal {
     InsideContract(u64),
     /// A non-resumable job already requeued this many times (≥ `max_requeues`).
     RequeuesSpent(u32),
-    /// The restorative rule between two allocated teams said no.
+    /// Same team, and the team's own order does not let the preemptor
+    /// take the victim (only a debug or quick job takes one that is
+    /// neither and does not come before it by nice).
+    TeamOrder,
+    /// Another team's job that cannot checkpoint, past its contract but
+    /// not yet past the contract maximum (`ran_s` of `max_s`): only time
+    /// slicing takes it (a debug job, or work of its own team that comes
+    /// first), never a restoration, which would throw its run away.
+    NotResumable {
+        ran_s: u64,
+        max_s: u64,
+    },
+    /// Same team: the victim cannot checkpoint and may run longer than the
+    /// contract maximum (a long job): never time-sliced.
+    LongJob,
+    /// The rules between two allocated teams said no.
     Reclaim(ReclaimRefusal),
 }
 
@@ -74,14 +91,19 @@ impl Decision {
 }
 
 /// Everything the rule reads besides the two jobs. The 7-day ranking is
-/// deliberately absent: preemption restores what is owed *now*.
+/// deliberately absent: preemption weighs what every side runs *now*
+/// against what it is owed (docs/design.md says why).
 #[derive(Debug, Clone, Copy)]
 pub struct Moment<'a> {
     /// What every side of the tree runs and is owed now (and which accounts
     /// are in the tree: allocated jobs).
     pub ent: &'a Entitlement,
-    /// `contracts.max_requeues`.
-    pub max_requeues: u32,
+    /// The team's own order: nice, then debug and quick jobs
+    /// ([`PriorityRules::is_quick`]); the debug class.
+    pub rules: &'a PriorityRules,
+    /// The contract maximum and `max_requeues` (`None`: no limit, the
+    /// default).
+    pub contracts: &'a ContractRules,
     /// Unix seconds.
     pub now: u64,
 }
@@ -94,36 +116,103 @@ pub fn may_preempt(preemptor: &Job, victim: &Job, m: &Moment<'_>) -> Decision {
     if !preemptor.is_allocated(m.ent) {
         return Decision::No(Refusal::PreemptorUnallocated);
     }
-    match victim_alone(victim, m) {
+    let e = match victim_alone(victim, m) {
+        Err(r) => return Decision::No(r),
+        Ok(e) => e,
+    };
+    let answer = if e.class == VictimClass::Unallocated {
+        Ok(())
+    } else if preemptor.account == victim.account {
+        if e.sliceable {
+            inside(m.rules.slice_key(preemptor), m.rules.slice_key(victim))
+        } else {
+            Err(Refusal::LongJob)
+        }
+    } else {
+        across(&mut m.ent.reclaim(), preemptor, m, &victim.account, victim.units(), e).map_err(|r| match r {
+            Across::NotResumable => Refusal::NotResumable { ran_s: protection_used(victim, m.now), max_s: m.contracts.max_s },
+            Across::Refused(r) => Refusal::Reclaim(r),
+        })
+    };
+    match answer {
+        Ok(()) => Decision::Yes(e.class),
         Err(r) => Decision::No(r),
-        Ok(VictimClass::Unallocated) => Decision::Yes(VictimClass::Unallocated),
-        Ok(class) => match m.ent.reclaim().take_units(&preemptor.account, preemptor.units(), &victim.account, victim.units()) {
-            Ok(()) => Decision::Yes(class),
-            Err(e) => Decision::No(Refusal::Reclaim(e)),
-        },
     }
+}
+
+/// Same team: the team's own order ([`PriorityRules::slices`]).
+fn inside(p_key: (i32, bool), v_key: (i32, bool)) -> Result<(), Refusal> {
+    if PriorityRules::slices(p_key, v_key) {
+        Ok(())
+    } else {
+        Err(Refusal::TeamOrder)
+    }
+}
+
+/// Why [`across`] said no.
+enum Across {
+    NotResumable,
+    Refused(ReclaimRefusal),
+}
+
+/// Between two accounts: restoration ([`Reclaim::take_units`]) for any
+/// preemptor, of a victim it may throw away (`restorable`); then, for a
+/// debug job, time-slicing ([`Reclaim::slice`]). Both count on the same
+/// `reclaim` (cumulative over one preemptor's victims).
+fn across(reclaim: &mut Reclaim<'_>, p: &Job, m: &Moment<'_>, v_account: &str, v_units: f64, e: Eligible) -> Result<(), Across> {
+    let restored =
+        if e.restorable { reclaim.take_units(&p.account, p.units(), v_account, v_units).map_err(Across::Refused) } else { Err(Across::NotResumable) };
+    match restored {
+        Ok(()) => Ok(()),
+        Err(r) if !(m.rules.is_debug(p) && e.sliceable) => Err(r),
+        Err(_) => reclaim.slice(&p.account, p.units(), v_account, v_units).map_err(Across::Refused),
+    }
+}
+
+/// Protection the victim's runs have used at `now` (its run since the
+/// scheduler last preempted it).
+fn protection_used(v: &Job, now: u64) -> u64 {
+    v.start_s.map_or(0, |s| v.earlier_run_s.saturating_add(now.saturating_sub(s)))
+}
+
+/// A running job that is a victim for someone: its class; whether a
+/// restoration may take it (unallocated, resumable, or past the contract
+/// maximum: a restoration never throws away the run of a job that cannot
+/// checkpoint before that); whether time-slicing may (unallocated,
+/// resumable, or not a long job: its owner chose a contract shorter than
+/// the job, [`ContractRules::is_long`]).
+#[derive(Debug, Clone, Copy)]
+struct Eligible {
+    class: VictimClass,
+    restorable: bool,
+    sliceable: bool,
 }
 
 /// What the victim alone decides: `Err` = never a victim now (whoever
 /// asks); `Ok(Unallocated)` = a victim for any allocated preemptor;
-/// otherwise a victim if the restorative rule agrees.
-fn victim_alone(victim: &Job, m: &Moment<'_>) -> Result<VictimClass, Refusal> {
+/// otherwise a victim if the preemptor's rule agrees.
+fn victim_alone(victim: &Job, m: &Moment<'_>) -> Result<Eligible, Refusal> {
     if victim.start_s.is_none() {
         return Err(Refusal::VictimNotRunning);
     }
     if !victim.is_allocated(m.ent) {
-        return Ok(VictimClass::Unallocated);
+        return Ok(Eligible { class: VictimClass::Unallocated, restorable: true, sliceable: true });
     }
     let left = victim.contract_left_s(m.now);
     if left > 0 {
         return Err(Refusal::InsideContract(left));
     }
     if victim.contract.resumable {
-        Ok(VictimClass::PastContractResumable)
-    } else if victim.restarts >= m.max_requeues {
+        Ok(Eligible { class: VictimClass::PastContractResumable, restorable: true, sliceable: true })
+    } else if m.contracts.max_requeues.is_some_and(|max| victim.restarts >= max) {
         Err(Refusal::RequeuesSpent(victim.restarts))
     } else {
-        Ok(VictimClass::PastContract)
+        let restorable = protection_used(victim, m.now) >= m.contracts.max_s;
+        let sliceable = !m.contracts.is_long(victim.contract, victim.time_limit_s);
+        if !(restorable || sliceable) {
+            return Err(Refusal::NotResumable { ran_s: protection_used(victim, m.now), max_s: m.contracts.max_s });
+        }
+        Ok(Eligible { class: VictimClass::PastContract, restorable, sliceable })
     }
 }
 
@@ -146,14 +235,20 @@ pub struct VictimPool<H> {
 
 #[derive(Debug, Clone)]
 struct Victim<H> {
+    /// [`victim_rank`] without the preemptor's fit.
     rank: u32,
+    gpus: u32,
     id: u64,
     handle: H,
     account: Arc<str>,
     /// Budget units ([`Job::units`]).
     units: f64,
-    /// Allocated: the restorative rule decides for each preemptor.
+    /// Allocated: the rule decides for each preemptor.
     needs_reclaim: bool,
+    /// Which rules may take it.
+    eligible: Eligible,
+    /// Its place in its team's order ([`PriorityRules::slice_key`]).
+    slice: (i32, bool),
 }
 
 impl<H: Copy> VictimPool<H> {
@@ -161,14 +256,17 @@ impl<H: Copy> VictimPool<H> {
         let mut victims: Vec<Victim<H>> = running
             .into_iter()
             .filter_map(|(h, v)| {
-                let class = victim_alone(v, m).ok()?;
+                let e = victim_alone(v, m).ok()?;
                 Some(Victim {
-                    rank: victim_rank(v, m),
+                    rank: victim_rank(v, None, m),
+                    gpus: v.gpus,
                     id: v.id,
                     handle: h,
                     account: v.account.clone(),
                     units: v.units(),
-                    needs_reclaim: class != VictimClass::Unallocated,
+                    needs_reclaim: e.class != VictimClass::Unallocated,
+                    eligible: e,
+                    slice: m.rules.slice_key(v),
                 })
             })
             .collect();
@@ -186,41 +284,66 @@ impl<H: Copy> VictimPool<H> {
             return Vec::new();
         }
         let mut reclaim = m.ent.reclaim();
-        self.victims
-            .iter()
+        let slice = m.rules.slice_key(preemptor);
+        // In this preemptor's order: the closest in size first.
+        let mut order: Vec<&Victim<H>> = self.victims.iter().collect();
+        order.sort_by_key(|v| (v.rank | FIT.put(fit(v.gpus, Some(preemptor.gpus))), std::cmp::Reverse(v.id)));
+        order
+            .into_iter()
             .filter(|v| v.id != preemptor.id)
-            .filter(|v| !v.needs_reclaim || reclaim.take_units(&preemptor.account, preemptor.units(), &v.account, v.units).is_ok())
+            .filter(|v| {
+                !v.needs_reclaim
+                    || if v.account == preemptor.account {
+                        v.eligible.sliceable && inside(slice, v.slice).is_ok()
+                    } else {
+                        across(&mut reclaim, preemptor, m, &v.account, v.units, v.eligible).is_ok()
+                    }
+            })
             .map(|v| v.handle)
             .collect()
     }
 }
 
 const CLASS: crate::priority::Field = crate::priority::Field { shift: 30, bits: 2 };
-const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 30 };
+const FIT: crate::priority::Field = crate::priority::Field { shift: 24, bits: 6 };
+const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 24 };
 
-/// The victim order as one number, lowest taken first:
+/// The victim order as one number, lowest taken first, for a preemptor of
+/// `preemptor_gpus` GPUs (`None`: not known, every victim fits as well):
 ///
 /// ```text
 ///  31..30  class  0 unallocated, 1 past contract & resumable,
 ///                 2 past contract, 3 not a victim now (inside its contract,
 ///                 requeues spent)
-///  29..0   loss   not resumable: GPU-minutes the requeue throws away
+///  29..24  fit    |victim's GPUs − preemptor's GPUs|, saturating at 63:
+///                 the victim closest in size first (a 1-GPU debug job
+///                 takes a 1-GPU job before it requeues an 8-GPU one)
+///  23..0   loss   not resumable: GPU-minutes the requeue throws away
 ///                 (gpus × minutes run; × the GPUs' weight with GPU
 ///                 types, [`crate::gpu_types`]), saturating;
-///                 resumable: requeues so far (10 bits) above minutes run
-///                 (20 bits), both saturating
+///                 resumable: requeues so far (6 bits) above minutes run
+///                 (18 bits), both saturating
 /// ```
-/// Independent of the preemptor: [`may_preempt`] decides who is eligible,
-/// this number only orders the eligible (Slurm sorts its candidates by it,
+/// [`may_preempt`] decides who is eligible, this number only orders the
+/// eligible (Slurm sorts the candidates it found for one preemptor by it,
 /// `PREEMPT_DATA_PRIO`, ascending).
-pub fn victim_rank(victim: &Job, m: &Moment<'_>) -> u32 {
+pub fn victim_rank(victim: &Job, preemptor_gpus: Option<u32>, m: &Moment<'_>) -> u32 {
     let class: u32 = match victim_alone(victim, m) {
-        Ok(c) => c as u32,
+        Ok(e) => e.class as u32,
         Err(_) => 3,
     };
-    let minutes = victim.start_s.map_or(0, |s| m.now.saturating_sub(s) / 60);
-    let loss = if victim.contract.resumable {
-        (victim.restarts.min(1023) << 20) | minutes.min((1 << 20) - 1) as u32
+    CLASS.put(class) | FIT.put(fit(victim.gpus, preemptor_gpus)) | LOSS.put(loss(victim, m.now))
+}
+
+fn fit(victim_gpus: u32, preemptor_gpus: Option<u32>) -> u32 {
+    preemptor_gpus.map_or(0, |p| victim_gpus.abs_diff(p))
+}
+
+/// [`victim_rank`]'s loss field.
+fn loss(victim: &Job, now: u64) -> u32 {
+    let minutes = victim.start_s.map_or(0, |s| now.saturating_sub(s) / 60);
+    if victim.contract.resumable {
+        (victim.restarts.min(63) << 18) | minutes.min((1 << 18) - 1) as u32
     } else {
         let lost = if victim.weight.is_one() {
             minutes.saturating_mul(u64::from(victim.gpus))
@@ -228,6 +351,5 @@ pub fn victim_rank(victim: &Job, m: &Moment<'_>) -> u32 {
             (minutes as f64 * victim.units()).round().min(u64::MAX as f64) as u64
         };
         lost.min(u64::from(LOSS.max())) as u32
-    };
-    CLASS.put(class) | LOSS.put(loss)
+    }
 }

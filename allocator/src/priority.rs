@@ -6,7 +6,7 @@
 //! ```text
 //!  31      tier    1 = allocated, 0 = unallocated
 //!  30      plan    1 = the planner starts it in its committed step (0 without a planner)
-//!  29..28  need    3 = debug lane (`[priority] debug_lane`, off by default: a quick job of few GPUs),
+//!  29..28  need    3 = debug lane (`[priority] debug_lane`, on by default: a debug job),
 //!                  2 = its team would still be below its rate when it starts,
 //!                  1 = below its fair share now (an idle sibling's rate),
 //!                  0 = neither (and every unallocated job)
@@ -14,7 +14,9 @@
 //!                  (a lane job: the level its team's need gives it); need 0: 0
 //!  17..8   team    1023 − min(7-day rank, 1023)      (rank 0 = most under-served over the window)
 //!   7..1   nice    clamp(within_team, −64, 63) + 64   (within_team = −nice)
-//!   0      quick   1 = its time limit is at most `[priority] quick_time_limit` (default 30 min)
+//!   0      quick   1 = a debug job (at most `[priority] debug_max_gpus` GPUs, default 2, and a
+//!                  contract of at most `debug_max_contract`, default 15 min) or a quick one (a time
+//!                  limit of at most `quick_time_limit`, default 30 min)
 //!  result  max(1, …)   (0 means "held" to Slurm)
 //! ```
 //! `running` is the GPUs its team's allocated jobs run now, `ahead` the GPUs
@@ -94,25 +96,69 @@ pub struct PriorityRules {
     /// A job whose time limit is at most this is *quick*: it goes first
     /// among its team's jobs of the same nice (default 30 min).
     pub quick_time_limit_s: u64,
-    /// The debug lane: allocated quick jobs of at most this many GPUs go
-    /// before every other allocated job, whatever their team's standing.
-    /// `None` (the default): no lane; priority never sorts across teams.
-    pub debug_lane_max_gpus: Option<u32>,
+    /// The debug class, as Ai2 defines it: a job of at most this many GPUs
+    /// (default 2; 0 turns the class off)…
+    pub debug_max_gpus: u32,
+    /// …and an allocated contract of at most this (default 15 min), with
+    /// or without a time limit. A debug job is quick.
+    pub debug_max_contract_s: u64,
+    /// The debug lane (on by default): allocated debug jobs
+    /// ([`PriorityRules::is_debug`]) go before every other allocated job,
+    /// whatever their team's standing. Off: priority never sorts across
+    /// teams.
+    pub debug_lane: bool,
 }
 
 /// The default of `[priority] quick_time_limit`.
 pub const DEFAULT_QUICK_TIME_LIMIT_S: u64 = 30 * 60;
+/// The defaults of `[priority] debug_max_gpus` and `debug_max_contract`
+/// (Ai2's debug workloads: a few GPUs, a minimum runtime of 15 minutes or less).
+pub const DEFAULT_DEBUG_MAX_GPUS: u32 = 2;
+pub const DEFAULT_DEBUG_MAX_CONTRACT_S: u64 = 15 * 60;
 
 impl Default for PriorityRules {
     fn default() -> Self {
-        PriorityRules { quick_time_limit_s: DEFAULT_QUICK_TIME_LIMIT_S, debug_lane_max_gpus: None }
+        PriorityRules {
+            quick_time_limit_s: DEFAULT_QUICK_TIME_LIMIT_S,
+            debug_max_gpus: DEFAULT_DEBUG_MAX_GPUS,
+            debug_max_contract_s: DEFAULT_DEBUG_MAX_CONTRACT_S,
+            debug_lane: true,
+        }
     }
 }
 
 impl PriorityRules {
-    /// A quick job: a time limit of at most `quick_time_limit_s`.
+    /// A debug job: an allocated contract of at most
+    /// `debug_max_contract_s` and at most `debug_max_gpus` GPUs.
+    pub fn is_debug(&self, job: &Job) -> bool {
+        job.contract.is_allocated() && job.contract.min_runtime_s <= self.debug_max_contract_s && job.gpus <= self.debug_max_gpus
+    }
+
+    /// A quick job: a debug job ([`PriorityRules::is_debug`]), or a time
+    /// limit of at most `quick_time_limit_s`.
     pub fn is_quick(&self, job: &Job) -> bool {
-        job.time_limit_s.is_some_and(|t| t <= self.quick_time_limit_s)
+        self.is_debug(job) || job.time_limit_s.is_some_and(|t| t <= self.quick_time_limit_s)
+    }
+
+    /// A job's place in its team's order, first = lowest: −within_team
+    /// (clamped as the priority clamps it), then not quick — the inside
+    /// order without its tie-breaks ([`inside_key`]).
+    pub fn slice_key(&self, job: &Job) -> (i32, bool) {
+        (-job.within_team.clamp(INSIDE_MIN, INSIDE_MAX), !self.is_quick(job))
+    }
+
+    /// Time-slicing inside a team: may waiting job `p` (its
+    /// [`PriorityRules::slice_key`]) take the GPUs of its team's running
+    /// job `v` past its contract? Only a quick (debug) job, from a job
+    /// that is not quick and does not come before it by nice:
+    ///
+    /// ```text
+    /// p quick ∧ v not quick ∧ nice(p) ≤ nice(v)
+    /// ```
+    /// A higher priority alone orders the queue but never preempts
+    /// (docs/design.md: measured, it costs more than it gives).
+    pub fn slices(p: (i32, bool), v: (i32, bool)) -> bool {
+        !p.1 && v.1 && p.0 <= v.0
     }
 }
 
@@ -155,8 +201,8 @@ pub fn job_priority(job: &Job, standing: Option<&Standing>, load: TeamLoad<'_>, 
 struct Traits {
     contract_allocated: bool,
     quick: bool,
-    /// GPUs (the debug lane's size limit).
-    gpus: u32,
+    /// A debug job (the debug lane).
+    debug: bool,
     /// Budget units (`gpus × weight`): what it adds to its team's `ahead`.
     units: f64,
     within_team: i32,
@@ -166,7 +212,7 @@ fn traits(job: &Job, rules: &PriorityRules) -> Traits {
     Traits {
         contract_allocated: job.contract.is_allocated(),
         quick: rules.is_quick(job),
-        gpus: job.gpus,
+        debug: rules.is_debug(job),
         units: job.units(),
         within_team: job.within_team,
     }
@@ -188,7 +234,7 @@ fn job_priority_at(job: Traits, standing: Option<&Standing>, node: Option<NodeId
     } else {
         (NEED_NONE, 0)
     };
-    let lane = allocated && quick && rules.debug_lane_max_gpus.is_some_and(|g| job.gpus <= g);
+    let lane = allocated && job.debug && rules.debug_lane;
     let need = if lane { NEED_LANE } else { need };
     let nice = (job.within_team.clamp(INSIDE_MIN, INSIDE_MAX) - INSIDE_MIN) as u32;
     let value = TIER.put(u32::from(allocated)) | NEED.put(need) | LEVEL.put(level) | TEAM.put(team) | NICE.put(nice) | QUICK.put(u32::from(quick));
@@ -207,9 +253,11 @@ pub fn inside_order(a: &Job, b: &Job, rules: &PriorityRules) -> Ordering {
 /// −within_team (clamped), not quick, submit time, job id.
 pub type InsideKey = (i32, bool, u64, u64);
 
-/// [`inside_order`] as a key (ascending = first).
+/// [`inside_order`] as a key (ascending = first): [`PriorityRules::slice_key`],
+/// then submit time and job id.
 pub fn inside_key(job: &Job, rules: &PriorityRules) -> InsideKey {
-    (-job.within_team.clamp(INSIDE_MIN, INSIDE_MAX), !rules.is_quick(job), job.submit_s, job.id)
+    let (nice, quick) = rules.slice_key(job);
+    (nice, quick, job.submit_s, job.id)
 }
 
 /// Every waiting job's priority at one moment, and what a job that arrives

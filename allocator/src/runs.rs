@@ -20,10 +20,13 @@
 //!   run's start at the latest;
 //! - idempotent: seeing the same moment twice charges nothing more.
 //!
-//! Protection is counted over all of a job's runs (`earlier_s`): the
-//! contract protects the job's first `contract` seconds of running, so a
-//! requeue — by its user, an admin, a node failure or a preemption — never
-//! buys a fresh contract (docs/design.md, rule 4).
+//! Protection is counted over a job's runs (`earlier_s`) since the
+//! scheduler last preempted it ([`protection_after`]): a requeue by its
+//! user, an admin, a host drain or a node failure never buys a fresh
+//! contract, and every run the scheduler starts after preempting the job
+//! is protected for its whole contract (docs/design.md, rule 4). The
+//! preempt plugin tells the book which runs it preempted
+//! ([`RunBook::preempted`]), possibly after the book saw the run end.
 
 use crate::contract::Contract;
 use crate::gpu_types::Weight;
@@ -51,20 +54,56 @@ pub struct RunRecord {
     /// The budget weight of its GPUs ([`Job::weight`]).
     pub weight: Weight,
     pub contract: Contract,
-    /// Run seconds of the job's earlier runs.
+    /// Protection the job's earlier runs used: their run seconds since
+    /// the scheduler last preempted the job ([`protection_after`]).
     pub earlier_s: u64,
+    /// When the run this record closed last had started (0: none).
+    pub prev_start_s: u64,
+    /// When a run the scheduler preempted had started (0: none known).
+    pub preempted_run_s: u64,
+}
+
+/// Why a run went back to the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// The scheduler's own preemption rule took its GPUs
+    /// ([`crate::preempt`]): its next run gets its whole contract again.
+    Preempted,
+    /// Its user or an admin (`scontrol requeue`), a host drain, a node
+    /// failure: its next run keeps what is left of its contract.
+    Other,
+}
+
+/// The protection a job's earlier runs have used once a run that used
+/// `ran_s` ends by `why`, when the runs before it had used `earlier_s`:
+///
+/// ```text
+/// Preempted → 0                  every run the scheduler starts is protected for its contract
+/// Other     → earlier_s + ran_s  a requeue never buys a fresh contract
+/// ```
+/// The one definition for the plugins ([`RunBook`]) and the simulator.
+pub fn protection_after(earlier_s: u64, ran_s: u64, why: Requeue) -> u64 {
+    match why {
+        Requeue::Preempted => 0,
+        Requeue::Other => earlier_s.saturating_add(ran_s),
+    }
 }
 
 impl RunRecord {
     /// Seconds of protection the job's runs have used by `now`, when the
     /// current run started at `start_s`.
     pub fn protection_used_s(&self, start_s: u64, now: u64) -> u64 {
+        let this_run = now.saturating_sub(start_s);
         if self.start_s == start_s && start_s > 0 {
-            self.earlier_s.saturating_add(now.saturating_sub(start_s))
+            self.earlier_s.saturating_add(this_run)
+        } else if self.start_s > 0 && self.preempted_run_s == self.start_s {
+            // A run this record has not seen yet, after one the scheduler
+            // preempted: a whole contract again.
+            this_run
         } else {
             // A run this record has not seen yet: the earlier ones are all
             // it knows.
-            self.earlier_s.saturating_add(self.charged_s).saturating_add(now.saturating_sub(start_s))
+            self.earlier_s.saturating_add(self.charged_s).saturating_add(this_run)
         }
     }
 
@@ -115,6 +154,39 @@ impl RunBook {
 
     pub fn insert(&mut self, job_id: u64, r: RunRecord) {
         self.records.insert(job_id, r);
+    }
+
+    /// The scheduler preempted the run of `job_id` that started at
+    /// `run_start_s` (the preempt plugin says so, at once or later): that
+    /// run's end leaves the job its whole contract for its next run
+    /// ([`protection_after`]). Whether the book has seen the run end yet or
+    /// not, and however often it is told. Returns whether anything changed.
+    pub fn preempted(&mut self, job_id: u64, run_start_s: u64) -> bool {
+        let Some(r) = self.records.get_mut(&job_id) else { return false };
+        if run_start_s == 0 || r.preempted_run_s == run_start_s {
+            return false;
+        }
+        if r.start_s == run_start_s {
+            // Still open: its close resets the protection.
+            r.preempted_run_s = run_start_s;
+            true
+        } else if r.prev_start_s == run_start_s {
+            // Closed already (the next run may be open): reset now.
+            r.preempted_run_s = run_start_s;
+            r.earlier_s = 0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A saved record's requeue facts ([`crate::state`]); `false` without a
+    /// record of the job.
+    pub fn set_requeue(&mut self, job_id: u64, prev_start_s: u64, preempted_run_s: u64) -> bool {
+        let Some(r) = self.records.get_mut(&job_id) else { return false };
+        r.prev_start_s = prev_start_s;
+        r.preempted_run_s = preempted_run_s;
+        true
     }
 
     /// Every record, in job id order.
@@ -197,7 +269,7 @@ impl RunBook {
     /// closing an earlier run nobody saw end, then freezing the new one.
     fn open(&mut self, job: &Job, start_s: u64, requeued_s: u64, accounts: &impl KnownAccounts, ledger: &mut Ledger) -> f64 {
         let mut charged = 0.0;
-        let earlier_s = match self.records.get_mut(&job.id) {
+        let (earlier_s, prev_start_s, preempted_run_s) = match self.records.get_mut(&job.id) {
             Some(r) if r.start_s == start_s => return 0.0,
             Some(r) => {
                 if r.start_s > 0 {
@@ -206,9 +278,9 @@ impl RunBook {
                     let end = if requeued_s > r.seen_s { requeued_s.min(start_s) } else { r.seen_s };
                     charged += close(job.id, r, end, accounts, ledger);
                 }
-                r.earlier_s
+                (r.earlier_s, r.prev_start_s, r.preempted_run_s)
             }
-            None => 0,
+            None => (0, 0, 0),
         };
         // A version-1 mark: the run was charged up to it.
         let charged_s = self.legacy.remove(&job.id).map_or(0, |mark| mark.saturating_sub(start_s));
@@ -223,6 +295,8 @@ impl RunBook {
             weight: job.weight,
             contract: job.contract,
             earlier_s,
+            prev_start_s,
+            preempted_run_s,
         };
         self.records.insert(job.id, r);
         charged
@@ -243,11 +317,14 @@ fn charge_run(id: u64, r: &mut RunRecord, run_s: u64, at: u64, accounts: &impl K
 }
 
 /// The run ended at `end` (a requeue): charge its unseen tail if it was
-/// running when last seen, fold it into the earlier runs, close it.
+/// running when last seen, fold it into the earlier runs' protection
+/// ([`protection_after`]), close it.
 fn close(id: u64, r: &mut RunRecord, end: u64, accounts: &impl KnownAccounts, ledger: &mut Ledger) -> f64 {
     let tail = if r.active { end.saturating_sub(r.seen_s) } else { 0 };
     let charged = charge_span(id, r, r.seen_s, r.seen_s.saturating_add(tail), r.charged_s, accounts, ledger);
-    r.earlier_s = r.earlier_s.saturating_add(r.charged_s).saturating_add(tail);
+    let why = if r.preempted_run_s == r.start_s { Requeue::Preempted } else { Requeue::Other };
+    r.earlier_s = protection_after(r.earlier_s, r.charged_s.saturating_add(tail), why);
+    r.prev_start_s = r.start_s;
     r.charged_s = 0;
     r.start_s = 0;
     r.seen_s = r.seen_s.max(end);
@@ -322,6 +399,42 @@ mod tests {
         let r = b.get(7).unwrap();
         assert_eq!(r.earlier_s, 119);
         assert_eq!(r.protection_used_s(T + 500, T + 600), 219);
+    }
+
+    #[test]
+    fn a_run_the_scheduler_preempted_leaves_a_whole_contract_and_a_user_requeue_does_not() {
+        let w = tree();
+        let run = |start_s, run_s, at, requeued_s| Seen::Run { start_s, run_s, at, active: true, requeued_s };
+        // Told before the book saw the end.
+        let (mut l, mut b) = (Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        b.observe(&job(), run(T, 4000, T + 4000, 0), &w.funded(), &mut l);
+        assert!(b.preempted(7, T));
+        assert!(!b.preempted(7, T), "told twice: nothing more");
+        b.observe(&job(), Seen::Requeued { at: T + 4100 }, &w.funded(), &mut l);
+        assert_eq!(b.get(7).unwrap().earlier_s, 0);
+        b.observe(&job(), run(T + 5000, 10, T + 5010, T + 4100), &w.funded(), &mut l);
+        assert_eq!(b.get(7).unwrap().protection_used_s(T + 5000, T + 5010), 10);
+        // Told after the next run had started: reset then.
+        let (mut l, mut b) = (Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        b.observe(&job(), run(T, 4000, T + 4000, 0), &w.funded(), &mut l);
+        b.observe(&job(), run(T + 5000, 10, T + 5010, T + 4100), &w.funded(), &mut l);
+        assert_eq!(b.get(7).unwrap().earlier_s, 4100);
+        assert!(b.preempted(7, T));
+        assert_eq!(b.get(7).unwrap().protection_used_s(T + 5000, T + 5010), 10);
+        // A book that holds the preempted run still open (a copy older than
+        // the requeue, as preempt/tally may follow it) counts the next run
+        // from its start too.
+        let (mut l2, mut b2) = (Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        b2.observe(&job(), run(T, 4000, T + 4000, 0), &w.funded(), &mut l2);
+        assert_eq!(b2.get(7).unwrap().protection_used_s(T + 5000, T + 5010), 4000 + 10);
+        assert!(b2.preempted(7, T));
+        assert_eq!(b2.get(7).unwrap().protection_used_s(T + 5000, T + 5010), 10);
+        // A run nobody preempted (its user requeued it): protection carries over.
+        assert!(!b.preempted(7, T + 1), "no such run");
+        b.observe(&job(), Seen::Requeued { at: T + 5100 }, &w.funded(), &mut l);
+        assert_eq!(b.get(7).unwrap().earlier_s, 100);
+        assert_eq!(protection_after(100, 50, Requeue::Other), 150);
+        assert_eq!(protection_after(100, 50, Requeue::Preempted), 0);
     }
 
     #[test]

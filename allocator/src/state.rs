@@ -8,7 +8,10 @@
 //! geometry 3600 604800            # bucket_s window_s
 //! run 4711 1796080000 3140 1796083140 1 8 7200 0 0 pretrain alice
 //!     # job, start, charged run s, last seen, active, GPUs, contract s,
-//!     # resumable, earlier runs' s, account, user (see crate::runs)
+//!     # resumable, earlier runs' protection s, account, user (see crate::runs)
+//! requeue 4711 1796070000 1796070000
+//!     # job, start of the run closed last, start of a run the scheduler
+//!     # preempted (0: none); only where one is not 0
 //! use 498912 pretrain alice 7200  # bucket, account, user, GPU-seconds
 //! owe 498912 pretrain 14400 28800 0
 //!     # bucket, account, entitled, asked and unallocated GPU-seconds
@@ -34,7 +37,7 @@
 //!
 //! Reading is lenient line by line: a bad line is skipped and reported
 //! ([`Parsed::skipped`]), so one damaged line costs one record, not the
-//! ledger. `owe`, `load` and `gpus` records and a run's weight came after
+//! ledger. `owe`, `load`, `gpus` and `requeue` records and a run's weight came after
 //! version 2's first release:
 //! an older Tally skips them line by line (and says so) and keeps the rest,
 //! so they need no new version. Only a file that is not a Tally state at all, or one written by a
@@ -170,6 +173,9 @@ impl Snapshot {
                 let _ = write!(s, " {}", r.weight);
             }
             s.push('\n');
+            if r.prev_start_s != 0 || r.preempted_run_s != 0 {
+                let _ = writeln!(s, "requeue {job} {} {}", r.prev_start_s, r.preempted_run_s);
+            }
         }
         for (job, mark) in self.runs.legacy_marks() {
             let _ = writeln!(s, "charged {job} {mark}");
@@ -283,8 +289,19 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
                 earlier_s: num(9)?,
                 account: name(10)?.into(),
                 user: name(11)?.into(),
+                prev_start_s: 0,
+                preempted_run_s: 0,
             };
             snap.runs.insert(num(1)?, r);
+        }
+        Some("requeue") => {
+            if fields.len() != 4 {
+                return Err("expected `requeue <job> <start of the run closed last> <start of a run the scheduler preempted>`".into());
+            }
+            let (prev, preempted) = (num(2)?, num(3)?);
+            if !snap.runs.set_requeue(num(1)?, prev, preempted) {
+                return Err("no `run` record of this job before it".into());
+            }
         }
         Some("use") => {
             if fields.len() != 5 {
@@ -367,6 +384,8 @@ mod tests {
                 weight: Weight::ONE,
                 contract: Contract::new(7200, true),
                 earlier_s: 5,
+                prev_start_s: 500,
+                preempted_run_s: 500,
             },
         );
         s.runs.insert(
@@ -382,6 +401,8 @@ mod tests {
                 weight: Weight::new(2.2).unwrap(),
                 contract: Contract::new(3600, false),
                 earlier_s: 0,
+                prev_start_s: 0,
+                preempted_run_s: 0,
             },
         );
         s.inventory.insert(Some("b200".into()), 32);
@@ -393,7 +414,7 @@ mod tests {
         let text = s.to_text();
         assert!(text.contains("\nowe 0 a 6500 "), "{text}");
         assert!(text.contains(" b Jane%20Doe "), "{text}");
-        assert!(text.contains("\nrun 42 1000 8000 9000 1 2 7200 1 5 a 100%25%20me\n"), "{text}");
+        assert!(text.contains("\nrun 42 1000 8000 9000 1 2 7200 1 5 a 100%25%20me\nrequeue 42 500 500\n"), "{text}");
         assert!(text.contains("\nrun 44 2000 10 2010 1 8 3600 0 0 b u 2.2\n"), "{text}");
         assert!(text.ends_with("\ngpus - 8\ngpus b200 32\n"), "{text}");
         assert_eq!(Snapshot::parse(&text, 3600, 7 * 86_400), Ok(Parsed { snapshot: s, skipped: vec![] }));

@@ -141,43 +141,80 @@ proptest! {
     #[test]
     fn preemption_never_inside_a_contract(
         contract in 1u64..28_800, ran in 0u64..40_000, resumable in any::<bool>(), restarts in 0u32..3,
-        a_gpus in 0u32..64, b_gpus in 0u32..64,
+        a_gpus in 0u32..64, b_gpus in 0u32..64, limit in prop::option::of(600u64..86_400), kind in 0u8..3,
     ) {
         let w = World::new(64).share("a", None, 50.0).share("b", None, 50.0);
-        let v = Job::new(2, "a", "v").gpus(8).contract(contract, resumable).started(NOW - ran).restarts(restarts);
-        let mut jobs = vec![v.clone(), running(3, "a", a_gpus, H, false, H), running(4, "b", b_gpus, H, false, H)];
-        let p = Job::new(1, "b", "u").gpus(4).contract(3600, false);
+        let mut v = Job::new(2, "a", "v").gpus(8).contract(contract, resumable).started(NOW - ran).restarts(restarts);
+        v.time_limit_s = limit;
+        let mut jobs = vec![v.clone(), running(3, "a", a_gpus, H, true, H), running(4, "b", b_gpus, H, true, H)];
+        // A 4-GPU job of b, a debug job of b, or a debug job of a.
+        let p = match kind {
+            0 => Job::new(1, "b", "u").gpus(4).contract(3600, false),
+            1 => Job::new(1, "b", "u").gpus(1).contract(600, false),
+            _ => Job::new(1, "a", "u").gpus(1).contract(600, false),
+        };
         jobs.push(p.clone());
         let ent = w.ent(&jobs);
-        let d = may_preempt(&p, &v, &Moment { ent: &ent, max_requeues: 1, now: NOW });
+        let budget = ContractRules { max_requeues: Some(1), ..CONTRACTS };
+        let d = may_preempt(&p, &v, &Moment { contracts: &budget, ..moment(&ent) });
         if ran < contract {
             prop_assert_eq!(d, Decision::No(Refusal::InsideContract(contract - ran)));
         } else if !resumable && restarts >= 1 {
             prop_assert_eq!(d, Decision::No(Refusal::RequeuesSpent(restarts)));
-        } else {
-            // b (rate 32) takes from a only if b is short and a keeps its rate.
+        } else if kind == 0 {
+            // b (rate 32) restores from a only if b is short, a keeps its
+            // rate, and a run that cannot checkpoint is past the maximum.
             let (a_run, b_run) = (f64::from(a_gpus + 8), f64::from(b_gpus));
-            let ok = b_run < 32.0 && a_run - 8.0 >= 32.0 && (b_run + 4.0) <= a_run - 8.0;
+            let ok = b_run < 32.0 && a_run - 8.0 >= 32.0 && (b_run + 4.0) <= a_run - 8.0 && (resumable || ran >= 8 * H);
             prop_assert_eq!(d.allowed(), ok, "{:?}", d);
+        } else {
+            let long = !resumable && limit.is_none_or(|l| l > 8 * H);
+            let quick = limit.is_some_and(|l| l <= 30 * 60);
+            if kind == 2 {
+                // Its own team: a debug job takes any job past its contract
+                // that is not quick and not a long job that cannot checkpoint.
+                prop_assert_eq!(d.allowed(), !quick && !long, "{:?}", d);
+            } else if !d.allowed() {
+                // Another team's: refused only by a rule it cannot pass (the
+                // victim's side would fall below its rate or keep less than
+                // the debug job's side), or the victim is a long job that
+                // cannot checkpoint.
+                prop_assert!(
+                    matches!(d, Decision::No(Refusal::Reclaim(ReclaimRefusal::VictimBelowRate { .. } | ReclaimRefusal::Outranked { .. })))
+                        || (long && matches!(d, Decision::No(Refusal::NotResumable { .. }) | Decision::No(Refusal::Reclaim(ReclaimRefusal::PreemptorNotShort { .. })))),
+                    "{:?}", d
+                );
+            }
         }
     }
 
-    /// Preemption only (no job ends, none arrives): whatever subset of the
-    /// eligible victims each preemptor takes, (1) the team that lost a job
-    /// can never take one back from the team that took it right after, and
-    /// (2) the potential of docs/design.md strictly falls, so the sequence
-    /// ends.
+    /// Preemption only (no job ends, none arrives), debug jobs among the
+    /// preemptors: whatever subset of the eligible victims each preemptor
+    /// takes, (1) no team that lost a job to another can take one back from
+    /// it right after, nor a victim the job that took it; (2) no team is
+    /// ever taken below its rate by another; (3) every restoration makes
+    /// the potential of docs/design.md strictly smaller.
     #[test]
     fn preemption_never_ping_pongs(
         w in arb_world(), specs in arb_jobs(), picks in proptest::collection::vec(any::<prop::sample::Index>(), 64),
-        subsets in proptest::collection::vec(any::<u64>(), 64),
+        subsets in proptest::collection::vec(any::<u64>(), 64), debug in proptest::collection::vec(any::<bool>(), 24),
     ) {
         let fs = w.fs();
         let mut jobs = build_jobs(&w, &specs);
+        // Some waiting jobs are debug jobs (1 GPU, a 10-minute contract);
+        // every job has a time limit within the contract maximum, so jobs
+        // that cannot checkpoint are time-sliced too.
+        for (j, &d) in jobs.iter_mut().zip(debug.iter().cycle()) {
+            j.time_limit_s = Some(4 * H);
+            if d && j.start_s.is_none() && j.contract.is_allocated() {
+                j.gpus = 1;
+                j.contract = Contract::new(600, false);
+            }
+        }
         let mut steps = 0;
         for (pick, mask) in picks.iter().zip(subsets.iter()) {
             let ent = w.ent(&jobs);
-            let m = Moment { ent: &ent, max_requeues: 1, now: NOW };
+            let m = moment(&ent);
             let waiting: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].start_s.is_none() && jobs[i].is_allocated(&fs)).collect();
             if waiting.is_empty() { break; }
             let p = waiting[pick.index(waiting.len())];
@@ -188,26 +225,42 @@ proptest! {
             if taken.is_empty() { continue; }
             let before = ent.potential();
             let winner = jobs[p].account.clone();
+            let restoring = !RULES.is_debug(&jobs[p]);
             let mut losers = Vec::new();
             for j in jobs.iter_mut().filter(|j| taken.contains(&j.id)) {
+                let ran = NOW - j.start_s.expect("running");
                 j.start_s = None;
                 j.restarts += 1;
-                losers.push(j.account.clone());
+                j.earlier_run_s = protection_after(j.earlier_run_s, ran, Requeue::Preempted);
+                losers.push((j.id, j.account.clone()));
             }
             jobs[p].start_s = Some(NOW);
-            jobs[p].contract = Contract::new(8 * H, false);
             steps += 1;
             let ent = w.ent(&jobs);
-            let after = ent.potential();
-            // (2) lexicographically smaller, deepest depth first.
-            let cmp = after.iter().zip(before.iter()).find(|(a, b)| (*a - *b).abs() > 1e-6).map(|(a, b)| a < b);
-            prop_assert_eq!(cmp, Some(true), "potential {:?} -> {:?}", before, after);
-            // (1) no loser's waiting job may take any running job of the winner.
-            let m = Moment { ent: &ent, max_requeues: u32::MAX, now: NOW + 8 * H };
-            for loser in &losers {
+            // (2) nobody else's preemptor takes a team below its rate.
+            for (_, loser) in losers.iter().filter(|(_, l)| *l != winner) {
+                let t = ent.team(loser).expect("in the tree");
+                prop_assert!(t.running >= t.rate - 1e-6, "{} took {} below its rate: {:?}", winner, loser, t);
+            }
+            // (3) a restoration across teams strictly lowers the potential,
+            // lexicographically, deepest depth first.
+            if restoring && losers.iter().any(|(_, l)| *l != winner) {
+                let after = ent.potential();
+                let cmp = after.iter().zip(before.iter()).find(|(a, b)| (*a - *b).abs() > 1e-6).map(|(a, b)| a < b);
+                prop_assert_eq!(cmp, Some(true), "potential {:?} -> {:?}", before, after);
+            }
+            // (1) later (every contract over), no loser team's waiting job
+            // takes a running job of the winner's team, nor a victim the
+            // job that took it.
+            let later = Moment { now: NOW + 8 * H, ..moment(&ent) };
+            for (id, loser) in &losers {
+                let victim = jobs.iter().find(|q| q.id == *id).expect("a job");
+                let d = may_preempt(victim, &jobs[p], &later);
+                prop_assert!(!d.allowed(), "{} took {} from {}, then it could take it back: {:?}", jobs[p].id, id, loser, d);
+                if *loser == winner { continue; }
                 for q in jobs.iter().filter(|q| q.start_s.is_none() && &q.account == loser) {
                     for v in jobs.iter().filter(|v| v.start_s.is_some() && v.account == winner) {
-                        let d = may_preempt(q, v, &m);
+                        let d = may_preempt(q, v, &later);
                         prop_assert!(!(d.allowed() && v.is_allocated(&fs)), "{} took from {}, then {} could take {} back: {:?}", winner, loser, q.id, v.id, d);
                     }
                 }
@@ -238,7 +291,7 @@ mod gpu_types {
         let waiting: Vec<&Job> = jobs.iter().filter(|j| j.start_s.is_none()).collect();
         let order = order_queue(&waiting, &fs, &ent, &PriorityRules::default());
         let running: Vec<Job> = jobs.iter().filter(|j| j.start_s.is_some()).cloned().collect();
-        let m = Moment { ent: &ent, max_requeues: 1, now: NOW };
+        let m = moment(&ent);
         let victims = waiting.iter().map(|p| eligible_victims(p, &running, &m).iter().map(|v| v.id).collect()).collect();
         (ranks, order.priorities.iter().map(|p| p.value).collect(), victims)
     }

@@ -161,10 +161,10 @@ fn priority_bit_layout() {
     let w = World::new(100).share("a", None, 50.0).share("b", None, 50.0).used("a", "u", 800.0);
     let fs = w.fs();
     let ent = w.ent(&[running(1, "b", 10, H, false, H)]);
-    let j = Job::new(2, "b", "u").contract(60, false).within_team(-3).time_limit(600);
+    let j = Job::new(2, "b", "u").contract(H, false).within_team(-3).time_limit(600);
     let p = prio(&fs, &ent, &j, 15.0);
     // b: rate 50, running 10 + 15 ahead → share 0.5 → level 1023 − 511;
-    // rank 0 → team 1023; nice field −3 + 64; quick (10 min ≤ 30 min).
+    // rank 0 → team 1023; nice field −3 + 64; quick (a 10 min limit ≤ 30 min).
     let level = 1023 - 511;
     assert_eq!(p.value, (1 << 31) | (2 << 28) | (level << 18) | (1023 << 8) | ((64 - 3) << 1) | 1);
     let d = priority::decode(p.value);
@@ -174,17 +174,23 @@ fn priority_bit_layout() {
     let planned = p.planned(true);
     assert_eq!(planned.value, p.value | (1 << 30));
     assert_eq!(planned.planned(false), p);
-    let a = prio(&fs, &ent, &Job::new(4, "a", "u").contract(60, false), 60.0);
-    // The debug lane lifts a quick allocated job of few GPUs over every
-    // other allocated job; off by default.
-    let lane = PriorityRules { debug_lane_max_gpus: Some(2), ..PriorityRules::default() };
-    let quick_a = Job::new(5, "a", "u").contract(60, false).time_limit(600).gpus(2);
-    let in_lane = job_priority(&quick_a, fs.standing("a"), TeamLoad { ent: &ent, ahead_gpus: 60.0 }, &lane);
-    assert_eq!(in_lane.need, priority::NEED_LANE);
+    let a = prio(&fs, &ent, &Job::new(4, "a", "u").contract(H, false), 60.0);
+    // The debug lane (on by default) lifts a debug job (2 GPUs at most, a
+    // contract of 15 minutes at most, with or without a time limit) over
+    // every other allocated job.
+    let debug_a = Job::new(5, "a", "u").contract(15 * 60, false).gpus(2);
+    let in_lane = prio(&fs, &ent, &debug_a, 60.0);
+    assert_eq!((in_lane.need, in_lane.quick), (priority::NEED_LANE, true));
     assert!(in_lane.value > p.value);
-    assert_eq!(prio(&fs, &ent, &quick_a, 60.0).need, priority::NEED_NONE);
-    let wide = Job::new(6, "a", "u").contract(60, false).time_limit(600).gpus(4);
-    assert_ne!(job_priority(&wide, fs.standing("a"), TeamLoad { ent: &ent, ahead_gpus: 60.0 }, &lane).need, priority::NEED_LANE);
+    let off = PriorityRules { debug_lane: false, ..PriorityRules::default() };
+    let no_lane = job_priority(&debug_a, fs.standing("a"), TeamLoad { ent: &ent, ahead_gpus: 60.0 }, &off);
+    assert_eq!((no_lane.need, no_lane.quick), (priority::NEED_NONE, true));
+    // Wider, or a longer contract, or quick only by its time limit: not debug.
+    for (id, gpus, contract, limit) in [(6, 4, 15 * 60, None), (8, 1, 16 * 60, None), (9, 1, H, Some(600))] {
+        let mut j = Job::new(id, "a", "u").contract(contract, false).gpus(gpus);
+        j.time_limit_s = limit;
+        assert_ne!(prio(&fs, &ent, &j, 60.0).need, priority::NEED_LANE, "job {id}");
+    }
     assert!(a.planned(true).value > p.value, "the plan starts a now");
     let free = prio(&fs, &ent, &Job::new(7, "a", "u"), 0.0);
     assert!(free.planned(true).value < a.value, "planned unallocated work stays below allocated work");
@@ -202,20 +208,17 @@ fn priority_bit_layout() {
 
 // ---- Rule 8: preemption --------------------------------------------------
 
-fn moment(ent: &Entitlement) -> Moment<'_> {
-    Moment { ent, max_requeues: 1, now: NOW }
-}
-
+/// Restoration: a team below its rate takes back from one above it.
 #[test]
 fn preemption_rule_table() {
     // 32 GPUs, a and b 50% (rate 16). a runs 24, b runs 8 and waits.
     let w = World::new(32).share("a", None, 50.0).share("b", None, 50.0);
 
     let world = [
-        running(20, "a", 8, H, false, 2 * H),
-        running(21, "a", 8, H, false, 2 * H),
-        running(22, "a", 8, H, false, 2 * H),
-        running(23, "b", 8, H, false, 2 * H),
+        running(20, "a", 8, H, true, 2 * H),
+        running(21, "a", 8, H, true, 2 * H),
+        running(22, "a", 8, H, true, 2 * H),
+        running(23, "b", 8, H, true, 2 * H),
     ];
     let ent = w.ent(&world);
     let m = moment(&ent);
@@ -225,41 +228,127 @@ fn preemption_rule_table() {
     let p_unalloc = Job::new(102, "b", "u").gpus(8).submitted(NOW);
     let v = |id, acct: &str, gpus, contract: u64, resumable: bool, ran: u64| running(id, acct, gpus, contract, resumable, ran);
     let no_reclaim = |r: ReclaimRefusal| Decision::No(Refusal::Reclaim(r));
+    let budget = ContractRules { max_requeues: Some(1), ..ContractRules::default() };
     let cases: Vec<(&str, &Job, Job, Decision)> = vec![
         ("unallocated victim", &p_b, v(1, "a", 8, 0, false, 10), Decision::Yes(VictimClass::Unallocated)),
         ("unallocated victim of own team", &p_b, v(2, "b", 8, 0, false, 10), Decision::Yes(VictimClass::Unallocated)),
         ("unallocated preemptor", &p_unalloc, v(3, "a", 8, 0, false, 10), Decision::No(Refusal::PreemptorUnallocated)),
         ("inside contract", &p_b, v(4, "a", 8, H, false, H - 1), Decision::No(Refusal::InsideContract(1))),
         ("contract ends exactly now", &p_b, v(5, "a", 8, H, true, H), Decision::Yes(VictimClass::PastContractResumable)),
-        ("short team takes from the team above its rate", &p_b, v(6, "a", 8, H, false, 2 * H), Decision::Yes(VictimClass::PastContract)),
-        ("requeue budget spent", &p_b, v(7, "a", 8, H, false, 2 * H).restarts(1), Decision::No(Refusal::RequeuesSpent(1))),
-        ("resumable: no requeue budget", &p_b, v(8, "a", 8, H, true, 2 * H).restarts(5), Decision::Yes(VictimClass::PastContractResumable)),
+        ("short team takes from the team above its rate", &p_b, v(6, "a", 8, H, true, 2 * H), Decision::Yes(VictimClass::PastContractResumable)),
+        (
+            "a restoration never throws away a run shorter than the contract maximum",
+            &p_b,
+            v(7, "a", 8, H, false, 2 * H),
+            Decision::No(Refusal::NotResumable { ran_s: 2 * H, max_s: 8 * H }),
+        ),
+        ("past the contract maximum it does", &p_b, v(8, "a", 8, H, false, 9 * H), Decision::Yes(VictimClass::PastContract)),
+        ("resumable: no requeue budget", &p_b, v(9, "a", 8, H, true, 2 * H).restarts(5), Decision::Yes(VictimClass::PastContractResumable)),
         (
             "victim team would fall below its rate",
             &p_b,
-            v(9, "a", 16, H, false, 2 * H),
+            v(10, "a", 16, H, true, 2 * H),
             no_reclaim(ReclaimRefusal::VictimBelowRate { account: "a".into(), after: 8.0, rate: 16.0 }),
         ),
         (
-            "team at its rate never preempts",
+            "team at its rate never restores",
             &p_a,
-            v(10, "b", 8, H, false, 2 * H),
+            v(11, "b", 8, H, true, 2 * H),
             no_reclaim(ReclaimRefusal::PreemptorNotShort { running: 24.0, rate: 16.0 }),
         ),
-        ("same team", &p_b, v(11, "b", 8, H, false, 2 * H), no_reclaim(ReclaimRefusal::SameTeam)),
+        ("same team, no debug job", &p_b, v(12, "b", 8, H, true, 2 * H), Decision::No(Refusal::TeamOrder)),
         (
             "preemptor would end above the victim's share",
             &p_b16,
-            v(12, "a", 8, H, false, 2 * H),
+            v(13, "a", 8, H, true, 2 * H),
             no_reclaim(ReclaimRefusal::ShareNotLower { preemptor_after: 1.5, victim_after: 1.0 }),
         ),
-        ("pending victim", &p_b, Job::new(13, "a", "v"), Decision::No(Refusal::VictimNotRunning)),
+        ("pending victim", &p_b, Job::new(14, "a", "v"), Decision::No(Refusal::VictimNotRunning)),
         ("itself", &p_b, p_b.clone().started(NOW), Decision::No(Refusal::SameJob)),
-        ("victim in unknown account", &p_b, v(14, "nope", 8, H, false, 10), Decision::Yes(VictimClass::Unallocated)),
+        ("victim in unknown account", &p_b, v(15, "nope", 8, H, false, 10), Decision::Yes(VictimClass::Unallocated)),
     ];
     for (name, p, v, want) in cases {
         assert_eq!(may_preempt(p, &v, &m), want, "{name}");
     }
+    // A site's requeue budget: a job that cannot checkpoint, requeued once.
+    let m1 = Moment { contracts: &budget, ..m };
+    assert_eq!(may_preempt(&p_b, &v(16, "a", 8, H, false, 9 * H).restarts(1), &m1), Decision::No(Refusal::RequeuesSpent(1)));
+}
+
+/// Time-slicing: past its contract a job yields to a debug job of its own
+/// team, and to one of another team only where that team stands worse
+/// without it and stays at or above its rate; never inside a contract.
+#[test]
+fn debug_jobs_time_slice_by_the_victim_rule() {
+    // 48 GPUs, a, b, c a third each (rate 16, and every team asks for more:
+    // fair = rate). a runs at its rate, b 8 above it, c 8 below it.
+    let w = World::new(48).share("a", None, 100.0 / 3.0).share("b", None, 100.0 / 3.0).share("c", None, 100.0 / 3.0);
+    let small = |id: u64, acct: &str, resumable: bool, ran: u64| running(id, acct, 1, H, resumable, ran).time_limit(4 * H);
+    let mut world = vec![
+        running(1, "a", 8, H, true, 2 * H),
+        running(2, "a", 8, 4 * H, true, 2 * H), // inside its contract
+        running(3, "b", 8, H, true, 2 * H),
+        running(4, "b", 8, H, true, 2 * H),
+        running(5, "c", 8, H, true, 2 * H),
+    ];
+    world.extend((10..15).map(|id| small(id, "b", true, 2 * H)));
+    world.push(small(16, "b", false, 2 * H)); // cannot checkpoint, a 4 h limit
+    world.push(running(17, "b", 1, H, false, 2 * H)); // cannot checkpoint, no limit: a long job
+    world.push(small(18, "b", true, H / 2)); // inside its contract
+    for (id, acct) in [(30, "a"), (31, "b"), (32, "c")] {
+        world.push(Job::new(id, acct, "u").gpus(16).contract(H, true)); // every team asks for more
+    }
+    let ent = w.ent(&world);
+    assert_eq!(ent.team("a").map(|t| (t.running, t.rate, t.fair)), Some((16.0, 16.0, 16.0)));
+    let m = moment(&ent);
+    let debug = |id, acct: &str| Job::new(id, acct, "u").gpus(1).contract(10 * 60, false);
+    let (d_a, d_c) = (debug(100, "a"), debug(101, "c"));
+    let find = |id: u64| world.iter().find(|j| j.id == id).expect("in the world");
+    let cases: Vec<(&str, &Job, u64, Decision)> = vec![
+        ("debug takes its own team's job past its contract", &d_a, 1, Decision::Yes(VictimClass::PastContractResumable)),
+        ("never inside a contract", &d_a, 2, Decision::No(Refusal::InsideContract(2 * H))),
+        (
+            "another team's 8-GPU job: b without it (16/16) would keep less than a with the debug job (17/16)",
+            &d_a,
+            3,
+            Decision::No(Refusal::Reclaim(ReclaimRefusal::Outranked { account: "b".into(), victim_after: 1.0, preemptor_after: 17.0 / 16.0 })),
+        ),
+        ("another team's 1-GPU job: b without it (23/16) keeps more", &d_a, 10, Decision::Yes(VictimClass::PastContractResumable)),
+        ("one that cannot checkpoint, within the contract maximum: its owner chose", &d_a, 16, Decision::Yes(VictimClass::PastContract)),
+        ("a long job that cannot checkpoint is not time-sliced", &d_a, 17, Decision::No(Refusal::NotResumable { ran_s: 2 * H, max_s: 8 * H })),
+        ("never inside a contract, across teams", &d_a, 18, Decision::No(Refusal::InsideContract(H / 2))),
+        (
+            "a team below its rate is never time-sliced",
+            &d_a,
+            5,
+            Decision::No(Refusal::Reclaim(ReclaimRefusal::VictimBelowRate { account: "c".into(), after: 0.0, rate: 16.0 })),
+        ),
+        ("the short team's debug job restores from the team above its rate", &d_c, 3, Decision::Yes(VictimClass::PastContractResumable)),
+    ];
+    for (name, p, v, want) in cases {
+        assert_eq!(may_preempt(p, find(v), &m), want, "{name}");
+    }
+    // A job that is neither debug nor quick takes nothing by time-slicing.
+    let p = Job::new(102, "a", "u").gpus(1).contract(H, false);
+    assert_eq!(may_preempt(&p, find(1), &m), Decision::No(Refusal::TeamOrder));
+    assert!(matches!(may_preempt(&p, find(10), &m), Decision::No(Refusal::Reclaim(ReclaimRefusal::PreemptorNotShort { .. }))));
+    // Inside a team: a debug job never takes a debug job, nor a job that
+    // comes before it by nice.
+    let own_debug = debug(19, "a").started(NOW - H).time_limit(30 * 60);
+    let mut world_a = world.clone();
+    world_a.push(own_debug.clone());
+    let ent_a = w.ent(&world_a);
+    let m_a = moment(&ent_a);
+    assert_eq!(may_preempt(&d_a, &own_debug, &m_a), Decision::No(Refusal::TeamOrder));
+    let urgent = running(20, "a", 8, H, true, 2 * H).within_team(5);
+    assert_eq!(may_preempt(&d_a, &urgent, &m_a), Decision::No(Refusal::TeamOrder));
+    assert!(may_preempt(&d_a.clone().within_team(5), &urgent, &m_a).allowed());
+    // The victims a debug job may take, in its order: the closest in size first.
+    let ids: Vec<u64> = eligible_victims(&d_a, &world, &m).iter().map(|j| j.id).collect();
+    // b's 1-GPU resumable jobs (highest id first); b's 8-GPU jobs would
+    // leave it below its rate with those gone; a's own 8-GPU job; then the
+    // job that loses its work.
+    assert_eq!(ids, vec![14, 13, 12, 11, 10, 1, 16]);
 }
 
 #[test]
@@ -268,29 +357,32 @@ fn eligible_victims_are_cumulative_and_ordered() {
     let w = World::new(64).share("a", None, 50.0).share("b", None, 50.0);
 
     let victims = vec![
-        running(1, "a", 8, H, false, 5 * H), // past contract, non-resumable, 40 GPU-h
-        running(2, "a", 4, H, true, 5 * H),  // resumable: nothing lost
-        running(3, "a", 0, 0, false, 5 * H), // unallocated
-        running(4, "a", 8, H, false, 2 * H), // past contract, 16 GPU-h lost
-        running(5, "a", 8, 8 * H, false, H), // inside contract
-        running(6, "a", 8, H, false, 3 * H), // 24 GPU-h lost
-        running(7, "a", 8, H, false, 4 * H), // 32 GPU-h lost
-        running(8, "b", 8, H, false, 4 * H), // the preemptor's own team
+        running(1, "a", 8, H, false, 10 * H), // cannot checkpoint, past the 8 h maximum: 80 GPU-h lost
+        running(2, "a", 4, H, true, 5 * H),   // resumable: nothing lost
+        running(3, "a", 0, 0, false, 5 * H),  // unallocated
+        running(4, "a", 8, H, false, 9 * H),  // 72 GPU-h lost
+        running(5, "a", 8, 8 * H, false, H),  // inside contract
+        running(6, "a", 8, H, false, 11 * H), // 88 GPU-h lost
+        running(7, "a", 8, H, false, 12 * H), // 96 GPU-h lost
+        running(8, "b", 8, H, false, 4 * H),  // the preemptor's own team
+        running(9, "a", 8, H, false, 5 * H),  // cannot checkpoint, within the maximum: not restored
     ];
     let ent = w.ent(&victims);
-    // a runs 44 allocated GPUs (rate 32): at most 12 may go, in victim
-    // order: job 2 (4 GPUs, resumable), then the cheapest losses 4 (8 GPUs):
-    // 44 − 4 − 8 = 32. Job 3 is unallocated: always eligible.
+    // a runs 52 allocated GPUs (rate 32): at most 20 may go, in victim
+    // order: job 2 (4 GPUs, resumable), then the cheapest losses 4 (8
+    // GPUs), 1 (8 GPUs): 52 − 4 − 8 − 8 = 32. Job 3 is unallocated:
+    // always eligible.
     let p = Job::new(100, "b", "u").gpus(4).contract(H, false);
     let ids: Vec<u64> = eligible_victims(&p, &victims, &moment(&ent)).iter().map(|j| j.id).collect();
-    assert_eq!(ids, vec![3, 2, 4]);
-    // The victim rank: class, then GPU-minutes lost.
+    assert_eq!(ids, vec![3, 2, 4, 1]);
+    // The victim rank: class, then the fit to the preemptor, then GPU-minutes lost.
     let m = moment(&ent);
-    let r = |j: &Job| victim_rank(j, &m);
-    assert_eq!(r(&victims[2]) >> 30, 0);
-    assert_eq!(r(&victims[1]), (1 << 30) | 300, "resumable: no requeue yet, 300 minutes run");
-    assert_eq!(r(&victims[3]), (2 << 30) | (8 * 120));
-    assert_eq!(r(&victims[4]) >> 30, 3);
+    let r = |j: &Job, p: Option<u32>| victim_rank(j, p, &m);
+    assert_eq!(r(&victims[2], None) >> 30, 0);
+    assert_eq!(r(&victims[1], None), (1 << 30) | 300, "resumable: no requeue yet, 300 minutes run");
+    assert_eq!(r(&victims[3], None), (2 << 30) | (8 * 540));
+    assert_eq!(r(&victims[3], Some(4)), (2 << 30) | (4 << 24) | (8 * 540), "4 GPUs more than a 4-GPU preemptor needs");
+    assert_eq!(r(&victims[4], None) >> 30, 3);
 }
 
 #[test]
@@ -304,18 +396,18 @@ fn hierarchy_decides_where_the_paths_part() {
 
     // t1a idle: t1b runs 14 (above its own 10) but p1 runs 14 < 20: t1b may
     // take from t2 (26 → 22 ≥ 20).
-    let world = [running(1, "t1b", 14, H, false, 2 * H), running(2, "t2", 4, H, false, 2 * H), running(3, "t2", 22, H, false, 2 * H)];
+    let world = [running(1, "t1b", 14, H, true, 2 * H), running(2, "t2", 4, H, true, 2 * H), running(3, "t2", 22, H, true, 2 * H)];
     let ent = w.ent(&world);
     let p = Job::new(100, "t1b", "u").gpus(4).contract(H, false);
     assert!(may_preempt(&p, &world[1], &moment(&ent)).allowed());
     // …but not from its sibling-less programme once p1 reached its rate.
-    let world = [running(1, "t1b", 20, H, false, 2 * H), running(2, "t2", 4, H, false, 2 * H), running(3, "t2", 22, H, false, 2 * H)];
+    let world = [running(1, "t1b", 20, H, true, 2 * H), running(2, "t2", 4, H, true, 2 * H), running(3, "t2", 22, H, true, 2 * H)];
     let ent = w.ent(&world);
     assert!(!may_preempt(&p, &world[1], &moment(&ent)).allowed());
     // Inside p1, t1a (short) takes from t1b (above its rate).
     let a = Job::new(101, "t1a", "u").gpus(4).contract(H, false);
     assert!(!may_preempt(&a, &world[0], &moment(&ent)).allowed(), "a 20-GPU victim would leave t1b at 0");
-    let world = [running(1, "t1b", 16, H, false, 2 * H), running(4, "t1b", 4, H, false, 2 * H), running(3, "t2", 20, H, false, 2 * H)];
+    let world = [running(1, "t1b", 16, H, true, 2 * H), running(4, "t1b", 4, H, true, 2 * H), running(3, "t2", 20, H, true, 2 * H)];
     let ent = w.ent(&world);
     assert!(may_preempt(&a, &world[1], &moment(&ent)).allowed());
 }

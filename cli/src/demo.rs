@@ -136,7 +136,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         Job::new(91, &over, "demo").contract(8 * H, false).gpus(2).started(NOW - H),
         Job::new(92, &over, "demo").contract(H, true).gpus(2).started(NOW - 2 * H),
     ]);
-    let m = Moment { ent: &ent, max_requeues: rules.max_requeues, now: NOW };
+    let m = Moment { ent: &ent, rules: &config.priority, contracts: &rules, now: NOW };
     println!("\n== Debug job {} of `{}` (2 GPUs, contract=15m) meets a full cluster ==\n", debug.id, short);
     let mut table = Table::new([r(2).after("job "), l(10).after(" of "), r(3), l(22).after(" GPUs "), l(0).after(" -> ")]).indent("  ");
     for v in &running {

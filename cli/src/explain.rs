@@ -639,9 +639,17 @@ fn refusal_words(r: &Refusal, config: &Config, now: u64) -> String {
         Refusal::VictimNotRunning => "not running".to_string(),
         Refusal::InsideContract(left) => format!("contract until {} ({} left)", utc(now + left), format_duration(*left)),
         Refusal::RequeuesSpent(n) => {
-            format!("requeued {n} times already (max_requeues {}) and not resumable: protected to its end", config.contracts.max_requeues)
+            let max = config.contracts.max_requeues.map_or("no limit".to_string(), |m| m.to_string());
+            format!("requeued {n} times already (max_requeues {max}) and not resumable: protected to its end")
         }
-        Refusal::Reclaim(ReclaimRefusal::SameTeam) => "same team (a team never preempts itself)".to_string(),
+        Refusal::NotResumable { ran_s, max_s } => format!(
+            "cannot checkpoint and has run {} of the {} contract maximum: a team owed GPUs does not throw its work away before then",
+            format_duration(*ran_s),
+            format_duration(*max_s)
+        ),
+        Refusal::LongJob => "cannot checkpoint and may run longer than the contract maximum: it is never time-sliced".to_string(),
+        Refusal::TeamOrder => "same team, and it comes before your job in the team's order (priority, then debug and quick jobs)".to_string(),
+        Refusal::Reclaim(ReclaimRefusal::SameTeam) => "same team".to_string(),
         Refusal::Reclaim(ReclaimRefusal::Unknown) => "an account outside the tree".to_string(),
         Refusal::Reclaim(ReclaimRefusal::PreemptorNotShort { running, rate }) => {
             format!("your side of the tree already runs {running:.0} GPUs, at or above its rate {rate:.1}")
@@ -652,11 +660,14 @@ fn refusal_words(r: &Refusal, config: &Config, now: u64) -> String {
         Refusal::Reclaim(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after }) => {
             format!("your side would end with a higher share than its side keeps ({preemptor_after:.2} vs {victim_after:.2} of the rate)")
         }
+        Refusal::Reclaim(ReclaimRefusal::Outranked { account, victim_after, preemptor_after }) => {
+            format!("without it, {account} would keep a smaller share of its rate than your side with your job ({victim_after:.2} vs {preemptor_after:.2})")
+        }
     }
 }
 
 fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], free: u32, now: u64) -> Preemption {
-    let m = Moment { ent: &ranking.ent, max_requeues: config.contracts.max_requeues, now };
+    let m = Moment { ent: &ranking.ent, rules: &config.priority, contracts: &config.contracts, now };
     let victim = |v: &Job, why: String| Victim { id: v.id, user: v.user.to_string(), account: v.account.to_string(), gpus: v.gpus, why };
     if !job.is_allocated(&ranking.ent) {
         return Preemption {
@@ -689,7 +700,7 @@ fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], f
             let why = match may_preempt(job, v, &m) {
                 Decision::No(r) => refusal_words(&r, config, now),
                 // Eligible alone, not with the candidates before it taken.
-                Decision::Yes(_) => "its side would fall below its rate once the candidates before it are gone".to_string(),
+                Decision::Yes(_) => "its side would stand better than yours once the candidates before it are gone".to_string(),
             };
             victim(v, why)
         })

@@ -42,6 +42,10 @@ pub const DEFAULT_PATH: &str = "/etc/slurm/tally.toml";
 /// past the cap, so its size as reported by the file system does not decide.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The largest `[priority] debug_max_gpus`: debug jobs are a node's worth
+/// at most.
+pub const MAX_DEBUG_GPUS: u32 = 64;
+
 /// Read at most [`MAX_FILE_BYTES`] of `path` as UTF-8; `what` names the
 /// kind of file in the refusal ("a tally.toml"), `why` follows it.
 pub(crate) fn read_capped(path: &Path, file: &str, what: &str, why: &str) -> Result<String, ConfigError> {
@@ -276,12 +280,14 @@ impl Config {
                 }
             },
         };
-        let max_requeues = c.max_requeues.unwrap_or(tally_allocator::contract::DEFAULT_MAX_REQUEUES);
-        if max_requeues > 100 {
+        let max_requeues = c.max_requeues.or(tally_allocator::contract::DEFAULT_MAX_REQUEUES);
+        if let Some(n) = max_requeues.filter(|&n| n > 100) {
             bad(
                 "contracts.max_requeues",
                 None,
-                format!("{max_requeues} is too many (0 to 100; default 0): each requeue of a job that is not resumable throws its work away"),
+                format!(
+                    "{n} is too many (0 to 100, or leave it out: no limit, the default): each requeue of a job that is not resumable throws its work away"
+                ),
             );
         }
         let long_jobs = match c.long_jobs.as_deref().map(str::trim) {
@@ -308,11 +314,34 @@ impl Config {
             bad("priority.calc_period", None, "must be longer than 0 (default \"1m\")".into());
         }
         let quick_time_limit_s = p.quick_time_limit.map_or(tally_allocator::priority::DEFAULT_QUICK_TIME_LIMIT_S, |d| d.0);
-        let lane_gpus = p.debug_lane_gpus.unwrap_or(2);
-        if lane_gpus == 0 {
-            bad("priority.debug_lane_gpus", None, "must be at least 1 (default 2): the most GPUs a job in the debug lane may ask for".into());
+        if p.debug_lane_gpus.is_some() {
+            bad(
+                "priority.debug_lane_gpus",
+                None,
+                "is no longer used: the debug lane holds the debug class (debug_max_gpus and debug_max_contract). Remove the key".into(),
+            );
         }
-        let debug_lane_max_gpus = p.debug_lane.unwrap_or(false).then_some(lane_gpus);
+        let debug_lane = p.debug_lane.unwrap_or(true);
+        let debug_max_gpus = p.debug_max_gpus.unwrap_or(tally_allocator::priority::DEFAULT_DEBUG_MAX_GPUS);
+        if debug_max_gpus > MAX_DEBUG_GPUS {
+            bad(
+                "priority.debug_max_gpus",
+                None,
+                format!("{debug_max_gpus} is too many (0 to {MAX_DEBUG_GPUS}, default 2; 0 turns the debug class off): debug jobs are small"),
+            );
+        }
+        // Default: 15 min, or the contract maximum where that is shorter.
+        let debug_max_contract_s = p.debug_max_contract.map_or(tally_allocator::priority::DEFAULT_DEBUG_MAX_CONTRACT_S.min(max_s), |d| d.0);
+        if debug_max_contract_s == 0 || debug_max_contract_s > max_s {
+            bad(
+                "priority.debug_max_contract",
+                None,
+                format!(
+                    "must be longer than 0 and at most contracts.max ({}; default \"15m\"): the longest contract of a debug job",
+                    tally_allocator::format_duration(max_s)
+                ),
+            );
+        }
         if p.age_unit.is_some() {
             bad(
                 "priority.age_unit",
@@ -424,7 +453,7 @@ impl Config {
             bucket_s,
             contracts,
             submit,
-            priority: PriorityRules { quick_time_limit_s, debug_lane_max_gpus },
+            priority: PriorityRules { quick_time_limit_s, debug_max_gpus, debug_max_contract_s, debug_lane },
             calc_period_s,
             planner,
             tree,

@@ -100,8 +100,11 @@ pub struct RawPriority {
     pub calc_period: Option<Duration>,
     pub age_unit: Option<Duration>,
     pub quick_time_limit: Option<Duration>,
+    pub debug_max_gpus: Option<u32>,
+    pub debug_max_contract: Option<Duration>,
     pub debug_lane: Option<bool>,
-    pub debug_lane_gpus: Option<u32>,
+    /// Removed: refused whatever its value.
+    pub debug_lane_gpus: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -236,14 +236,14 @@ fn missing_file_is_an_error_not_a_panic() {
 
 #[test]
 fn requeue_budget_and_long_jobs() {
-    let c = Config::parse(GOOD, "good.toml").unwrap();
-    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (0, tally_allocator::LongJobs::Warn));
+    let c = Config::parse("", "t.toml").unwrap();
+    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (None, tally_allocator::LongJobs::Warn));
     let c = Config::parse("[contracts]\nmax_requeues = 2\nlong_jobs = \"reject\"\n", "t.toml").unwrap();
-    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (2, tally_allocator::LongJobs::Reject));
+    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (Some(2), tally_allocator::LongJobs::Reject));
     let err = Config::parse("[contracts]\nmax_requeues = 1000\nlong_jobs = \"maybe\"\n", "t.toml").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "t.toml: contracts.max_requeues: 1000 is too many (0 to 100; default 0): each requeue of a job that is not resumable throws its work away\n\
+        "t.toml: contracts.max_requeues: 1000 is too many (0 to 100, or leave it out: no limit, the default): each requeue of a job that is not resumable throws its work away\n\
          t.toml: contracts.long_jobs: expected \"warn\" or \"reject\" (what job_submit does with a job that is not resumable and longer than contracts.max), found \"maybe\""
     );
     let err = Config::parse("[priority]\nage_unit = \"1m\"\n", "t.toml").unwrap_err();
@@ -251,15 +251,25 @@ fn requeue_budget_and_long_jobs() {
 }
 
 #[test]
-fn quick_jobs_and_the_debug_lane() {
+fn quick_jobs_the_debug_class_and_the_lane() {
     let c = Config::parse("", "t.toml").unwrap();
-    assert_eq!((c.priority.quick_time_limit_s, c.priority.debug_lane_max_gpus), (1800, None));
-    let c = Config::parse("[priority]\nquick_time_limit = \"1h\"\ndebug_lane = true\n", "t.toml").unwrap();
-    assert_eq!((c.priority.quick_time_limit_s, c.priority.debug_lane_max_gpus), (3600, Some(2)));
-    let err = Config::parse("[priority]\ndebug_lane = true\ndebug_lane_gpus = 0\n", "t.toml").unwrap_err();
+    let p = c.priority;
+    assert_eq!((p.quick_time_limit_s, p.debug_max_gpus, p.debug_max_contract_s, p.debug_lane), (1800, 2, 900, true));
+    let c = Config::parse("[priority]\nquick_time_limit = \"1h\"\ndebug_lane = false\ndebug_max_gpus = 8\ndebug_max_contract = \"30m\"\n", "t.toml")
+        .unwrap();
+    let p = c.priority;
+    assert_eq!((p.quick_time_limit_s, p.debug_max_gpus, p.debug_max_contract_s, p.debug_lane), (3600, 8, 1800, false));
+    // The debug contract follows a shorter contract maximum.
+    let c = Config::parse("[contracts]\nmax = \"10m\"\n", "t.toml").unwrap();
+    assert_eq!(c.priority.debug_max_contract_s, 600);
+    let err =
+        Config::parse("[contracts]\nmax = \"1h\"\n[priority]\ndebug_lane_gpus = 2\ndebug_max_gpus = 100\ndebug_max_contract = \"2h\"\n", "t.toml")
+            .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "t.toml: priority.debug_lane_gpus: must be at least 1 (default 2): the most GPUs a job in the debug lane may ask for"
+        "t.toml: priority.debug_lane_gpus: is no longer used: the debug lane holds the debug class (debug_max_gpus and debug_max_contract). Remove the key\n\
+         t.toml: priority.debug_max_gpus: 100 is too many (0 to 64, default 2; 0 turns the debug class off): debug jobs are small\n\
+         t.toml: priority.debug_max_contract: must be longer than 0 and at most contracts.max (1h; default \"15m\"): the longest contract of a debug job"
     );
 }
 

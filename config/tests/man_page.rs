@@ -109,13 +109,11 @@ fn every_accepted_key_is_documented_and_every_documented_key_exists() {
 }
 
 /// The file around `key = value` that makes its default visible in
-/// [`Config`]: the planner's keys only matter when it is enabled, the
-/// lane's size only with the lane on.
+/// [`Config`]: the planner's keys only matter when it is enabled.
 fn context(key: &str) -> (&'static str, &'static [&'static str]) {
     match key {
         "planner.enabled" => ("[cluster]\ngpus = 8\n", &[]),
         k if k.starts_with("planner.") => ("[cluster]\ngpus = 8\n", &["enabled = true"]),
-        "priority.debug_lane_gpus" => ("", &["debug_lane = true"]),
         _ => ("", &[]),
     }
 }

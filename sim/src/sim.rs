@@ -46,8 +46,8 @@ use std::sync::Arc;
 use tally_allocator::priority::InsideKey;
 use tally_allocator::tree::NodeId;
 use tally_allocator::{
-    charge_from_mark, inside_key, order_queue, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder, QueueWalk, Standing,
-    VictimPool, Weight,
+    charge_from_mark, inside_key, order_queue, protection_after, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder,
+    QueueWalk, Requeue, Standing, VictimPool, Weight,
 };
 use tally_config::Config;
 use tally_planner::predict::{mae, JobKey, Mae, Outcome, PredictRules, Predictor};
@@ -221,6 +221,9 @@ struct SimJob {
     belief_s: u64,
 }
 
+/// See [`Sim::preempt_group`].
+type PreemptGroup = (usize, bool, (i32, bool), bool);
+
 /// The queue in Slurm's order: (priority descending, submit, job id, index).
 type QueueKey = (Reverse<i64>, u64, u64, usize);
 /// A team's waiting jobs: ([`inside_key`], index).
@@ -373,8 +376,8 @@ impl<'a> Sim<'a> {
                 start_s: None,
                 within_team: tj.priority,
                 restarts: 0,
-                // The simulator knows each job's duration: its time limit.
-                time_limit_s: Some(tj.duration_s.max(1)),
+                // The trace's time limit, as the plugin sees it (none: none).
+                time_limit_s: tj.time_limit_s,
                 earlier_run_s: 0,
             };
             let node = if job.is_allocated(&Funded::new(&config.tree, &alloc)) { config.tree.id(&job.account) } else { None };
@@ -866,7 +869,9 @@ impl<'a> Sim<'a> {
             j.remaining_s = j.duration_s;
         }
         j.job.restarts += 1;
-        j.job.earlier_run_s += ran;
+        // Every preemption here is the policy's own: the next run is
+        // protected for its whole contract.
+        j.job.earlier_run_s = protection_after(j.job.earlier_run_s, ran, Requeue::Preempted);
         let (id, by_id) = (self.jobs[v].job.id, self.jobs[by].job.id);
         self.note(Happening::Preempt { t: now, job: id, by: by_id });
         if self.s.requeue_delay_s == 0 {
@@ -886,7 +891,7 @@ impl<'a> Sim<'a> {
         match self.policy {
             Policy::Fifo | Policy::Planner => Vec::new(),
             Policy::Tally | Policy::TallyPlanner => {
-                let m = Moment { ent: &self.ent, max_requeues: self.config.contracts.max_requeues, now };
+                let m = Moment { ent: &self.ent, rules: &self.config.priority, contracts: &self.config.contracts, now };
                 let pool = pool.get_or_insert_with(|| VictimPool::new(self.running.iter().map(|&v| (v, &self.jobs[v].job)), &m));
                 pool.for_preemptor(&p.job, &m)
             }
@@ -937,6 +942,20 @@ impl<'a> Sim<'a> {
         Ok(None)
     }
 
+    /// What decides whether job `i` may preempt, besides its size: its team
+    /// and, under Tally, its tier, its place in its team's order and the
+    /// debug class (the other policies: its team and tier).
+    fn preempt_group(&self, i: usize) -> PreemptGroup {
+        let j = &self.jobs[i];
+        match self.policy {
+            Policy::Tally | Policy::TallyPlanner => {
+                let rules = &self.config.priority;
+                (j.team, j.node.is_some(), rules.slice_key(&j.job), rules.is_debug(&j.job))
+            }
+            _ => (j.team, j.node.is_some(), (0, false), false),
+        }
+    }
+
     /// EASY: when and where the blocked job `i` could start if nothing else
     /// started; returns (time, free GPUs per node then, its placement then).
     fn reservation(&self, i: usize) -> Option<(u64, Vec<u32>, Placement)> {
@@ -971,10 +990,10 @@ impl<'a> Sim<'a> {
         if self.policy.tally() {
             self.refresh_entitlement();
         }
-        // Per team and tier, the fewest GPUs a job failed to preempt for in
-        // this pass: eligibility depends only on the preemptor's team and
-        // size, so a job of the same team asking for as many or more fails too.
-        let mut failed: BTreeMap<(usize, bool), u32> = BTreeMap::new();
+        // Per preemption group ([`Sim::preempt_group`]), the fewest GPUs a
+        // job failed to preempt for in this pass: a job of the same group
+        // asking for as many or more fails too.
+        let mut failed: BTreeMap<PreemptGroup, u32> = BTreeMap::new();
         let mut pool: Option<VictimPool<usize>> = None;
         let mut cursor: Option<QueueKey> = None;
         loop {
@@ -985,7 +1004,7 @@ impl<'a> Sim<'a> {
             let Some(&key) = next else { break };
             cursor = Some(key);
             let i = key.3;
-            let group = (self.jobs[i].team, self.jobs[i].node.is_some());
+            let group = self.preempt_group(i);
             if let Some(p) = self.fit(i, now) {
                 let ok = match first_blocked {
                     None => true,

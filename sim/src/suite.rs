@@ -13,6 +13,7 @@
 //! | `idle-returns` | a team idle for 5 days comes back: its share is restored without thrashing |
 //! | `small-teams-big-jobs` | 12 teams with rates of 8 GPUs and 8-32 GPU jobs: the granularity ceiling |
 //! | `long-not-resumable` | 24 h jobs that cannot checkpoint, contracts capped at 8 h: no livelock |
+//! | `debug-on-short-contracts` | a full cluster of 8 h jobs that cannot checkpoint with 2 h contracts: debug jobs start by time-slicing, at the price their owners chose |
 //!
 //! Every synthetic case also has a stream of debug jobs (1-2 GPUs,
 //! 2-15 minutes, contract = duration). Seeds change the instances, not the
@@ -243,6 +244,35 @@ pub fn long_not_resumable(seed: u64) -> Case {
     )
 }
 
+/// Four equal teams on 64 GPUs, 1-8 GPU jobs (powers of two) of 8 h that
+/// cannot checkpoint, with 2 h contracts and 8 h time limits, demand 1.5:
+/// past two hours every job may be time-sliced, and its owner chose that
+/// (its contract could have covered it). Debug jobs find victims at once;
+/// what they throw away is this case's lost work.
+pub fn debug_on_short_contracts(seed: u64) -> Case {
+    let (gpus, days) = (64, WINDOW_DAYS);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let teams = team_names(4);
+    let mut jobs = Vec::new();
+    let draw = |r: &mut ChaCha8Rng| ([1, 2, 4, 8][r.gen_range(0..4)], 8 * H, false, 2 * H);
+    // Mean GPU-hours: E[gpus] 3.75 × 8 h.
+    let rate = per_team_rate(1.5, gpus, teams.len(), 3.75 * 8.0);
+    for t in &teams {
+        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &draw, &mut jobs);
+    }
+    for j in &mut jobs {
+        j.time_limit_s = Some(8 * H);
+    }
+    debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
+    synthetic(
+        "debug-on-short-contracts",
+        "4 equal teams, 1-8 GPU 8 h jobs that cannot checkpoint, 2 h contracts, demand 1.5x",
+        equal_teams(4, gpus),
+        gpus,
+        jobs,
+    )
+}
+
 /// A bare trace (times, durations, GPUs) of `hours` hours keeping `busy`
 /// GPUs busy on average: 1-16 GPU jobs of 10 minutes to 6 hours, Poisson
 /// arrivals. [`augment`] gives it teams and contracts. Stands in for a
@@ -265,7 +295,7 @@ pub fn bare_window(hours: u64, busy: f64, seed: u64) -> Trace {
 
 /// Every synthetic case for one seed.
 pub fn synthetic_cases(seed: u64) -> Vec<Case> {
-    vec![symmetric(seed), idle_returns(seed), small_teams_big_jobs(seed), long_not_resumable(seed)]
+    vec![symmetric(seed), idle_returns(seed), small_teams_big_jobs(seed), long_not_resumable(seed), debug_on_short_contracts(seed)]
 }
 
 #[cfg(test)]

@@ -5,11 +5,14 @@ use tally_config::Config;
 use tally_sim::sim::{run_logged, Happening, Policy, Settings};
 use tally_sim::trace::{Class, Trace, TraceJob};
 
-/// Two teams of 50%; a job that is not resumable may be requeued once (the
-/// default, 0, is tested apart).
+/// Two teams of 50%; contracts of at most a minute (so a run that cannot
+/// checkpoint is past the maximum after 60 s); a job that is not resumable
+/// may be requeued once (no limit, the default, is tested apart); no debug
+/// class (tested apart).
 fn config() -> Config {
     Config::parse(
-        "[cluster]\ngpus = 4\ngpus_per_node = 4\n[contracts]\nmax_requeues = 1\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n",
+        "[cluster]\ngpus = 4\ngpus_per_node = 4\n[contracts]\nmax = \"1m\"\nmax_requeues = 1\n[priority]\ndebug_max_gpus = 0\n\
+         [accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n",
         "micro.toml",
     )
     .unwrap()
@@ -130,13 +133,44 @@ fn tally_protects_a_contract_then_restores_what_is_owed() {
 }
 
 #[test]
-fn by_default_work_that_cannot_checkpoint_is_never_thrown_away() {
+fn by_default_work_that_cannot_checkpoint_is_kept_to_the_contract_maximum() {
+    // The default config: contracts of at most 8 h, no requeue limit. a's
+    // jobs cannot checkpoint and have no time limit: no restoration takes
+    // them before they ran 8 h, and no time-slice ever (b's job is a debug
+    // job). They end at 1000: b waits.
     let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 100, 2, "b", T, 60, false)]);
     let config = Config::parse("[cluster]\ngpus = 4\ngpus_per_node = 4\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "d.toml").unwrap();
-    assert_eq!(config.contracts.max_requeues, 0);
+    assert_eq!(config.contracts.max_requeues, None);
     let (r, log) = run_logged(&tr, &config, Policy::Tally, settings()).unwrap();
     assert_eq!(r.score.preemptions, 0, "{log:?}");
     assert!(log.contains(&start(1000, 3)), "{log:?}");
+}
+
+#[test]
+fn a_debug_job_time_slices_its_team_and_the_victim_restarts_with_its_whole_contract() {
+    // Debug jobs (1 GPU, 20 s contracts) of a; a's two 2-GPU resumable jobs
+    // have 60 s contracts. At 100 the first debug job takes job 2 (the
+    // younger, lower in victim order by id); job 2 runs again at 120 with a
+    // whole contract, so at 130 the second debug job takes job 1, although
+    // job 2 has run less.
+    let config = Config::parse(
+        "[cluster]\ngpus = 4\ngpus_per_node = 4\n[contracts]\nmax = \"1m\"\n[priority]\ndebug_max_contract = \"30s\"\n\
+         [accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n",
+        "debug.toml",
+    )
+    .unwrap();
+    let d = Class::Debug;
+    let tr = trace(&[
+        (1, 0, 1000, 2, "a", T, 60, true),
+        (2, 0, 1000, 2, "a", T, 60, true),
+        (3, 100, 20, 1, "a", d, 20, false),
+        (4, 130, 20, 1, "a", d, 20, false),
+    ]);
+    let (r, log) = run_logged(&tr, &config, Policy::Tally, settings()).unwrap();
+    for h in [Preempt { t: 100, job: 2, by: 3 }, start(100, 3), start(120, 2), Preempt { t: 130, job: 1, by: 4 }, start(130, 4)] {
+        assert!(log.contains(&h), "{h:?} in {log:?}");
+    }
+    assert_eq!((r.score.preemptions, r.contract_violations, r.score.lost_gpu_hours), (2, 0, 0.0));
 }
 
 #[test]

@@ -1,11 +1,13 @@
-//! The suite's promises as tests (issue 10): the symmetric case is
-//! delivered, jobs that cannot checkpoint all finish, and two equal teams
-//! never preempt a job twice — each on several seeds (other instances of
-//! the same generators).
+//! The suite's promises as tests: the symmetric case is delivered, jobs
+//! that cannot checkpoint all finish, two equal teams never preempt a job
+//! twice, debug jobs start at once where their owners' contracts allow it,
+//! and every run the scheduler starts after preempting a job keeps its
+//! whole contract — each on several seeds (other instances of the same
+//! generators).
 
 use tally_config::Config;
-use tally_sim::sim::{run, Policy, Settings};
-use tally_sim::suite::{long_not_resumable, symmetric, Case};
+use tally_sim::sim::{run, run_logged, Happening, Policy, Settings};
+use tally_sim::suite::{debug_on_short_contracts, idle_returns, long_not_resumable, symmetric, Case};
 use tally_sim::trace::{Class, Trace, TraceJob};
 
 fn tally(case: &Case) -> tally_sim::sim::PolicyResult {
@@ -29,15 +31,17 @@ fn every_long_job_that_cannot_checkpoint_finishes() {
     for seed in 1..=3 {
         let case = long_not_resumable(seed);
         let training = case.trace.jobs.iter().filter(|j| j.class == Class::Training).count();
-        for max_requeues in [0, 1] {
+        for max_requeues in [None, Some(0), Some(1)] {
             let mut config = case.config.clone();
             config.contracts.max_requeues = max_requeues;
             let c = Case { config, ..case.clone() };
             let r = tally(&c);
-            assert_eq!(r.unfinished(), 0, "seed {seed}, max_requeues {max_requeues}");
+            assert_eq!(r.unfinished(), 0, "seed {seed}, max_requeues {max_requeues:?}");
             assert!(r.score.completed >= training, "seed {seed}: {} of {training} training jobs", r.score.completed);
-            assert!(r.score.max_requeues.allocated <= max_requeues, "seed {seed}: {:?}", r.score.max_requeues);
-            if max_requeues == 0 {
+            if let Some(max) = max_requeues {
+                assert!(r.score.max_requeues.allocated <= max, "seed {seed}: {:?}", r.score.max_requeues);
+            }
+            if max_requeues == Some(0) {
                 assert_eq!(r.score.lost_allocated_gpu_hours, 0.0, "seed {seed}: nothing allocated thrown away");
             }
         }
@@ -79,5 +83,56 @@ fn two_equal_teams_never_preempt_a_job_twice() {
         let r = tally(&case);
         assert!(r.score.preemptions > 0, "seed {seed}: the case must make the teams preempt");
         assert!(r.score.max_requeues.resumable <= 1, "seed {seed}: a job preempted {} times", r.score.max_requeues.resumable);
+    }
+}
+
+/// A full cluster of 8 h jobs that cannot checkpoint, with 2 h contracts
+/// their owners chose: debug jobs start within minutes (time-slicing), and
+/// what that throws away is reported, not hidden.
+#[test]
+fn debug_jobs_start_at_once_where_contracts_allow() {
+    for seed in 1..=2 {
+        let r = tally(&debug_on_short_contracts(seed));
+        let p90 = r.score.waits.get(&Class::Debug).and_then(|w| w.pct(90.0)).expect("debug jobs");
+        assert!(p90 <= 300, "seed {seed}: debug p90 {p90} s");
+        assert!(r.score.lost_gpu_hours > 0.0, "seed {seed}: time-slicing jobs that cannot checkpoint throws work away");
+        assert_eq!((r.contract_violations, r.unfinished()), (0, 0), "seed {seed}");
+    }
+}
+
+/// Read off the replay's own log, not the rule's bookkeeping: a job the
+/// scheduler preempted is never preempted again before its whole contract
+/// has run in its new run.
+#[test]
+fn every_run_after_a_preemption_keeps_its_whole_contract() {
+    for case in [debug_on_short_contracts(1), idle_returns(1)] {
+        let contract: std::collections::BTreeMap<u64, u64> = case.trace.jobs.iter().map(|j| (j.job_id, j.contract_s.min(8 * 3600))).collect();
+        let s = Settings { gpus: case.gpus, gpus_per_node: 8, ..Settings::default() };
+        let (_, log) = run_logged(&case.trace, &case.config, Policy::Tally, s).unwrap();
+        let mut started: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+        let mut preempted_before = std::collections::BTreeSet::new();
+        let mut checked = 0;
+        for h in &log {
+            match *h {
+                Happening::Start { t, job, .. } => {
+                    started.insert(job, t);
+                }
+                Happening::Preempt { t, job, .. } => {
+                    if preempted_before.contains(&job) && contract[&job] > 0 {
+                        let ran = t - started[&job];
+                        assert!(
+                            ran >= contract[&job],
+                            "{}: job {job} preempted {ran} s into a run after a preemption (contract {} s)",
+                            case.name,
+                            contract[&job]
+                        );
+                        checked += 1;
+                    }
+                    preempted_before.insert(job);
+                }
+                Happening::End { .. } => {}
+            }
+        }
+        assert!(checked > 0, "{}: some job must be preempted twice for the test to mean anything", case.name);
     }
 }

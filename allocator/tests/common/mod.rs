@@ -75,6 +75,27 @@ impl World {
     }
 }
 
+/// The cluster's default rules: the debug class and lane, contracts of at
+/// most 8 h, no requeue limit.
+pub static RULES: PriorityRules = PriorityRules {
+    quick_time_limit_s: priority::DEFAULT_QUICK_TIME_LIMIT_S,
+    debug_max_gpus: priority::DEFAULT_DEBUG_MAX_GPUS,
+    debug_max_contract_s: priority::DEFAULT_DEBUG_MAX_CONTRACT_S,
+    debug_lane: true,
+};
+pub static CONTRACTS: ContractRules = ContractRules {
+    max_s: contract::DEFAULT_MAX_CONTRACT_S,
+    unallocated_below_s: 0,
+    missing: MissingContract::Unallocated,
+    max_requeues: None,
+    long_jobs: LongJobs::Warn,
+};
+
+/// The preemption rule's moment at `NOW` under the default rules.
+pub fn moment(ent: &Entitlement) -> Moment<'_> {
+    Moment { ent, rules: &RULES, contracts: &CONTRACTS, now: NOW }
+}
+
 /// A running allocated job (`ran` seconds so far).
 pub fn running(id: u64, account: &str, gpus: u32, contract_s: u64, resumable: bool, ran: u64) -> Job {
     Job::new(id, account, "v").gpus(gpus).contract(contract_s, resumable).submitted(NOW - ran - 10).started(NOW - ran)

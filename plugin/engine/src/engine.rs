@@ -549,6 +549,13 @@ impl Engine {
         before != after
     }
 
+    /// The runs preempt/tally preempted ([`crate::preempted`]): their jobs'
+    /// next runs get their whole contracts. Returns how many notes were new
+    /// to the run book (a note is taken once, however often it is read).
+    pub fn note_preempted(&mut self, notes: &crate::preempted::Notes) -> usize {
+        notes.iter().filter(|n| self.snapshot.runs.preempted(u64::from(n.job_id), n.run_start_s)).count()
+    }
+
     /// Charge `v` as `job` (its facts now: frozen if this is a new run)
     /// for what it ran since it was last seen ([`tally_allocator::runs`]).
     fn observe(&mut self, v: &JobView, job: &Job, now: u64, alloc: &Allocation) -> f64 {

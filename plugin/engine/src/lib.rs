@@ -11,6 +11,9 @@
 //!   step ([`engine::PlanBoard`]).
 //! - [`submit`]: what job_submit/tally checks and rewrites.
 //! - [`statefile`]: atomic save and careful load of the ledger.
+//! - [`preempted`]: the runs preempt/tally preempted, written by it and
+//!   read by the priority plugin (a preempted job's next run gets its whole
+//!   contract).
 //! - [`worker`]: the background thread shape (tick, reload, stop) of every
 //!   plugin; [`follower`]: config and ledger followed from disk by the
 //!   job_submit and preempt plugins.
@@ -26,6 +29,7 @@ pub mod engine;
 pub mod follower;
 pub mod guard;
 pub mod planner;
+pub mod preempted;
 pub mod statefile;
 pub mod submit;
 pub mod view;

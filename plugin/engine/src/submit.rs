@@ -7,8 +7,9 @@
 //! contract in an account outside the tree (when `require_funded_account`),
 //! a GPU count that is not a power of two (when `power_of_two_gpus`), and a
 //! job that is not resumable with a time limit beyond the contract maximum
-//! when `long_jobs = "reject"` (with `"warn"` and `max_requeues` > 0 it is
-//! accepted with a warning sbatch prints). Accepted submissions get their
+//! when `long_jobs = "reject"` (with `"warn"`, the default, it is accepted
+//! with a warning sbatch prints: it may lose its work, unless
+//! `max_requeues = 0`). Accepted submissions get their
 //! comment normalised (`ContractRules::normalise_comment`), the user's other
 //! text kept.
 
@@ -160,6 +161,10 @@ pub fn check_update(config: &Config, u: &UpdateView) -> Result<Accepted, Rejecti
     if u.req.comment.is_none() {
         accepted.comment = None;
     }
+    if !u.pending {
+        // Its contract is fixed: what it may lose was said at submission.
+        accepted.warning = None;
+    }
     Ok(accepted)
 }
 
@@ -257,10 +262,13 @@ mod tests {
     #[test]
     fn long_jobs_that_cannot_checkpoint_are_warned_or_refused() {
         let day = SubmitView { time_limit_s: Some(86_400), ..view("contract=8h") };
-        // Default: never requeued, nothing to say.
-        assert_eq!(check(&config(""), &day), Ok(Accepted::default()));
-        let warn = check(&config("[contracts]\nmax_requeues = 1\n"), &day).unwrap();
+        // Default: it may lose its work, and is told so.
+        let warn = check(&config(""), &day).unwrap();
         assert!(warn.warning.as_deref().unwrap().starts_with("tally: warning: this job is not resumable and has a time limit of 1d"), "{warn:?}");
+        // Never requeued past its contract: nothing to say.
+        assert_eq!(check(&config("[contracts]\nmax_requeues = 0\n"), &day), Ok(Accepted::default()));
+        let warn = check(&config("[contracts]\nmax_requeues = 1\n"), &day).unwrap();
+        assert!(warn.warning.as_deref().unwrap().contains("may be requeued once"), "{warn:?}");
         let r = check(&config("[contracts]\nlong_jobs = \"reject\"\n"), &day).unwrap_err();
         assert_eq!(r.refusal, Refusal::TimeLimit);
         assert!(r.message.contains("Add `resumable` to the comment if it checkpoints"), "{}", r.message);

@@ -243,6 +243,13 @@ pub fn factors_list(items: impl IntoIterator<Item = Factors>) -> List {
 pub struct PreemptDataArg<'a>(*mut c_void, PhantomData<&'a mut c_void>);
 
 impl PreemptDataArg<'_> {
+    /// Slurm asks for a victim's grace time exactly when it preempts it
+    /// (`_job_check_grace_internal`, under `slurm_job_preempt`): the one
+    /// moment a preempt plugin learns that its answer was acted on.
+    pub fn preempts_now(kind: slurm_preempt_data_type_t) -> bool {
+        kind == PREEMPT_DATA_GRACE_TIME
+    }
+
     /// Answer `kind` the way preempt/tally does: ENABLED → `bool` true, MODE
     /// → `u16` requeue, GRACE_TIME → `u32` 0, PRIO → `u32` `prio()` (the
     /// victim rank, lowest preempted first). Any other kind, or no slot:

@@ -1,17 +1,22 @@
-//! `preempt/tally`: Slurm preempts by Tally's contract-aware, restorative rule.
+//! `preempt/tally`: Slurm preempts by Tally's contract-aware rule.
 //!
 //! slurm.conf: `PreemptType=preempt/tally`, `PreemptMode=REQUEUE`.
 //! `preempt_p_preemptable(victim, preemptor)` answers whether the victim is
 //! among `allocator::eligible_victims` of the preemptor: only allocated
-//! preemptors; unallocated victims always; allocated victims past their
-//! contract (and, when not resumable, with requeues left) only where the
-//! rule restores entitlement — the preemptor's side of the tree below its
-//! rate, the victim's side staying at or above its rate and above the
-//! preemptor's final share, counted over every victim eligible before it
-//! (so whichever of them Slurm takes, no side falls below its rate).
-//! Slurm sorts candidates by `PREEMPT_DATA_PRIO` ascending: we return
-//! `allocator::victim_rank` (unallocated, then resumable, then the rest;
-//! least work lost first). Every victim is requeued and keeps its comment.
+//! preemptors; unallocated victims always; allocated victims only past
+//! their contract, where the rule restores what another team is owed (the
+//! preemptor's side below its rate, the victim's side staying at or above
+//! it and above the preemptor's final share) or time-slices for a debug
+//! job (its own team's work, or a side that stays at or above its rate
+//! and keeps a higher share) — counted over every victim eligible before
+//! it, so whichever of them Slurm takes, no side falls below its rate.
+//! Slurm sorts one preemptor's candidates by `PREEMPT_DATA_PRIO`
+//! ascending: we return `allocator::victim_rank` for the preemptor asked
+//! last (unallocated, then resumable, then the rest; the closest in size,
+//! then the least work lost). Every victim is requeued and keeps its
+//! comment; Slurm asks for its grace time as it preempts it, and the run
+//! is noted (`tally_engine::preempted`) so that its next run gets its whole
+//! contract.
 //!
 //! The rule reads what every team runs *now*, and slurmctld calls these
 //! functions from inside its own walk of `job_list` (`list_for_each` holds
@@ -35,12 +40,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tally_allocator::{victim_rank, Entitlement, Job, Moment, VictimPool};
+use tally_allocator::{victim_rank, Entitlement, Job, Moment, RunBook, VictimPool};
 use tally_config::Config;
 use tally_engine::engine::{classify, entitlement_of, to_job};
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
 use tally_engine::now;
+use tally_engine::preempted::{self, Note, Notes};
 use tally_engine::statefile;
 use tally_engine::view::RunState;
 use tally_engine::worker::{Wake, Worker};
@@ -54,6 +60,15 @@ static LOGGER: SlurmLogger = SlurmLogger { prefix: "preempt/tally" };
 static FOLLOWER: Mutex<Option<Follower>> = Mutex::new(None);
 static LIVE: Mutex<Option<Snapshot>> = Mutex::new(None);
 static THREAD: Mutex<Option<Worker>> = Mutex::new(None);
+/// The runs Slurm preempted on our answer, and whether the file is behind.
+static NOTES: Mutex<Option<NoteBook>> = Mutex::new(None);
+
+/// [`NOTES`]: in memory on Slurm's call path, written by the thread.
+struct NoteBook {
+    notes: Notes,
+    path: Option<std::path::PathBuf>,
+    dirty: bool,
+}
 /// How often the thread copies the jobs.
 const REFRESH: Duration = Duration::from_secs(1);
 /// A copy older than this is not trusted for the restorative rule.
@@ -72,6 +87,10 @@ struct Snapshot {
     claimed: BTreeSet<u64>,
     /// Each preemptor asked since the copy and the victims offered to it.
     answers: BTreeMap<u32, BTreeSet<u32>>,
+    /// The preemptor asked last and its GPUs: Slurm sorts that
+    /// preemptor's candidates by `PREEMPT_DATA_PRIO` right after asking
+    /// about them.
+    last_preemptor: Option<(u32, u32)>,
 }
 
 impl Snapshot {
@@ -84,7 +103,7 @@ impl Snapshot {
             return v.clone();
         }
         let t = now();
-        let m = Moment { ent: &self.ent, max_requeues: self.config.contracts.max_requeues, now: t };
+        let m = Moment { ent: &self.ent, rules: &self.config.priority, contracts: &self.config.contracts, now: t };
         let claimed = &self.claimed;
         let pool = VictimPool::new(self.running.iter().filter(|j| !claimed.contains(&j.id)).map(|j| (j.id, j)), &m);
         let victims: BTreeSet<u64> = pool.for_preemptor(p, &m).into_iter().collect();
@@ -125,10 +144,65 @@ fn refresh(host: &Host) {
     };
     let views = host.copy_jobs().jobs;
     let t = now();
+    let runs = with_notes(runs);
     let jobs = classify(&config, &views, &runs, t, conf::preempt_window_s());
     let ent = entitlement_of(&config, &alloc, &jobs);
     let running = jobs.into_iter().zip(&views).filter(|(_, v)| v.state == RunState::Running).map(|((_, j), _)| j).collect();
-    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, claimed: BTreeSet::new(), answers: BTreeMap::new() });
+    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, claimed: BTreeSet::new(), answers: BTreeMap::new(), last_preemptor: None });
+    save_notes(t);
+}
+
+/// The run records followed from the ledger, with the runs noted here as
+/// preempted that the priority plugin has not taken in yet: a job this
+/// plugin just preempted is protected for its whole contract on its next
+/// run from the first copy after it starts.
+fn with_notes(runs: std::sync::Arc<RunBook>) -> std::sync::Arc<RunBook> {
+    let notes: Vec<Note> = lock(&NOTES).as_ref().map(|b| b.notes.iter().copied().collect()).unwrap_or_default();
+    let pending = |r: &RunBook, n: &Note| r.get(u64::from(n.job_id)).is_some_and(|rec| rec.preempted_run_s != n.run_start_s);
+    if !notes.iter().any(|n| pending(&runs, n)) {
+        return runs;
+    }
+    let mut own = (*runs).clone();
+    for n in &notes {
+        own.preempted(u64::from(n.job_id), n.run_start_s);
+    }
+    std::sync::Arc::new(own)
+}
+
+/// Write the notes when new ones came (atomically, no lock of Slurm's held).
+fn save_notes(t: u64) {
+    let (text_path, notes) = {
+        let mut book = lock(&NOTES);
+        let Some(b) = book.as_mut() else { return };
+        let before = b.notes.len();
+        b.notes.prune(t);
+        if b.notes.len() != before {
+            b.dirty = true;
+        }
+        if !b.dirty {
+            return;
+        }
+        b.dirty = false;
+        (b.path.clone(), b.notes.clone())
+    };
+    if let Some(path) = text_path {
+        if let Err(e) = preempted::save(&path, &notes) {
+            log::error!("cannot save the preemption notes to {}: {e}", path.display());
+            if let Some(b) = lock(&NOTES).as_mut() {
+                b.dirty = true;
+            }
+        }
+    }
+}
+
+/// Slurm is preempting `job` on our answer: note its run (memory only).
+fn note_preempted(job: JobArg<'_>) {
+    let Some(v) = job.view() else { return };
+    if let Some(b) = lock(&NOTES).as_mut() {
+        b.notes.note(Note { job_id: v.job_id, run_start_s: v.start_s, at_s: now() });
+        b.dirty = true;
+    }
+    log::debug!("job {} preempted (its run of {}): its next run gets its whole contract", v.job_id, v.start_s);
 }
 
 /// May `preemptor` (pending) preempt `preemptee` (running)?
@@ -140,6 +214,9 @@ fn may_preempt(preemptee: JobArg<'_>, preemptor: JobArg<'_>) -> bool {
     let mut live = lock(&LIVE);
     let Some(snap) = live.as_mut() else { return false };
     let stale = now() > snap.taken_at + STALE_S;
+    if snap.last_preemptor.map(|(id, _)| id) != Some(p_id) {
+        snap.last_preemptor = preemptor.view().map(|p| (p_id, p.gpus));
+    }
     if !stale {
         // Asked before since the copy: the same answer, no conversion.
         if let Some(victims) = snap.answers.get(&p_id) {
@@ -165,6 +242,16 @@ tally_ffi::export! {
     {
         slurm_log::init(&LOGGER);
         let state = conf::state_save_location().map(|d| statefile::path_in(std::path::Path::new(&d)));
+        let notes_path = conf::state_save_location().map(|d| preempted::path_in(std::path::Path::new(&d)));
+        let notes = match notes_path.as_deref().map(preempted::load) {
+            Some(Ok(n)) => n,
+            Some(Err(problem)) => {
+                log::warn!("{problem}: starting with no notes");
+                Notes::new()
+            }
+            None => Notes::new(),
+        };
+        *lock(&NOTES) = Some(NoteBook { notes, path: notes_path, dirty: false });
         let host = Host::lookup();
         follower::install(&FOLLOWER, state, host.is_some());
         if let Some(host) = host {
@@ -187,6 +274,8 @@ tally_ffi::export! {
         }
         follower::uninstall(&FOLLOWER);
         *lock(&LIVE) = None;
+        save_notes(now());
+        *lock(&NOTES) = None;
         SUCCESS
     }
 
@@ -210,10 +299,14 @@ tally_ffi::export! {
     }
 
     /// ENABLED → true, MODE → requeue, PRIO → the victim rank (lowest
-    /// preempted first), GRACE_TIME → 0 s; an error on a panic.
+    /// preempted first), GRACE_TIME → 0 s (and the run is noted: Slurm
+    /// asks it as it preempts the job); an error on a panic.
     fn preempt_p_get_data(job: JobArg<'_>, data_type: slurm_preempt_data_type_t, data: PreemptDataArg<'_>) -> c_int;
     fallback || ERROR;
     {
+        if PreemptDataArg::preempts_now(data_type) {
+            note_preempted(job);
+        }
         data.answer(data_type, || {
             let live = lock(&LIVE);
             let rank = live.as_ref().and_then(|snap| {
@@ -221,8 +314,8 @@ tally_ffi::export! {
                 // The victim as copied (its run's frozen contract); the
                 // class and loss need only the tree.
                 let v = snap.running.iter().find(|j| j.id == id)?;
-                let m = Moment { ent: &snap.ent, max_requeues: snap.config.contracts.max_requeues, now: now() };
-                Some(victim_rank(v, &m))
+                let m = Moment { ent: &snap.ent, rules: &snap.config.priority, contracts: &snap.config.contracts, now: now() };
+                Some(victim_rank(v, snap.last_preemptor.map(|(_, gpus)| gpus), &m))
             });
             rank.unwrap_or(u32::MAX)
         })

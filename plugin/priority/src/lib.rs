@@ -77,6 +77,8 @@ struct Shared {
     /// The jobs a host drain waited for at the last tick (job id, contract
     /// end): logged again only when that changes.
     drain_waits: Mutex<Vec<(u64, u64)>>,
+    /// The last problem reading preempt/tally's notes (said once).
+    notes_problem: Mutex<Option<String>>,
 }
 
 #[derive(Debug)]
@@ -144,7 +146,7 @@ tally_ffi::export! {
             Start::LastGood(c) => Some(c),
             Start::None => None,
         };
-        let shared = Arc::new(Shared { engine: Mutex::new(None), config_path, state_path, hold: Mutex::new(None), drain_waits: Mutex::new(Vec::new()) });
+        let shared = Arc::new(Shared { engine: Mutex::new(None), config_path, state_path, hold: Mutex::new(None), drain_waits: Mutex::new(Vec::new()), notes_problem: Mutex::new(None) });
         if let Some(config) = config {
             start_engine(&shared, config, t);
         }
@@ -250,6 +252,8 @@ fn tick(host: &Host, shared: &Shared) {
         return;
     }
     retry_held_ledger(shared, t);
+    // 0. The runs preempt/tally preempted since (read with no lock held).
+    let notes = read_notes(shared);
     // 1. Copy the jobs (and the node table) under the job READ lock:
     //    slurmctld's readers (RPCs, sprio) go on meanwhile.
     let mut copied = host.copy_jobs_and_nodes();
@@ -266,6 +270,10 @@ fn tick(host: &Host, shared: &Shared) {
         // nodes' typed GPUs (re-ranks only when it changed).
         if !copied.nodes.is_empty() && engine.set_gpu_inventory(tally_engine::view::gpu_inventory(&copied.nodes), t) {
             log::info!("GPU types: the cluster's capacity is now {:.1} budget units (from the nodes' GPUs)", engine.ranking().ent.capacity_gpus());
+        }
+        let fresh = notes.as_ref().map_or(0, |n| engine.note_preempted(n));
+        if fresh > 0 {
+            log::debug!("{fresh} runs preempted by preempt/tally: their jobs' next runs get their whole contracts");
         }
         let report = engine.tick(t, views, plan.as_deref());
         publish(engine);
@@ -292,6 +300,27 @@ fn tick(host: &Host, shared: &Shared) {
     );
     drop(report); // the previous views, freed with no lock held
     save(shared);
+}
+
+/// preempt/tally's notes of the runs it preempted (beside the ledger); a
+/// problem is logged once.
+fn read_notes(shared: &Shared) -> Option<tally_engine::preempted::Notes> {
+    let path = shared.state_path.as_deref()?.with_file_name(tally_engine::preempted::FILE_NAME);
+    let read = tally_engine::preempted::load(&path);
+    let mut said = lock(&shared.notes_problem);
+    match read {
+        Ok(n) => {
+            *said = None;
+            Some(n)
+        }
+        Err(problem) => {
+            if said.as_deref() != Some(problem.as_str()) {
+                log::warn!("{problem}: jobs preempted meanwhile restart without a fresh contract");
+                *said = Some(problem);
+            }
+            None
+        }
+    }
 }
 
 /// Requeue the jobs a drain lets go, and say what it waits for (again only

@@ -1,0 +1,193 @@
+//! The runs preempt/tally preempted: how the priority plugin learns that a
+//! requeue was the scheduler's own preemption, so that the job's next run
+//! is protected for its whole contract (`allocator::runs`, rule 4 of
+//! docs/design.md), while a requeue by its user or an admin is not.
+//!
+//! Slurm asks a preempt plugin for a victim's grace time exactly when it
+//! preempts it (`slurm_job_preempt` → `_job_check_grace_internal`, once per
+//! preemption, 22.05 and 24.11 alike), and never otherwise. preempt/tally
+//! notes the victim's run there ([`Notes::note`]: memory only, no IO on
+//! Slurm's call path); its thread writes the notes to
+//! `StateSaveLocation/tally/preempted.state` atomically ([`save`]); the
+//! priority plugin's thread reads them every recalculation ([`load`]) into
+//! its run book (`RunBook::preempted`, which takes a note before or after
+//! it saw the run end, and again without harm).
+//!
+//! ```text
+//! tally-preempted 1
+//! preempted 4711 1796080000 1796090000   # job, start of the run preempted, when
+//! ```
+//! Bounded: notes older than [`KEEP_S`] are dropped, and at most
+//! [`MAX_NOTES`] are kept (the newest). A bad line is skipped. A note lost
+//! in a crash (at most the last second's) costs its job the fresh
+//! contract, nothing else.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "preempted.state";
+const MAGIC: &str = "tally-preempted 1";
+/// Notes older than this are dropped: a requeued job starts again within
+/// minutes (Slurm's `cred_expire + 1` and the queue), and the priority
+/// plugin reads the file every recalculation.
+pub const KEEP_S: u64 = 86_400;
+/// The most notes kept (the newest): a day of a busy cluster's preemptions.
+pub const MAX_NOTES: usize = 65_536;
+/// The largest file read: [`MAX_NOTES`] lines of three numbers, with room.
+pub const MAX_BYTES: u64 = 8 << 20;
+
+/// One preempted run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Note {
+    pub job_id: u32,
+    /// When the run that was preempted had started (unix s).
+    pub run_start_s: u64,
+    /// When it was preempted (unix s).
+    pub at_s: u64,
+}
+
+/// The notes of preempt/tally, newest last.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notes {
+    notes: Vec<Note>,
+}
+
+impl Notes {
+    pub fn new() -> Notes {
+        Notes::default()
+    }
+
+    /// Note a preemption (a run seen twice is noted once).
+    pub fn note(&mut self, n: Note) {
+        if n.job_id == 0 || n.run_start_s == 0 || self.notes.iter().rev().take(64).any(|o| o.job_id == n.job_id && o.run_start_s == n.run_start_s) {
+            return;
+        }
+        self.notes.push(n);
+        if self.notes.len() > MAX_NOTES {
+            let excess = self.notes.len() - MAX_NOTES;
+            self.notes.drain(..excess);
+        }
+    }
+
+    /// Drop notes older than [`KEEP_S`] at `now`.
+    pub fn prune(&mut self, now: u64) {
+        self.notes.retain(|n| n.at_s.saturating_add(KEEP_S) > now);
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Note> {
+        self.notes.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.notes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.notes.is_empty()
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut s = String::with_capacity(16 + 32 * self.notes.len());
+        s.push_str(MAGIC);
+        s.push('\n');
+        for n in &self.notes {
+            s.push_str(&format!("preempted {} {} {}\n", n.job_id, n.run_start_s, n.at_s));
+        }
+        s
+    }
+
+    /// The notes of a file's text; bad lines are skipped and counted.
+    /// `None`: not a notes file at all.
+    pub fn parse(text: &str) -> Option<(Notes, usize)> {
+        let mut lines = text.lines();
+        if lines.next().map(str::trim) != Some(MAGIC) {
+            return None;
+        }
+        let mut notes = Notes::new();
+        let mut bad = 0;
+        for line in lines.map(str::trim).filter(|l| !l.is_empty()) {
+            let f: Vec<&str> = line.split_ascii_whitespace().collect();
+            let parsed = match f.as_slice() {
+                ["preempted", job, start, at] => job.parse().ok().zip(start.parse().ok()).zip(at.parse().ok()),
+                _ => None,
+            };
+            match parsed {
+                Some(((job_id, run_start_s), at_s)) => notes.note(Note { job_id, run_start_s, at_s }),
+                None => bad += 1,
+            }
+        }
+        Some((notes, bad))
+    }
+}
+
+/// `<state_save_location>/tally/preempted.state`
+pub fn path_in(state_save_location: &Path) -> PathBuf {
+    state_save_location.join("tally").join(FILE_NAME)
+}
+
+/// Write the notes atomically (0600, [`crate::statefile::save_atomic`]).
+pub fn save(path: &Path, notes: &Notes) -> io::Result<()> {
+    crate::statefile::save_atomic(path, &notes.to_text())
+}
+
+/// Read the notes; a missing file is no notes. Errors say what is wrong.
+pub fn load(path: &Path) -> Result<Notes, String> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Notes::new()),
+        Err(e) => return Err(format!("cannot open {}: {e}", path.display())),
+    };
+    let mut text = String::new();
+    f.take(MAX_BYTES + 1).read_to_string(&mut text).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_BYTES {
+        return Err(format!("{} is larger than {} MiB: not Tally's notes", path.display(), MAX_BYTES >> 20));
+    }
+    match Notes::parse(&text) {
+        Some((notes, 0)) => Ok(notes),
+        Some((notes, bad)) => {
+            log::warn!("{}: {bad} bad lines skipped", path.display());
+            Ok(notes)
+        }
+        None => Err(format!("{} is not Tally's preemption notes (first line is not `{MAGIC}`)", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_round_trip_bounded_and_deduplicated() {
+        let mut n = Notes::new();
+        n.note(Note { job_id: 7, run_start_s: 1000, at_s: 5000 });
+        n.note(Note { job_id: 7, run_start_s: 1000, at_s: 5001 });
+        n.note(Note { job_id: 0, run_start_s: 1000, at_s: 5001 });
+        n.note(Note { job_id: 8, run_start_s: 2000, at_s: 90_000 });
+        assert_eq!(n.len(), 2);
+        let (back, bad) = Notes::parse(&format!("{}garbage line\npreempted x 1 2\n", n.to_text())).unwrap();
+        assert_eq!((back, bad), (n.clone(), 2));
+        assert_eq!(Notes::parse("ledger\n"), None);
+        n.prune(5000 + KEEP_S);
+        assert_eq!(n.iter().map(|x| x.job_id).collect::<Vec<_>>(), vec![8]);
+        for i in 0..(MAX_NOTES as u32 + 10) {
+            n.note(Note { job_id: i + 1, run_start_s: 1, at_s: 100_000 });
+        }
+        assert_eq!(n.len(), MAX_NOTES);
+        assert_eq!(n.iter().last().map(|x| x.job_id), Some(MAX_NOTES as u32 + 10));
+    }
+
+    #[test]
+    fn saved_and_loaded() {
+        let dir = std::env::temp_dir().join(format!("tally-preempted-{}", std::process::id()));
+        let path = path_in(&dir);
+        assert_eq!(load(&path), Ok(Notes::new()), "missing: none");
+        let mut n = Notes::new();
+        n.note(Note { job_id: 42, run_start_s: 10, at_s: 20 });
+        save(&path, &n).unwrap();
+        assert_eq!(load(&path), Ok(n));
+        std::fs::write(&path, "nope\n").unwrap();
+        assert!(load(&path).unwrap_err().contains("not Tally's preemption notes"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
