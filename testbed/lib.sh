@@ -214,7 +214,8 @@ bed_with_tally() {
     export TALLY_ACCOUNTS=$2 TALLY_ENV=$3
     # Two GPU types (n1 H100s, n2 B200s) and a second partition (debug, on n1).
     export TALLY_GPU_TYPES="h100 b200" TALLY_DEBUG_PARTITION=1
-    export TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE'
+    # A requeued job may start again cred_expire + 1 s later (default 121 s).
+    export TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE\nAuthInfo=cred_expire=5'
     bash testbed/up.sh
     trap 'bash testbed/down.sh' EXIT
 }

@@ -349,7 +349,8 @@ fn e2e_7_contracts_protect_then_expire_and_resumable_victims_go_first() {
         std::thread::sleep(Duration::from_secs(2));
     }
     // Once the 1-minute contracts run out, the resumable job goes; the one
-    // that cannot checkpoint is never thrown away (max_requeues = 0).
+    // that cannot checkpoint (and has no time limit) is not thrown away
+    // before it ran the 8 h contract maximum.
     wait_until(90, "the preemptor to start after the contracts ran out", || state(p) == "RUNNING");
     println!("preemptor started {:.0} s after submission (contracts of 1 min)", started.elapsed().as_secs_f64());
     assert_ne!(state(resumable), "RUNNING", "the resumable victim was taken");
@@ -370,6 +371,55 @@ fn e2e_8_debug_job_starts_within_seconds_on_a_full_cluster() {
     let wait = t.elapsed().as_secs_f64();
     println!("debug job (2 GPUs, contract=10m) waited {wait:.1} s on a full cluster");
     assert_eq!(fillers.iter().filter(|&&f| state(f) != "RUNNING").count(), 1, "one filler made room");
+    clean();
+}
+
+/// How long job `id` has run (squeue's %M: `[[D-]HH:]MM:SS`), 0 if not running.
+fn ran_s(id: u32) -> u64 {
+    let t = field(id, "%M").unwrap_or_default();
+    let (days, rest) = t.split_once('-').map_or((0, t.as_str()), |(d, r)| (d.parse().unwrap_or(0), r));
+    let secs = rest.split(':').fold(0u64, |acc, p| acc * 60 + p.parse::<u64>().unwrap_or(0));
+    days * 86_400 + secs
+}
+
+#[test]
+fn e2e_15_a_run_started_after_a_preemption_keeps_its_whole_contract_a_requeue_does_not() {
+    clean();
+    // One node: an 8 h contract, never a victim here. The other: a
+    // resumable job with a 20 s contract.
+    let long = submit("cb", 8, "contract=8h", 900);
+    let r = submit("cb", 8, "contract=20s,resumable", 900);
+    wait_until(60, "both to run", || state(long) == "RUNNING" && state(r) == "RUNNING");
+    wait_until(60, "the 20 s contract to run out", || ran_s(r) >= 22);
+    // 1. A debug job of the same team takes it at once (time-slicing).
+    let t = Instant::now();
+    let d1 = submit("cb", 2, "contract=10s", 6);
+    wait_until(30, "the first debug job to start", || state(d1) == "RUNNING");
+    println!("debug job started {:.1} s after submission by time-slicing its team's job", t.elapsed().as_secs_f64());
+    assert_ne!(state(r), "RUNNING", "the job past its contract yielded");
+    assert_eq!(state(long), "RUNNING");
+    // 2. Its next run has a whole contract again: a second debug job waits.
+    wait_until(90, "the preempted job to run again", || state(r) == "RUNNING");
+    let back = Instant::now();
+    let d2 = submit("cb", 2, "contract=10s", 6);
+    while back.elapsed() < Duration::from_secs(15) {
+        assert_eq!(state(r), "RUNNING", "preempted {:.0} s into a run the scheduler started after preempting it", back.elapsed().as_secs_f64());
+        assert_eq!(state(d2), "PENDING");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    wait_until(45, "the second debug job once the new run's contract is over", || state(d2) == "RUNNING");
+    println!("second debug job started {:.1} s after the preempted job ran again (contract 20 s)", back.elapsed().as_secs_f64());
+    // 3. A requeue by an admin (or the user) buys no fresh contract: once
+    //    the job has used its contract, it is a victim from the first
+    //    second of its next run.
+    wait_until(90, "the job to run again", || state(r) == "RUNNING");
+    wait_until(60, "its contract to run out", || ran_s(r) >= 22);
+    sh("scontrol", &["requeue", &r.to_string()]);
+    wait_until(90, "the requeued job to run again", || state(r) == "RUNNING");
+    let again = Instant::now();
+    let d3 = submit("cb", 2, "contract=10s", 6);
+    wait_until(12, "a debug job to take the requeued job at once", || state(d3) == "RUNNING");
+    println!("third debug job started {:.1} s after the requeued job ran again", again.elapsed().as_secs_f64());
     clean();
 }
 
