@@ -140,6 +140,8 @@ pub struct Report {
     pub ahead: Option<Ahead>,
     pub blocks: Vec<Block>,
     pub preemption: Option<Preemption>,
+    /// A running job: what it would yield to.
+    pub yields: Option<Yields>,
     pub outlook: Option<Outlook>,
     /// The start estimate, or why there is none.
     pub forecast: Option<Result<ForecastFacts, String>>,
@@ -273,6 +275,33 @@ pub struct Preemption {
     /// Running jobs it may not take, with what protects each.
     pub protected: Vec<Victim>,
     pub protected_count: usize,
+    /// When the candidates and the free GPUs are not enough now: the first
+    /// contract end after which they are (in count; Slurm still needs them
+    /// on nodes that fit it), nothing else changing.
+    pub next: Option<NextChance>,
+}
+
+/// [`Preemption::next`].
+#[derive(Debug)]
+pub struct NextChance {
+    pub at: u64,
+    /// The jobs it may take then, in victim order.
+    pub victims: Vec<u64>,
+}
+
+/// A running job: what it would yield to once its contract is over.
+#[derive(Debug)]
+pub struct Yields {
+    /// When it may first be preempted by an allocated job (its contract's
+    /// end; now if it is past it).
+    pub from: u64,
+    /// Waiting jobs that may preempt it then (as the queue stands now),
+    /// first [`PROTECTED_LISTED`], with the rule that lets each.
+    pub to: Vec<Victim>,
+    pub count: usize,
+    /// Why nothing waiting may take it, when that is the answer for every
+    /// waiting job alike (a long job that cannot checkpoint, unallocated…).
+    pub note: Option<String>,
 }
 
 #[derive(Debug)]
@@ -354,6 +383,10 @@ pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], no
         let free = nodes.iter().filter(|n| n.in_partition(target.view.partition.as_deref())).map(NodeInfo::free).sum();
         preemption(config, &ranking, job, &running, free, now)
     });
+    let yields = (target.view.state == RunState::Running).then(|| {
+        let waiting: Vec<&Job> = jobs.iter().filter(|(c, _)| *c == tally_engine::engine::Counted::Waiting).map(|(_, j)| j).collect();
+        yields(config, &ranking, job, &waiting, now)
+    });
     let outlook = ranking.fs.standing(&account).filter(|_| config.tree.contains(&account)).map(|s| Outlook {
         account: account.clone(),
         used_gpu_hours: s.used_gpu_hours,
@@ -361,7 +394,7 @@ pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], no
         back: back_under(&snapshot.ledger, &account, s.allocated_gpu_hours, now),
     });
     let forecast = pending.then(|| forecast_start(config, snapshot, queue, &jobs, nodes, target, now));
-    Ok(Report { now, job: job_facts, team, levels, ahead, blocks, preemption, outlook, forecast })
+    Ok(Report { now, job: job_facts, team, levels, ahead, blocks, preemption, yields, outlook, forecast })
 }
 
 /// How far the start estimate looks.
@@ -677,6 +710,7 @@ fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], f
             free_gpus: free,
             protected: Vec::new(),
             protected_count: 0,
+            next: None,
         };
     }
     let eligible = eligible_victims(job, running.iter().copied(), &m);
@@ -707,7 +741,60 @@ fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], f
         .collect();
     let protected_count = protected.len();
     protected.truncate(PROTECTED_LISTED);
-    Preemption { refused: None, candidates, candidate_gpus, free_gpus: free, protected, protected_count }
+    let next = (candidate_gpus + free < job.gpus).then(|| next_chance(config, ranking, job, running, free, now)).flatten();
+    Preemption { refused: None, candidates, candidate_gpus, free_gpus: free, protected, protected_count, next }
+}
+
+/// The first contract end (of up to [`NEXT_CHANCES`]) after which the
+/// victims `job` may take, with the `free` GPUs, add up to what it asks,
+/// the rule asked at that moment.
+fn next_chance(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], free: u32, now: u64) -> Option<NextChance> {
+    let m = Moment { ent: &ranking.ent, rules: &config.priority, contracts: &config.contracts, now };
+    let mut ends: Vec<u64> = running.iter().map(|v| v.contract_left_s(now)).filter(|&l| l > 0).map(|l| now + l).collect();
+    ends.sort_unstable();
+    ends.dedup();
+    ends.into_iter().take(NEXT_CHANCES).find_map(|at| {
+        let later = Moment { now: at, ..m };
+        let victims = eligible_victims(job, running.iter().copied(), &later);
+        let gpus: u32 = victims.iter().map(|v| v.gpus).sum();
+        (gpus + free >= job.gpus).then(|| NextChance { at, victims: victims.iter().map(|v| v.id).collect() })
+    })
+}
+
+/// How many contract ends [`next_chance`] tries.
+const NEXT_CHANCES: usize = 256;
+
+/// What running `job` would yield to: the waiting allocated jobs that may
+/// preempt it once its contract is over, by the rule at that moment.
+fn yields(config: &Config, ranking: &Ranking, job: &Job, waiting: &[&Job], now: u64) -> Yields {
+    let from = now + job.contract_left_s(now);
+    let m = Moment { ent: &ranking.ent, rules: &config.priority, contracts: &config.contracts, now: from };
+    let mut to = Vec::new();
+    let mut refusals = std::collections::BTreeSet::new();
+    for p in waiting.iter().filter(|p| p.is_allocated(&ranking.ent)) {
+        match may_preempt(p, job, &m) {
+            Decision::Yes(class) => {
+                let why = if class == tally_allocator::VictimClass::Unallocated {
+                    "it is unallocated: any allocated job takes it".to_string()
+                } else if p.account == job.account {
+                    "a debug or quick job of its own team".to_string()
+                } else if config.priority.is_debug(p) {
+                    "a debug job of a team that keeps no higher a share of its rate (time-slicing), or one owed GPUs".to_string()
+                } else {
+                    "its team is owed GPUs (restoration)".to_string()
+                };
+                to.push(Victim { id: p.id, user: p.user.to_string(), account: p.account.to_string(), gpus: p.gpus, why });
+            }
+            Decision::No(r @ (Refusal::LongJob | Refusal::NotResumable { .. } | Refusal::RequeuesSpent(_))) => {
+                refusals.insert(refusal_words(&r, config, from));
+            }
+            Decision::No(_) => {}
+        }
+    }
+    let count = to.len();
+    to.truncate(PROTECTED_LISTED);
+    let note = (count == 0 && refusals.len() == 1).then(|| refusals.into_iter().next()).flatten();
+    Yields { from, to, count, note }
 }
 
 // ---- words and formats -------------------------------------------------------------------------
@@ -934,6 +1021,35 @@ impl Report {
             }
             out.push_str(&rows.to_string());
         }
+        if let Some(p) = &self.preemption {
+            if let Some(n) = &p.next {
+                let ids: Vec<String> = n.victims.iter().map(u64::to_string).collect();
+                out.push_str(&format!(
+                    "  next chance: {}, when it may take {} (enough GPUs in count; nothing else changing)\n",
+                    when(n.at, self.now),
+                    ids.join(", ")
+                ));
+            }
+        }
+        if let Some(y) = &self.yields {
+            out.push('\n');
+            let from =
+                if y.from > self.now { format!("once its contract ends, {}", when(y.from, self.now)) } else { "now (past its contract)".to_string() };
+            if y.count == 0 {
+                out.push_str(&format!("Yields: {from}, to nothing waiting now{}\n", y.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default()));
+            } else {
+                out.push_str(&format!("Yields: {from}, to {} waiting job{} as the queue stands\n", y.count, if y.count == 1 { "" } else { "s" }));
+                let mut rows = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::left(0)]).indent("  ");
+                rows.row(["JOBID", "USER", "ACCOUNT", "GPUS", "WHY IT MAY TAKE THESE GPUS"]);
+                for v in &y.to {
+                    rows.row([v.id.to_string(), v.user.clone(), v.account.clone(), v.gpus.to_string(), v.why.clone()]);
+                }
+                if y.count > y.to.len() {
+                    rows.text(format!("  … and {} more", y.count - y.to.len()));
+                }
+                out.push_str(&rows.to_string());
+            }
+        }
         if let Some(f) = &self.forecast {
             out.push('\n');
             match f {
@@ -1025,6 +1141,10 @@ impl Report {
                 "candidates": p.candidates.iter().map(victim_json).collect::<Vec<_>>(),
                 "protected": p.protected.iter().map(victim_json).collect::<Vec<_>>(),
                 "protected_count": p.protected_count,
+                "next_chance": p.next.as_ref().map(|n| json!({"at": n.at, "victims": n.victims})),
+            })),
+            "yields": self.yields.as_ref().map(|y| json!({
+                "from": y.from, "count": y.count, "to": y.to.iter().map(victim_json).collect::<Vec<_>>(), "note": y.note,
             })),
         })
     }
@@ -1116,6 +1236,37 @@ mod tests {
         let team = r.team.unwrap();
         assert_eq!((team.account.as_str(), team.now.running, team.now.demand), ("climate", 0.0, 8.0));
         assert_eq!(r.levels.iter().map(|l| l.account.as_str()).collect::<Vec<_>>(), ["climate", "science", "root"]);
+    }
+
+    #[test]
+    fn when_it_may_preempt_next_and_what_a_running_job_yields_to() {
+        let r = report("17");
+        // As captured: alice's jobs cannot checkpoint and have no time limit
+        // (long jobs): nobody takes them before they ran 8 h.
+        let r = report("13");
+        let y = r.yields.as_ref().unwrap();
+        assert_eq!((y.from, y.count), (NOW + 116 * 60 + 35, 0));
+        assert!(y.note.as_deref().unwrap().starts_with("cannot checkpoint and has run 2h of the 8h contract maximum"), "{y:?}");
+        assert!(r.text().contains("Yields: once its contract ends, 2026-12-03 16:34 UTC (in 1h56m35s), to nothing waiting now"), "{}", r.text());
+        assert!(report("17").preemption.unwrap().next.is_none(), "long jobs: no chance within 8 h of contracts");
+        // Had they been resumable: carol's job 17 (climate, owed GPUs) may
+        // take them when their contracts end, and each says so.
+        let (config, snapshot, mut queue, nodes) = setup();
+        for q in queue.iter_mut().filter(|q| q.view.user.as_ref() == "alice") {
+            q.view.comment =
+                q.view.comment.as_deref().map(|c| c.replace("contract=2h", "contract=2h,resumable").replace("contract=1h", "contract=1h,resumable"));
+        }
+        let r = explain(&config, &snapshot, &queue, &nodes, "17", NOW).unwrap();
+        let n = r.preemption.as_ref().unwrap().next.as_ref().expect("a next chance");
+        assert_eq!(n.at, NOW + 116 * 60 + 35, "job 18's 4 GPUs at 15:34 are not enough; the others' at 16:34 are");
+        // Climate is owed 2.4 GPUs: two of pretrain's 8-GPU jobs may go
+        // (cumulatively: pretrain keeps a higher share), highest id first.
+        assert_eq!(n.victims, [15, 14]);
+        let r = explain(&config, &snapshot, &queue, &nodes, "13", NOW).unwrap();
+        let y = r.yields.unwrap();
+        let carol = y.to.iter().find(|v| v.id == 17).expect("job 17 among them");
+        assert_eq!(carol.why, "its team is owed GPUs (restoration)");
+        assert_eq!(y.to.iter().map(|v| v.id).collect::<Vec<_>>(), [17, 20, 22], "{y:?}");
     }
 
     #[test]

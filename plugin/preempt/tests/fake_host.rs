@@ -28,16 +28,18 @@ fn the_rule_in_a_fake_slurmctld() {
         let get_data = lib.get::<extern "C" fn(*mut job_record_t, u32, *mut c_void) -> c_int>(b"preempt_p_get_data").unwrap();
         assert_eq!(init(), 0);
 
-        // busy runs 10 allocated GPUs (above its rate of 8), idle runs 2 and
-        // waits with a debug job: idle may take 2 GPUs back from busy, once.
+        // busy runs 10 allocated GPUs (above its rate of 8), idle runs 6 and
+        // waits with a debug job: idle may take 2 GPUs back from busy, once,
+        // and time-slice its own job past its contract.
         let mut p = job(1, "idle", "bob", "contract=15m", 2);
         let mut unalloc = job(10, "busy", "alice", "", 2).running_since(3600);
         let mut inside = job(11, "busy", "alice", "contract=8h", 6).running_since(3600);
         let mut past_resumable = job(12, "busy", "alice", "contract=1m,resumable", 2).running_since(3600);
         let mut past = job(13, "busy", "alice", "contract=1m", 2).running_since(3600);
         let mut own_team_past = job(14, "idle", "bob", "contract=1m", 2).running_since(3600);
+        let mut own_team_resumable = job(16, "idle", "bob", "contract=1m,resumable", 4).running_since(3600);
         let mut pending = job(15, "busy", "alice", "", 2);
-        for j in [&mut p, &mut unalloc, &mut inside, &mut past_resumable, &mut past, &mut own_team_past, &mut pending] {
+        for j in [&mut p, &mut unalloc, &mut inside, &mut past_resumable, &mut past, &mut own_team_past, &mut own_team_resumable, &mut pending] {
             host.add_job(j);
         }
         // As slurmctld asks: from inside its own walk of job_list.
@@ -51,8 +53,9 @@ fn the_rule_in_a_fake_slurmctld() {
         assert!(may(&mut unalloc), "unallocated work is preemptible");
         assert!(!may(&mut inside), "never inside a contract");
         assert!(may(&mut past_resumable), "past contract, busy stays at its rate");
-        assert!(!may(&mut past), "not resumable: never requeued (max_requeues = 0)");
-        assert!(!may(&mut own_team_past), "a team never preempts itself");
+        assert!(!may(&mut past), "not resumable, no time limit: not thrown away before the 8 h maximum");
+        assert!(!may(&mut own_team_past), "nor time-sliced (it may run longer than any contract)");
+        assert!(may(&mut own_team_resumable), "the debug job time-slices its own team's job past its contract");
         assert!(!may(&mut pending), "pending jobs are not victims");
         let mut itself = job(1, "idle", "bob", "contract=15m", 2);
         assert!(!with_lock(|| preemptable(itself.ptr(), itself.ptr())), "preemptee == preemptor");
@@ -83,8 +86,15 @@ fn the_rule_in_a_fake_slurmctld() {
         assert_eq!(get_data(unalloc.ptr(), PREEMPT_DATA_MODE, (&mut mode as *mut u16).cast()), 0);
         assert_eq!(mode, PREEMPT_MODE_REQUEUE);
         let mut grace: u32 = 99;
-        assert_eq!(get_data(unalloc.ptr(), PREEMPT_DATA_GRACE_TIME, (&mut grace as *mut u32).cast()), 0);
+        assert_eq!(get_data(past_resumable.ptr(), PREEMPT_DATA_GRACE_TIME, (&mut grace as *mut u32).cast()), 0);
         assert_eq!(grace, 0);
+        // Slurm asks the grace time as it preempts: the run is noted, and the
+        // thread writes the note for the priority plugin.
+        let notes = dir.join("tally").join("preempted.state");
+        let want = format!("preempted 12 {} ", tally_fakehost::now() - 3600);
+        wait_until("the note of job 12's preempted run", Duration::from_secs(10), || {
+            std::fs::read_to_string(&notes).is_ok_and(|t| t.starts_with("tally-preempted 1\n") && t.contains(&want))
+        });
         let rank = |j: &mut FakeJob| {
             let mut r: u32 = 0;
             assert_eq!(with_lock(|| get_data(j.ptr(), PREEMPT_DATA_PRIO, (&mut r as *mut u32).cast())), 0);
@@ -92,7 +102,7 @@ fn the_rule_in_a_fake_slurmctld() {
         };
         let order = [rank(&mut unalloc), rank(&mut past_resumable), rank(&mut inside)];
         assert!(order.windows(2).all(|w| w[0] < w[1]), "unallocated < resumable < inside: {order:?}");
-        assert_eq!(rank(&mut past) >> 30, 3, "a job with no requeue left is no victim");
+        assert_eq!(rank(&mut past) >> 30, 3, "a long job that cannot checkpoint is no victim before the maximum");
         assert_eq!(get_data(unalloc.ptr(), 77, (&mut grace as *mut u32).cast()), -1, "unknown request");
         assert_eq!(fini(), 0);
     }
