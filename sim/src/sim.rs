@@ -348,6 +348,9 @@ impl<'a> Sim<'a> {
         }
         let origin = trace.jobs.first().map_or(0, |j| j.submit_s);
         let mut jobs = Vec::with_capacity(trace.jobs.len());
+        // One shared name per account (the queue walk tells teams apart by
+        // address first, as the plugin's copies share theirs).
+        let mut names: BTreeMap<&str, Arc<str>> = BTreeMap::new();
         for tj in &trace.jobs {
             let team = match team_index.get(&tj.account) {
                 Some(&i) => i,
@@ -367,7 +370,7 @@ impl<'a> Sim<'a> {
             let ask = config.weight_of(gpu_type.as_deref());
             let job = Job {
                 id: tj.job_id,
-                account: tj.account.as_str().into(),
+                account: names.entry(tj.account.as_str()).or_insert_with(|| Arc::from(tj.account.as_str())).clone(),
                 user: tj.user.as_str().into(),
                 contract,
                 gpus: tj.gpus,
