@@ -50,13 +50,13 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     print!("{table}");
 
     // 2. Now: each team runs its multiple of its rate (one running job,
-    // past its contract), and every team waits with more.
+    // resumable, past its contract), and every team waits with more.
     let mut running = Vec::new();
     let mut load = Load::new(tree);
     for (i, &id) in teams.iter().enumerate() {
         let gpus_busy = (alloc.rate_gpus(id) * USAGE_FACTORS[i % USAGE_FACTORS.len()]).round() as u32;
         if gpus_busy > 0 {
-            let job = Job::new(10 + i as u64, &tree.node(id).name, "demo").contract(H, false).gpus(gpus_busy).started(NOW - 2 * H);
+            let job = Job::new(10 + i as u64, &tree.node(id).name, "demo").contract(H, true).gpus(gpus_busy).started(NOW - 2 * H);
             load.run(id, gpus_busy);
             running.push(job);
         }
@@ -143,7 +143,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         let why = match may_preempt(&debug, v, &m) {
             Decision::Yes(c) => format!("may preempt ({c:?})"),
             Decision::No(Refusal::InsideContract(left)) => format!("protected: {} of contract left", format_duration(left)),
-            Decision::No(r) => format!("no ({r:?})"),
+            Decision::No(r) => format!("no: {}", crate::explain::refusal_words(&r, &config, NOW)),
         };
         table.row([v.id.to_string(), v.account.to_string(), v.gpus.to_string(), v.contract.canonical(), why]);
     }

@@ -665,7 +665,7 @@ fn blocks(q: &QueueJob, nodes: &[NodeInfo], now: u64) -> Vec<Block> {
     out
 }
 
-fn refusal_words(r: &Refusal, config: &Config, now: u64) -> String {
+pub(crate) fn refusal_words(r: &Refusal, config: &Config, now: u64) -> String {
     match r {
         Refusal::SameJob => "the same job".to_string(),
         Refusal::PreemptorUnallocated => "your job is unallocated: unallocated jobs never preempt".to_string(),
