@@ -1240,7 +1240,6 @@ mod tests {
 
     #[test]
     fn when_it_may_preempt_next_and_what_a_running_job_yields_to() {
-        let r = report("17");
         // As captured: alice's jobs cannot checkpoint and have no time limit
         // (long jobs): nobody takes them before they ran 8 h.
         let r = report("13");
