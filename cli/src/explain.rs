@@ -1005,19 +1005,10 @@ impl Report {
             }
             let mut rows = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::left(0)]).indent("  ");
             if !p.candidates.is_empty() {
-                rows.row(["candidate", "USER", "ACCOUNT", "GPUS", "WHY IT MAY GO"]);
-                for v in &p.candidates {
-                    rows.row([v.id.to_string(), v.user.clone(), v.account.clone(), v.gpus.to_string(), v.why.clone()]);
-                }
+                victim_rows(&mut rows, ["candidate", "WHY IT MAY GO"], &p.candidates, p.candidates.len(), "");
             }
             if !p.protected.is_empty() {
-                rows.row(["protected", "USER", "ACCOUNT", "GPUS", "WHAT PROTECTS IT"]);
-                for v in &p.protected {
-                    rows.row([v.id.to_string(), v.user.clone(), v.account.clone(), v.gpus.to_string(), v.why.clone()]);
-                }
-                if p.protected_count > p.protected.len() {
-                    rows.text(format!("  … and {} more running jobs", p.protected_count - p.protected.len()));
-                }
+                victim_rows(&mut rows, ["protected", "WHAT PROTECTS IT"], &p.protected, p.protected_count, " running jobs");
             }
             out.push_str(&rows.to_string());
         }
@@ -1040,13 +1031,7 @@ impl Report {
             } else {
                 out.push_str(&format!("Yields: {from}, to {} waiting job{} as the queue stands\n", y.count, if y.count == 1 { "" } else { "s" }));
                 let mut rows = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::left(0)]).indent("  ");
-                rows.row(["JOBID", "USER", "ACCOUNT", "GPUS", "WHY IT MAY TAKE THESE GPUS"]);
-                for v in &y.to {
-                    rows.row([v.id.to_string(), v.user.clone(), v.account.clone(), v.gpus.to_string(), v.why.clone()]);
-                }
-                if y.count > y.to.len() {
-                    rows.text(format!("  … and {} more", y.count - y.to.len()));
-                }
+                victim_rows(&mut rows, ["JOBID", "WHY IT MAY TAKE THESE GPUS"], &y.to, y.count, "");
                 out.push_str(&rows.to_string());
             }
         }
@@ -1147,6 +1132,18 @@ impl Report {
                 "from": y.from, "count": y.count, "to": y.to.iter().map(victim_json).collect::<Vec<_>>(), "note": y.note,
             })),
         })
+    }
+}
+
+/// A head row (`[first column, last column]`), a row per job, and how many
+/// more there were (`count` in all, `more` names them).
+fn victim_rows(rows: &mut Table, head: [&str; 2], listed: &[Victim], count: usize, more: &str) {
+    rows.row([head[0], "USER", "ACCOUNT", "GPUS", head[1]]);
+    for v in listed {
+        rows.row([v.id.to_string(), v.user.clone(), v.account.clone(), v.gpus.to_string(), v.why.clone()]);
+    }
+    if count > listed.len() {
+        rows.text(format!("  … and {} more{more}", count - listed.len()));
     }
 }
 
