@@ -55,10 +55,10 @@ fn rule_sets() -> [ContractRules; 4] {
             max_s: 3600,
             unallocated_below_s: 600,
             missing: MissingContract::Default(Contract::new(1800, false)),
-            max_requeues: 2,
+            max_requeues: Some(2),
             long_jobs: LongJobs::Warn,
         },
-        ContractRules { missing: MissingContract::Reject, long_jobs: LongJobs::Reject, max_requeues: 1, ..d },
+        ContractRules { missing: MissingContract::Reject, long_jobs: LongJobs::Reject, max_requeues: Some(1), ..d },
         ContractRules {
             max_s: u64::MAX,
             unallocated_below_s: u64::MAX,

@@ -88,6 +88,8 @@ fn state_seed_is_what_the_code_writes() {
             weight: Weight::ONE,
             contract: Contract::new(7200, false),
             earlier_s: 0,
+            prev_start_s: 0,
+            preempted_run_s: 0,
         },
     );
     s.runs.insert(
@@ -103,6 +105,8 @@ fn state_seed_is_what_the_code_writes() {
             weight: Weight::ONE,
             contract: Contract::new(3600, true),
             earlier_s: 600,
+            prev_start_s: 0,
+            preempted_run_s: 0,
         },
     );
     s.runs.set_legacy_mark(4700, 1_796_000_000);
