@@ -149,7 +149,6 @@ fn refresh(host: &Host) {
     let ent = entitlement_of(&config, &alloc, &jobs);
     let running = jobs.into_iter().zip(&views).filter(|(_, v)| v.state == RunState::Running).map(|((_, j), _)| j).collect();
     *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, claimed: BTreeSet::new(), answers: BTreeMap::new(), last_preemptor: None });
-    save_notes(t);
 }
 
 /// The run records followed from the ledger, with the runs noted here as
@@ -259,6 +258,8 @@ tally_ffi::export! {
                 if wake != Wake::Stop {
                     refresh(&host);
                 }
+                // Written whatever the copy found (even with no config).
+                save_notes(now());
                 REFRESH
             });
         }

@@ -91,7 +91,7 @@ fn the_rule_in_a_fake_slurmctld() {
         // Slurm asks the grace time as it preempts: the run is noted, and the
         // thread writes the note for the priority plugin.
         let notes = dir.join("tally").join("preempted.state");
-        let want = format!("preempted 12 {} ", tally_fakehost::now() - 3600);
+        let want = format!("preempted 12 {} ", past_resumable.rec.start_time);
         wait_until("the note of job 12's preempted run", Duration::from_secs(10), || {
             std::fs::read_to_string(&notes).is_ok_and(|t| t.starts_with("tally-preempted 1\n") && t.contains(&want))
         });
