@@ -126,8 +126,15 @@ pub struct UpdateView {
     pub new_limit: bool,
     /// The job as it is: its comment, account and time limit.
     pub job: SubmitView,
-    /// The job has not started (a requeued job is pending again).
+    /// The job has never run ([`never_ran`]).
     pub pending: bool,
+}
+
+/// Has `job` never run? Its contract is fixed once it first runs, nothing
+/// else: a pending job's start time may be the backfill's estimate, and a
+/// requeued job (Slurm counts its restarts) has run.
+pub fn never_ran(job: &crate::view::JobView) -> bool {
+    job.state == crate::view::RunState::Pending && job.restarts == 0
 }
 
 /// Check an update: a pending job's new comment, time limit or GPUs are
@@ -244,6 +251,19 @@ mod tests {
         let r = check_update(&c, &update(view_raw(""), "contract=2h", true)).unwrap_err();
         assert_eq!(r.refusal, Refusal::Contract);
         assert!(r.message.contains("no contract given"), "{}", r.message);
+    }
+
+    #[test]
+    fn a_contract_is_fixed_when_the_job_first_runs_not_when_backfill_plans_it() {
+        use crate::view::{JobView, RunState};
+        let pending = JobView::pending(7, "u".into());
+        assert_eq!(pending.state, RunState::Pending);
+        assert!(never_ran(&pending));
+        // Backfill wrote its start estimate: still never ran.
+        assert!(never_ran(&JobView { start_s: 1_796_000_000, ..pending.clone() }));
+        assert!(!never_ran(&JobView { state: RunState::Running, start_s: 1_796_000_000, ..pending.clone() }));
+        // Requeued: it ran.
+        assert!(!never_ran(&JobView { restarts: 1, ..pending }));
     }
 
     #[test]

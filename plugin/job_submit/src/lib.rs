@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex};
 use tally_config::Config;
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
-use tally_engine::submit::{check, check_update, Refusal, SubmitView, UpdateView};
-use tally_engine::view::RunState;
+use tally_engine::submit::{check, check_update, never_ran, Refusal, SubmitView, UpdateView};
 use tally_ffi::abi::{DescArg, ErrMsgArg, SUCCESS};
 use tally_ffi::host::Host;
 use tally_ffi::slurm_log::{self, SlurmLogger};
@@ -120,11 +119,12 @@ tally_ffi::export_job_modify! {
         let (Some(req), Some(job)) = (job_desc.view(), job_ptr.view()) else {
             return SUCCESS;
         };
+        let pending = never_ran(&job);
         let u = UpdateView {
             req,
             new_limit: job_desc.sets_time_limit(),
             job: SubmitView { comment: job.comment, account: job.account.as_deref().map(str::to_string), time_limit_s: job.time_limit_s, ..SubmitView::default() },
-            pending: job.state == RunState::Pending && job.start_s == 0,
+            pending,
         };
         match check_update(&config, &u) {
             Ok(accepted) => {
