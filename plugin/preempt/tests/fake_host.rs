@@ -48,7 +48,10 @@ fn the_rule_in_a_fake_slurmctld() {
             host.inside_job_list_walk(|| preemptable(vp, pp))
         };
         // The plugin's thread copies the jobs every second.
-        wait_until("the preemption thread to see the jobs", Duration::from_secs(10), || ask(&mut unalloc, &mut p));
+        // (A copy may race the jobs' creation: wait for one with the last.)
+        wait_until("the preemption thread to see the jobs", Duration::from_secs(10), || {
+            ask(&mut unalloc, &mut p) && ask(&mut own_team_resumable, &mut p)
+        });
         let mut may = |v: &mut FakeJob| ask(v, &mut p);
         assert!(may(&mut unalloc), "unallocated work is preemptible");
         assert!(!may(&mut inside), "never inside a contract");
