@@ -133,6 +133,9 @@ struct State {
     /// `[cluster.gpu_types]`): the capacity the allocation is computed on.
     inventory: Inventory,
     ledger_read: Option<Instant>,
+    /// Follow the ledger's run records too (preempt/tally; job_submit/tally
+    /// needs only the config).
+    follow_ledger: bool,
     complained: bool,
 }
 
@@ -175,8 +178,8 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
         new_source = Some((follow, m)); // do not repeat the same errors every second
     }
     let period = config.as_ref().map_or(60, |(c, _)| c.calc_period_s.max(1));
-    let ledger_due = changed || ledger_read.is_none_or(|t| t.elapsed() >= Duration::from_secs(period));
     let mut s = lock(st);
+    let ledger_due = s.follow_ledger && (changed || ledger_read.is_none_or(|t| t.elapsed() >= Duration::from_secs(period)));
     s.source = new_source;
     if config.is_none() && !s.complained {
         log::error!("no usable config ({}): see the errors above", config_path.display());
@@ -220,8 +223,9 @@ fn refresh(st: &Mutex<State>, force: bool) -> Duration {
 
 impl Follower {
     /// Load now (so the plugin is ready at once) and, when `background`,
-    /// keep following in a thread (inside slurmctld only).
-    pub fn start(config_path: PathBuf, state_path: Option<PathBuf>, background: bool) -> Follower {
+    /// keep following in a thread (inside slurmctld only); the ledger's run
+    /// records too when `follow_ledger`.
+    pub fn start(config_path: PathBuf, state_path: Option<PathBuf>, follow_ledger: bool, background: bool) -> Follower {
         let state = Arc::new(Mutex::new(State {
             config_path,
             state_path,
@@ -230,6 +234,7 @@ impl Follower {
             runs: Arc::new(RunBook::new()),
             inventory: Inventory::new(),
             ledger_read: None,
+            follow_ledger,
             complained: false,
         }));
         refresh(&state, true);
@@ -273,11 +278,13 @@ impl Follower {
     }
 }
 
-/// `init` of a plugin that only follows the config (and the ledger),
-/// its logger installed: start a [`Follower`] in `slot` (following in a
-/// thread when `background`: inside slurmctld only).
-pub fn install(slot: &Mutex<Option<Follower>>, state_path: Option<PathBuf>, background: bool) {
-    *lock(slot) = Some(Follower::start(tally_config::default_path(), state_path, background));
+/// `init` of a plugin that only follows the config in force (the active
+/// copy beside the ledger at `state_path`, else tally.toml) and, when
+/// `follow_ledger`, the ledger's run records, its logger installed: start
+/// a [`Follower`] in `slot` (following in a thread when `background`:
+/// inside slurmctld only).
+pub fn install(slot: &Mutex<Option<Follower>>, state_path: Option<PathBuf>, follow_ledger: bool, background: bool) {
+    *lock(slot) = Some(Follower::start(tally_config::default_path(), state_path, follow_ledger, background));
 }
 
 /// `fini` of such a plugin: stop and join the follower.
@@ -332,7 +339,7 @@ mod tests {
     fn followers_run_on_the_active_copy_not_on_an_unreconfigured_edit() {
         let (toml, state) = files("follow");
         // No active copy: tally.toml itself.
-        let f = Follower::start(toml.clone(), Some(state.clone()), false);
+        let f = Follower::start(toml.clone(), Some(state.clone()), true, false);
         assert_eq!(f.config().unwrap().contracts.max_s, 8 * 3600);
         // The priority plugin accepted a config with a 4h maximum.
         write_active(&state, &format!("{GOOD}[contracts]\nmax = \"4h\"\n"));
@@ -341,7 +348,7 @@ mod tests {
         refresh(&f.state, false);
         assert_eq!(f.config().unwrap().contracts.max_s, 4 * 3600);
         // No config at all: None (job_submit fails open, preempt closed).
-        let g = Follower::start(toml.with_file_name("missing.toml"), None, false);
+        let g = Follower::start(toml.with_file_name("missing.toml"), None, true, false);
         assert!(g.config().is_none() && g.allocated().is_none());
     }
 
@@ -349,7 +356,7 @@ mod tests {
     fn followers_rank_on_the_gpus_per_type_the_priority_plugin_saved() {
         let (toml, state) = files("types");
         std::fs::write(&toml, format!("{GOOD}[cluster.gpu_types]\nb200 = 2.5\n")).unwrap();
-        let f = Follower::start(toml.clone(), Some(state.clone()), false);
+        let f = Follower::start(toml.clone(), Some(state.clone()), true, false);
         assert_eq!(f.allocated().unwrap().1.capacity.units, 8.0);
         // The priority plugin counted 4 B200s on the nodes and saved them.
         statefile::save_atomic(&state, "tally-state 2\ngeometry 3600 604800\ngpus b200 4\n").unwrap();

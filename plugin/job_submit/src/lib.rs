@@ -26,8 +26,9 @@ use std::sync::{Arc, Mutex};
 use tally_config::Config;
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
+use tally_engine::statefile;
 use tally_engine::submit::{check, check_update, never_ran, Refusal, SubmitView, UpdateView};
-use tally_ffi::abi::{DescArg, ErrMsgArg, SUCCESS};
+use tally_ffi::abi::{conf, DescArg, ErrMsgArg, SUCCESS};
 use tally_ffi::host::Host;
 use tally_ffi::slurm_log::{self, SlurmLogger};
 
@@ -63,12 +64,14 @@ fn config_or(what: impl FnOnce() -> String) -> Option<Arc<Config>> {
 }
 
 tally_ffi::export! {
-    /// Follow the config in force (a thread inside slurmctld only).
+    /// Follow the config in force: priority/tally's active copy, the last
+    /// good config (a thread inside slurmctld only), as preempt/tally does.
     fn init() -> c_int;
     fallback || SUCCESS;
     {
         slurm_log::init(&LOGGER);
-        follower::install(&FOLLOWER, None, Host::lookup().is_some());
+        let state = conf::state_save_location().map(|d| statefile::path_in(std::path::Path::new(&d)));
+        follower::install(&FOLLOWER, state, false, Host::lookup().is_some());
         SUCCESS
     }
 

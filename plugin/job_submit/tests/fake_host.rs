@@ -124,8 +124,27 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
         assert_eq!(with_lock(|| modify(&mut *d, r.ptr(), 1000)), 0, "the user's own text may change");
         assert_eq!(fini(), 0);
 
-        // No usable config: submissions go through unchecked (fail-open).
+        // The config in force is priority/tally's active copy (the last
+        // good one), not tally.toml: an edit nobody reconfigured changes
+        // nothing, and a broken file at a restart leaves the last good one.
+        let active = dir.join("tally").join("tally.toml.active");
+        std::fs::create_dir_all(active.parent().unwrap()).unwrap();
+        std::fs::write(&active, "[cluster]\ngpus = 16\n[contracts]\nmax = \"4h\"\n[accounts.nlp]\nshare = 50\n").unwrap();
+        std::fs::write(&config, "[cluster]\ngpus = 16\n[contracts]\nmax = \"8h\"\n[accounts.nlp]\nshare = 50\n").unwrap();
+        assert_eq!(init(), 0);
+        let mut d = desc("contract=6h", "", NO_VAL);
+        assert_eq!(run(&mut d).0, ESLURM_INVALID_TIME_VALUE as c_int, "the active copy's 4h maximum, not the edited file's 8h");
+        assert_eq!(fini(), 0);
         std::fs::write(&config, "[accounts.nlp]\nshare = 500\n").unwrap();
+        assert_eq!(init(), 0);
+        for c in ["contract=9h", "contract=1x"] {
+            let mut d = desc(c, "", NO_VAL);
+            assert_eq!(run(&mut d).0, ESLURM_INVALID_TIME_VALUE as c_int, "{c}: checked by the last good config");
+        }
+        assert_eq!(fini(), 0);
+
+        // No usable config at all: submissions go through unchecked (fail-open).
+        std::fs::remove_file(&active).unwrap();
         assert_eq!(init(), 0);
         let mut d = desc("contract=9h", "", NO_VAL);
         assert_eq!(run(&mut d).0, 0);

@@ -252,7 +252,7 @@ tally_ffi::export! {
         };
         *lock(&NOTES) = Some(NoteBook { notes, path: notes_path, dirty: false });
         let host = Host::lookup();
-        follower::install(&FOLLOWER, state, host.is_some());
+        follower::install(&FOLLOWER, state, true, host.is_some());
         if let Some(host) = host {
             *lock(&THREAD) = Worker::start("tally-preempt", "the preemption thread", move |wake| {
                 if wake != Wake::Stop {
