@@ -3,7 +3,7 @@
 //! reports read. Pure: strings in, strings out.
 //!
 //! ```text
-//! tally-state 2
+//! tally-state 3
 //! saved_at 1796083200
 //! geometry 3600 604800            # bucket_s window_s
 //! run 4711 1796080000 3140 1796083140 1 8 7200 0 0 pretrain alice
@@ -35,6 +35,10 @@
 //! <job> <unix s>` marks) are read: the mark becomes the record of the run
 //! when the job is next seen.
 //!
+//! (Every line after the first ends with ` ~` and its checksum, left out
+//! above: [`seal`]. A torn write or a hand-edited record fails it and is
+//! skipped, never believed; version 2 files, without checksums, are read.)
+//!
 //! Reading is lenient line by line: a bad line is skipped and reported
 //! ([`Parsed::skipped`]), so one damaged line costs one record, not the
 //! ledger. `owe`, `load`, `gpus` and `requeue` records and a run's weight came after
@@ -53,8 +57,9 @@ use std::fmt::Write as _;
 use thiserror::Error;
 
 const MAGIC: &str = "tally-state";
-/// The version this code writes.
-pub const VERSION: u32 = 2;
+/// The version this code writes. Version 3: every line after the first
+/// ends with its checksum ([`seal`]).
+pub const VERSION: u32 = 3;
 /// The most GPU-seconds one `use` line may hold: the ledger's range (sums
 /// saturate there, and what saturated reads back the same). Above it is
 /// damage, not usage.
@@ -192,7 +197,18 @@ impl Snapshot {
         for (gpu_type, n) in &self.inventory {
             let _ = writeln!(s, "gpus {} {n}", gpu_type.as_deref().map_or("-".to_string(), escape));
         }
-        s
+        // Every record line sealed with its checksum (the header stays as
+        // it is: its version says how to read the rest).
+        let mut out = String::with_capacity(s.len() + s.len() / 4);
+        for (i, line) in s.lines().enumerate() {
+            if i == 0 {
+                out.push_str(line);
+            } else {
+                out.push_str(&seal(line));
+            }
+            out.push('\n');
+        }
+        out
     }
 
     /// Parse a saved state into a ledger of the given geometry. Usage saved
@@ -216,7 +232,8 @@ impl Snapshot {
         let mut old_bucket_s = bucket_s;
         let mut legacy = BTreeMap::new();
         for (i, line) in lines {
-            if let Err(what) = parse_line(line, &mut snap, &mut old_bucket_s, &mut legacy) {
+            let record = if version >= 3 && !line.trim().is_empty() { unseal(line) } else { Ok(line) };
+            if let Err(what) = record.and_then(|r| parse_line(r, &mut snap, &mut old_bucket_s, &mut legacy)) {
                 skipped.push((i + 1, what));
             }
         }
@@ -225,6 +242,26 @@ impl Snapshot {
         }
         Ok(Parsed { snapshot: snap, skipped })
     }
+}
+
+/// `line ~xxxxxxxx`: the line and its FNV-1a (32-bit) checksum in hex, so
+/// that a torn write or a hand edit of a record is found, not believed.
+pub fn seal(line: &str) -> String {
+    format!("{line} ~{:08x}", fnv1a(line.as_bytes()))
+}
+
+/// The record of a sealed line; `Err` says why it is not to be believed.
+pub fn unseal(line: &str) -> Result<&str, String> {
+    let (record, sum) = line.rsplit_once(" ~").ok_or_else(|| "no checksum (a torn or edited line)".to_string())?;
+    let want = u32::from_str_radix(sum.trim_end(), 16).map_err(|_| "checksum field is not hex (a torn or edited line)".to_string())?;
+    if sum.trim_end().len() != 8 || fnv1a(record.as_bytes()) != want {
+        return Err("checksum does not match (a torn or edited line)".into());
+    }
+    Ok(record)
+}
+
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &mut BTreeMap<u64, u64>) -> Result<(), String> {
@@ -414,10 +451,37 @@ mod tests {
         let text = s.to_text();
         assert!(text.contains("\nowe 0 a 6500 "), "{text}");
         assert!(text.contains(" b Jane%20Doe "), "{text}");
-        assert!(text.contains("\nrun 42 1000 8000 9000 1 2 7200 1 5 a 100%25%20me\nrequeue 42 500 500\n"), "{text}");
-        assert!(text.contains("\nrun 44 2000 10 2010 1 8 3600 0 0 b u 2.2\n"), "{text}");
-        assert!(text.ends_with("\ngpus - 8\ngpus b200 32\n"), "{text}");
+        let sealed = |l: &str| format!("\n{}\n", seal(l));
+        assert!(text.starts_with("tally-state 3\n"), "{text}");
+        assert!(text.contains(&sealed("run 42 1000 8000 9000 1 2 7200 1 5 a 100%25%20me")), "{text}");
+        assert!(text.contains(&sealed("requeue 42 500 500")), "{text}");
+        assert!(text.contains(&sealed("run 44 2000 10 2010 1 8 3600 0 0 b u 2.2")), "{text}");
+        assert!(text.ends_with(&format!("{}{}", sealed("gpus - 8"), &sealed("gpus b200 32")[1..])), "{text}");
         assert_eq!(Snapshot::parse(&text, 3600, 7 * 86_400), Ok(Parsed { snapshot: s, skipped: vec![] }));
+    }
+
+    #[test]
+    fn a_torn_or_edited_record_is_found_not_believed() {
+        let mut l = Ledger::new(3600, 7 * 86_400).unwrap();
+        l.charge(&UsageKey::new("pretrain", "alice"), 1, 0, 2_830);
+        l.charge(&UsageKey::new("vision", "bob"), 1, 0, 100);
+        let text = Snapshot::new(l).to_text();
+        let use_line = text.lines().find(|l| l.starts_with("use") && l.contains("pretrain")).unwrap();
+        // Cut in the middle of the number (a torn write), or the number edited.
+        let cut = &use_line[..use_line.find("alice ").unwrap() + "alice 2".len()];
+        let edited = use_line.replace(" 2830 ", " 1 ");
+        for bad in [cut.to_string(), edited] {
+            let damaged = text.replace(use_line, &bad);
+            let p = Snapshot::parse(&damaged, 3600, 7 * 86_400).unwrap();
+            assert_eq!(p.skipped.len(), 1, "{damaged}");
+            assert!(p.skipped[0].1.contains("a torn or edited line"), "{:?}", p.skipped);
+            let u = p.snapshot.ledger.usage(100);
+            assert_eq!(u.account_gpu_hours("pretrain"), 0.0, "the damaged record is not believed");
+            assert!(u.account_gpu_hours("vision") > 0.0, "the others are kept");
+        }
+        // Version 2 files (no checksums) are still read.
+        let v2 = Snapshot::parse("tally-state 2\nuse 0 a u 3600\n", 3600, 7 * 86_400).unwrap();
+        assert!(v2.skipped.is_empty());
     }
 
     #[test]
@@ -449,7 +513,7 @@ mod tests {
     fn a_bad_line_costs_that_line_only() {
         assert_eq!(parse("garbage", 3600, 3600), Err(StateError::NotState));
         assert_eq!(parse("", 3600, 3600), Err(StateError::NotState));
-        assert_eq!(parse("tally-state 3\nuse 1 a u 5\n", 3600, 3600), Err(StateError::Newer(3)));
+        assert_eq!(parse("tally-state 4\nuse 1 a u 5\n", 3600, 3600), Err(StateError::Newer(4)));
         let p = Snapshot::parse("tally-state 2\nuse 1 a u\nuse 1 a u NaN\nfrobnicate\nuse 1 b v 5\n", 3600, 3600).unwrap();
         assert_eq!(p.skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 3, 4]);
         assert_eq!(p.skipped[2].1, "unknown record `frobnicate`");

@@ -255,7 +255,9 @@ fn a_new_install_seeds_its_ledger_from_the_history() {
     let gpu_s: f64 = text
         .lines()
         .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
+            // A record and its checksum (` ~xxxxxxxx`).
+            let (record, _) = l.rsplit_once(" ~")?;
+            let f: Vec<&str> = record.split(' ').collect();
             (f.len() == 5 && f[0] == "use" && f[2] == "pretrain").then(|| f[4].parse::<f64>().unwrap())
         })
         .sum();

@@ -121,6 +121,8 @@ fn used_gpu_s(account: &str) -> f64 {
     let text = std::fs::read_to_string(format!("{RUN_DIR}/state/tally/ledger.state")).unwrap_or_default();
     text.lines()
         .filter_map(|l| {
+            // A record and its checksum (` ~xxxxxxxx`, version 3 on).
+            let l = l.rsplit_once(" ~").map_or(l, |(record, _)| record);
             let f: Vec<&str> = l.split(' ').collect();
             (f.len() == 5 && f[0] == "use" && f[2] == account).then(|| f[4].parse::<f64>().unwrap_or(0.0))
         })

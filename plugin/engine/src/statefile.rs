@@ -6,7 +6,10 @@
 //! new state, never half of one, and nobody else can read or swap it.
 //!
 //! Loading never loses what the file holds:
-//! - a bad line costs that line (reported), not the ledger;
+//! - a bad line costs that line (reported), not the ledger, and the file
+//!   as it was is kept beside it (`ledger.state.damaged-<time>`); every
+//!   line carries a checksum, so a torn write or a hand edit is found, not
+//!   believed; bytes that are not UTF-8 are damage like any other;
 //! - a file that is not a Tally state at all is moved aside (never
 //!   deleted) and Tally starts from an empty ledger;
 //! - a file that cannot be read now (an IO error, even `EMFILE`; larger
@@ -75,6 +78,15 @@ pub fn load(path: &Path, bucket_s: u64, window_s: u64, now: u64, euid: u32) -> L
         Err(Unread::NotState(problem)) => set_aside(path, problem, now),
         Err(Unread::Missing) => Loaded::Missing,
         Err(Unread::Held(problem)) => Loaded::Held { problem },
+        Ok(Loaded::Ok { snapshot, skipped, mut warnings }) if !skipped.is_empty() => {
+            // A damaged file is kept as it was (the next save replaces it).
+            let aside = path.with_file_name(format!("{FILE_NAME}.damaged-{now}"));
+            warnings.push(match fs::copy(path, &aside) {
+                Ok(_) => format!("{} bad lines skipped; the file as it was is kept at {}", skipped.len(), aside.display()),
+                Err(e) => format!("{} bad lines skipped; could not keep a copy at {}: {e}", skipped.len(), aside.display()),
+            });
+            Loaded::Ok { snapshot, skipped, warnings }
+        }
         Ok(l) => l,
     }
 }
@@ -110,8 +122,11 @@ fn read(path: &Path, bucket_s: u64, window_s: u64, euid: Option<u32>) -> Result<
             MAX_BYTES >> 20
         )));
     }
-    let mut text = String::new();
-    f.take(MAX_BYTES + 1).read_to_string(&mut text).map_err(|e| Unread::Held(format!("cannot read: {e}")))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| Unread::Held(format!("cannot read: {e}")))?;
+    // Bytes that are not UTF-8 are damage, not a reason to stop saving: the
+    // lines they touch fail their checksums (or the header), the rest stands.
+    let text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let mut warnings = Vec::new();
     if meta.mode() & 0o077 != 0 {
         warnings.push(format!("mode {:04o}: others can read or change it (Tally writes it 0600)", meta.mode() & 0o7777));
@@ -209,15 +224,31 @@ mod tests {
         let path = path_in(&dir);
         assert!(matches!(load(&path, 3600, 7200, 5, owner(&path)), Loaded::Missing));
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        // One bad line: skipped, the rest kept, the file untouched.
+        // One bad line: skipped, the rest kept, the file untouched and a
+        // copy of it kept beside it.
         fs::write(&path, "tally-state 2\nuse x\nuse 0 a u 5\n").unwrap();
         match load(&path, 3600, 7200, 42, owner(&path)) {
-            Loaded::Ok { snapshot, skipped, .. } => {
+            Loaded::Ok { snapshot, skipped, warnings } => {
                 assert_eq!(skipped.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2]);
                 assert_eq!(snapshot.ledger.entries().count(), 1);
+                assert!(warnings.iter().any(|w| w.contains("ledger.state.damaged-42")), "{warnings:?}");
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(fs::read_to_string(path.with_file_name("ledger.state.damaged-42")).unwrap(), "tally-state 2\nuse x\nuse 0 a u 5\n");
+        // Bytes that are not UTF-8 (4 KiB of noise): not a state, set
+        // aside, and saving goes on (it was held forever before).
+        let noise: Vec<u8> = (0u32..4096).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        assert!(std::str::from_utf8(&noise).is_err());
+        fs::write(&path, &noise).unwrap();
+        assert!(matches!(load(&path, 3600, 7200, 43, owner(&path)), Loaded::SetAside { moved_to: Some(_), .. }));
+        assert!(!path.exists());
+        // A ledger whose second line is noise: that line skipped, the rest read.
+        let mut text = b"tally-state 2\n".to_vec();
+        text.extend_from_slice(&[0xff, 0xfe, b'\n']);
+        text.extend_from_slice(b"use 0 a u 5\n");
+        fs::write(&path, &text).unwrap();
+        assert!(matches!(load(&path, 3600, 7200, 44, owner(&path)), Loaded::Ok { ref skipped, .. } if skipped.len() == 1));
         // A newer version: held, left in place.
         fs::write(&path, "tally-state 99\n").unwrap();
         assert!(matches!(load(&path, 3600, 7200, 42, owner(&path)), Loaded::Held { .. }));

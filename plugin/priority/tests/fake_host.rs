@@ -142,7 +142,7 @@ fn plugin_in_a_fake_slurmctld() {
         // ---- fini joins the thread and saves the ledger
         assert_eq!(fini(), 0);
         let state = std::fs::read_to_string(dir.join("tally/ledger.state")).expect("ledger saved");
-        assert!(state.starts_with("tally-state 2\n"), "{state}");
+        assert!(state.starts_with("tally-state 3\n"), "{state}");
         // The config it ran on is the active copy job_submit and preempt follow.
         let active = std::fs::read_to_string(dir.join("tally/tally.toml.active")).expect("active copy");
         assert!(active.contains("[accounts.idle]"), "{active}");
@@ -209,7 +209,7 @@ fn plugin_in_a_fake_slurmctld() {
         reconfig(false); // the next tick reads again (nothing there now) and saves
         wait_until("the ledger to be saved again", Duration::from_secs(10), || ledger.is_file());
         assert_eq!(fini(), 0);
-        assert!(std::fs::read_to_string(&ledger).unwrap().starts_with("tally-state 2\n"));
+        assert!(std::fs::read_to_string(&ledger).unwrap().starts_with("tally-state 3\n"));
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use tally_allocator::state::seal;
 
 const CONFIG: &str = r#"
 [cluster]
@@ -301,7 +302,7 @@ fn a_b200_hour_is_charged_its_weight() {
     e.tick(T0 + 7200, &[jobs[0].clone(), untyped_now, jobs[2].clone(), jobs[3].clone()], None);
     assert!((e.usage_by_account(T0 + 7200)["b"] - 2.0 * (8.0 * 2.2 + 2.0)).abs() < 1e-9);
     let text = e.state_text(T0 + 7200);
-    assert!(text.contains("\nrun 2 1796083200 7200 1796090400 1 8 3600 0 0 b bob 2.2\n"), "{text}");
+    assert!(text.contains(&format!("\n{}\n", seal("run 2 1796083200 7200 1796090400 1 8 3600 0 0 b bob 2.2"))), "{text}");
     // What b runs now, in budget units: 8 × 2.2 + 2.
     let t = e.ranking().ent.team("b").unwrap();
     assert!((t.running - 19.6).abs() < 1e-9, "{t:?}");
@@ -347,7 +348,7 @@ fn the_nodes_gpus_per_type_set_the_capacity() {
     assert!((e.ranking().ent.team("a").unwrap().rate - cap / 2.0).abs() < 1e-9);
     // Saved with the ledger, read back by a restart (and the reports).
     let text = e.state_text(T0);
-    assert!(text.ends_with("gpus b200 8\ngpus h100 8\n"), "{text}");
+    assert!(text.ends_with(&format!("{}\n{}\n", seal("gpus b200 8"), seal("gpus h100 8"))), "{text}");
     let snap = Snapshot::parse(&text, 3600, 7 * 86_400).unwrap().snapshot;
     let again = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), Some(snap.clone()), T0);
     assert!((again.ranking().ent.capacity_gpus() - cap).abs() < 1e-9);
