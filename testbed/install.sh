@@ -18,13 +18,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SLURM_PKGS=(slurmctld slurmd slurm-client libslurm-dev slurm-wlm-basic-plugins-dev slurmdbd)
 if [[ $TB_SLURM_RELEASE == 22.05 ]]; then
-    # dpkg-dev: make deb (dpkg-shlibdeps, dpkg-architecture).
-    OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils
+    # dpkg-dev: make deb (dpkg-shlibdeps, dpkg-architecture); sudo: the private reports'
+    # end-to-end test runs the sudoers set-up docs/reports.md gives.
+    OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils sudo
                 cmake g++ libclang-dev dpkg-dev)
     WHAT="cmake and libclang for HiGHS, dpkg-dev for the package"
 else
-    # findutils: find of lib.sh; libstdc++6: target/release/tally (HiGHS is C++).
-    OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils hostname
+    # findutils: find of lib.sh; libstdc++6: target/release/tally (HiGHS is C++); sudo: as above.
+    OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils hostname sudo
                 findutils libstdc++6)
     WHAT="munge and MariaDB"
 fi

@@ -59,16 +59,25 @@ pub struct ExplainArgs {
 }
 
 pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
-    let (_, config) = crate::config_at(args.config)?;
+    let mut others = Vec::new();
+    if args.squeue_json.is_some() {
+        others.push("--squeue-json");
+    }
+    if args.sinfo_json.is_some() {
+        others.push("--sinfo-json");
+    }
+    if args.now.is_some() {
+        others.push("--now");
+    }
+    let live::Live { config, state, private_for, .. } = live::open("explain", live::Chosen { config: args.config, state: args.state, others })?;
     let config = Arc::new(config);
-    let state = live::ledger_path(args.state)?;
     let snapshot = live::read_snapshot(&state, &config)?;
     let now = args.now.unwrap_or_else(live::now);
     let mut names = Names::new();
     let queue = slurm_json::parse_squeue(&slurm_output("squeue", args.squeue_json)?, &mut names)?;
     let nodes = slurm_json::parse_sinfo(&nodes_output(args.sinfo_json)?)?;
     let report = explain(&config, &snapshot, &queue, &nodes, &args.job, now)?;
-    if let Some(me) = live::private_view_for(&config) {
+    if let Some(me) = private_for {
         let mine = live::accounts_of(&me, &config, &snapshot);
         if report.job.user != me && !mine.contains(&report.job.account) {
             return Err(format!(

@@ -28,7 +28,7 @@ pub fn state_save_location(conf: &Path) -> Result<PathBuf, String> {
 pub fn ledger_path(state: Option<PathBuf>) -> Result<PathBuf, String> {
     match state {
         Some(s) => Ok(s),
-        None => Ok(state_save_location(&slurm_conf())?.join("tally").join("ledger.state")),
+        None => Ok(state_save_location(&slurm_conf())?.join("tally").join(LEDGER_NAME)),
     }
 }
 
@@ -60,28 +60,155 @@ pub fn read_snapshot(path: &Path, config: &Config) -> Result<Snapshot, String> {
     }
 }
 
-/// Who runs the report: the user sudo ran it for, else the process's user.
-pub fn caller() -> (String, u32) {
-    use std::os::unix::fs::MetadataExt;
-    let uid = std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid());
-    if let Ok(u) = std::env::var("SUDO_USER") {
-        if uid == 0 && !u.is_empty() {
-            return (u, u32::MAX);
-        }
+/// Who a report is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: String,
+    pub uid: u32,
+    /// Run by sudo for another user: the process holds privileges (root's
+    /// or SlurmUser's) that the caller does not, so nothing the caller
+    /// chose may decide what they see.
+    pub through_sudo: bool,
+}
+
+/// Who runs the report. Under sudo (`SUDO_UID`, set by sudo, differs from
+/// the process's real uid) the user sudo ran it for, else the process's
+/// real user. A user who sets `SUDO_UID` by hand only narrows their own
+/// view: the process still has nothing but their own rights.
+pub fn caller() -> Caller {
+    let ruid = real_uid();
+    caller_from(ruid, std::env::var("SUDO_UID").ok().as_deref(), std::env::var("SUDO_USER").ok().as_deref(), || user_name(ruid))
+}
+
+/// [`caller`] from its inputs (pure, for the tests).
+fn caller_from(ruid: u32, sudo_uid: Option<&str>, sudo_user: Option<&str>, own_name: impl FnOnce() -> String) -> Caller {
+    match (sudo_uid.and_then(|u| u.trim().parse::<u32>().ok()), sudo_user) {
+        (Some(uid), Some(name)) if uid != ruid && !name.is_empty() => Caller { name: name.to_string(), uid, through_sudo: true },
+        _ => Caller { name: own_name(), uid: ruid, through_sudo: false },
     }
-    let name = std::process::Command::new("id")
-        .arg("-un")
+}
+
+/// The process's real uid (`/proc/self/status`: `Uid: real effective ...`).
+fn real_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().next()?.parse().ok()))
+        .unwrap_or(u32::MAX)
+}
+
+/// The name of a uid, through NSS (`getent passwd`, so LDAP users too).
+fn user_name(uid: u32) -> String {
+    std::process::Command::new("getent")
+        .args(["passwd", &uid.to_string()])
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    (name, uid)
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).split(':').next().map(str::to_string))
+        .unwrap_or_default()
 }
 
-/// `SlurmUser=` of slurm.conf (default `root`, as Slurm's).
-pub fn slurm_user() -> String {
-    std::fs::read_to_string(slurm_conf())
+/// The files a live report reads and who it is for, decided before
+/// anything the caller chose is read (docs/reports.md, "Who sees what").
+#[derive(Debug)]
+pub struct Live {
+    pub config: Config,
+    pub state: PathBuf,
+    /// `Some(user)`: the view is private to that user's accounts.
+    pub private_for: Option<String>,
+}
+
+/// What the caller asked for that names a file: the config, the ledger,
+/// saved Slurm output, an output file, a time other than now. Each is
+/// `(flag, given)`.
+#[derive(Debug, Default)]
+pub struct Chosen {
+    pub config: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    /// Other flags that read or write files of the caller's choosing.
+    pub others: Vec<&'static str>,
+}
+
+/// Where Slurm's commands find slurm.conf when `SLURM_CONF` is not set.
+pub const SITE_SLURM_CONF: &str = "/etc/slurm/slurm.conf";
+
+/// Open a live report for the caller.
+///
+/// Run directly, the process has the caller's own rights: their
+/// `--config`, `--state`, `$TALLY_CONFIG` and `$SLURM_CONF` are used, and
+/// the view is private unless they are an admin (root, SlurmUser, or in
+/// `[reports] admins`). They can only read a ledger its mode lets them read.
+///
+/// Run by sudo for another user, the cluster's own files decide, whatever
+/// the environment says: slurm.conf at [`SITE_SLURM_CONF`] (for
+/// `SlurmUser` and `StateSaveLocation`), the config in force (priority/tally's
+/// active copy, `StateSaveLocation/tally/tally.toml.active`; before
+/// slurmctld first ran with Tally, /etc/slurm/tally.toml) and the ledger
+/// beside it. An admin may then choose other files; anyone else is refused
+/// with what they may do instead.
+pub fn open(command: &str, chosen: Chosen) -> Result<Live, String> {
+    let caller = caller();
+    if !caller.through_sudo {
+        let (_, config) = crate::config_at(chosen.config)?;
+        let state = ledger_path(chosen.state)?;
+        let admin = is_admin(&caller, &slurm_user(&slurm_conf()), &config);
+        let private_for = (config.reports.private && !admin).then(|| caller.name.clone());
+        return Ok(Live { config, state, private_for });
+    }
+    // Under sudo: what the caller's environment says is not the cluster's.
+    // (Edition 2021: single-threaded here, before any command is spawned,
+    // so Slurm's commands run later find the site's slurm.conf too.)
+    std::env::remove_var("SLURM_CONF");
+    std::env::remove_var("TALLY_CONFIG");
+    let conf = PathBuf::from(SITE_SLURM_CONF);
+    let site = |e: String| format!("run through sudo, tally reads the cluster's own files and no others: {e}");
+    let dir = state_save_location(&conf).map_err(|e| site(e.replace(" (give --state)", "")))?.join("tally");
+    let active = dir.join(tally_engine::follower::ACTIVE_NAME);
+    let site_config_path = if active.exists() { active } else { PathBuf::from(tally_config::DEFAULT_PATH) };
+    let (_, site_config) = crate::config_at(Some(site_config_path)).map_err(site)?;
+    let site_state = dir.join(LEDGER_NAME);
+    let slurm_user = slurm_user(&conf);
+    if is_admin(&caller, &slurm_user, &site_config) {
+        let (config, state) = match chosen.config {
+            Some(c) => (crate::config_at(Some(c))?.1, chosen.state.unwrap_or(site_state)),
+            None => (site_config, chosen.state.unwrap_or(site_state)),
+        };
+        return Ok(Live { config, state, private_for: None });
+    }
+    let mut given: Vec<&str> = Vec::new();
+    if chosen.config.is_some() {
+        given.push("--config");
+    }
+    if chosen.state.is_some() {
+        given.push("--state");
+    }
+    given.extend(chosen.others.iter().copied());
+    if !given.is_empty() {
+        return Err(format!(
+            "{}: `tally {command}` runs through sudo for {}, who is not a Tally admin, so it reads the cluster's own config ({}) and ledger ({}); \
+             {} may be given by admins only (root, SlurmUser {slurm_user}, or [reports] admins): leave {} out",
+            given.join(", "),
+            caller.name,
+            site_config.source,
+            site_state.display(),
+            if given.len() == 1 { "it" } else { "these" },
+            if given.len() == 1 { "it" } else { "them" },
+        ));
+    }
+    let private_for = site_config.reports.private.then(|| caller.name.clone());
+    Ok(Live { config: site_config, state: site_state, private_for })
+}
+
+/// The file name of the ledger in `StateSaveLocation/tally`.
+pub const LEDGER_NAME: &str = "ledger.state";
+
+/// Root, SlurmUser, or a name in `[reports] admins`.
+fn is_admin(caller: &Caller, slurm_user: &str, config: &Config) -> bool {
+    caller.uid == 0 || caller.name == slurm_user || config.reports.admins.contains(&caller.name)
+}
+
+/// `SlurmUser=` of a slurm.conf (default `root`, as Slurm's).
+pub fn slurm_user(conf: &Path) -> String {
+    std::fs::read_to_string(conf)
         .ok()
         .and_then(|text| {
             text.lines()
@@ -106,17 +233,25 @@ pub fn accounts_of(user: &str, config: &Config, snap: &Snapshot) -> BTreeSet<Str
     out
 }
 
-/// With `[reports] private` and a caller who is not an admin (root,
-/// SlurmUser, `[reports] admins`): the caller, whose view is private.
-pub fn private_view_for(config: &Config) -> Option<String> {
-    let (me, uid) = caller();
-    let admin = uid == 0 || me == slurm_user() || config.reports.admins.contains(&me);
-    (config.reports.private && !admin).then_some(me)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sudo_names_the_caller_whatever_user_it_runs_as() {
+        let me = || "slurm".to_string();
+        // sudo -u slurm (SlurmUser, not root) for dave: dave, through sudo.
+        let c = caller_from(64030, Some("1001"), Some("dave"), me);
+        assert_eq!(c, Caller { name: "dave".into(), uid: 1001, through_sudo: true });
+        // sudo -u root for dave: the same.
+        assert_eq!(caller_from(0, Some("1001"), Some("dave"), me), c);
+        // SlurmUser or root on its own (no sudo, or sudo to oneself): itself.
+        assert_eq!(caller_from(64030, None, None, me), Caller { name: "slurm".into(), uid: 64030, through_sudo: false });
+        assert!(!caller_from(64030, Some("64030"), Some("slurm"), me).through_sudo);
+        // SUDO_USER alone is not sudo (sudo sets both).
+        assert_eq!(caller_from(0, None, Some("dave"), || "root".into()), Caller { name: "root".into(), uid: 0, through_sudo: false });
+        assert_eq!(caller_from(0, Some("x"), Some("dave"), || "root".into()).uid, 0);
+    }
 
     #[test]
     fn finds_state_save_location() {

@@ -127,7 +127,8 @@ struct ShareArgs {
     /// Every row's figures as JSON.
     #[arg(long)]
     json: bool,
-    /// Also write the chart of delivered against owed per team per day (SVG).
+    /// Also write the chart of delivered against owed per team per day (SVG;
+    /// `-`: the chart alone, on stdout).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
 }

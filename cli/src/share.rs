@@ -427,9 +427,14 @@ fn list(s: &Option<String>) -> Option<BTreeSet<String>> {
 }
 
 pub fn run(args: Args) -> Result<(), String> {
-    let (_, config) = crate::config_at(args.config.clone())?;
+    let svg_file = args.svg.as_ref().filter(|p| p.as_os_str() != "-");
+    let chosen = live::Chosen {
+        config: args.config.clone(),
+        state: args.state.clone(),
+        others: if svg_file.is_some() { vec!["--svg FILE (--svg - writes to stdout)"] } else { vec![] },
+    };
+    let live::Live { config, state, private_for, .. } = live::open("share", chosen)?;
     let cols = columns(args.format.as_deref().unwrap_or(if args.long { LONG } else { DEFAULT }))?;
-    let state = live::ledger_path(args.state.clone())?;
     let now = live::now();
     let snapshot = live::read_snapshot(&state, &config)?;
     let mut pick = Pick { user_rows: args.all_users, users: list(&args.users), accounts: list(&args.accounts), visible: None };
@@ -438,7 +443,7 @@ pub fn run(args: Args) -> Result<(), String> {
             return Err(format!("-A: no account `{bad}` in {}", config.source));
         }
     }
-    if let Some(me) = live::private_view_for(&config) {
+    if let Some(me) = private_for {
         let mine = live::accounts_of(&me, &config, &snapshot);
         eprintln!("showing the accounts of {me} only ([reports] private = true; an admin sees all)");
         pick.visible = Some(mine);
@@ -450,8 +455,14 @@ pub fn run(args: Args) -> Result<(), String> {
     let rep = report(&config, &snapshot, now, &pick)?;
     if let Some(path) = &args.svg {
         let svg = crate::plot::owed_days(&format!("Delivered vs owed per team per day ({})", config.source), &rep.days);
-        std::fs::write(path, svg).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-        eprintln!("wrote {} ({} teams)", path.display(), rep.days.len());
+        if svg_file.is_some() {
+            std::fs::write(path, svg).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            eprintln!("wrote {} ({} teams)", path.display(), rep.days.len());
+        } else {
+            // The chart alone on stdout, for a redirect or a pipe.
+            print!("{svg}");
+            return Ok(());
+        }
     }
     match args.layout {
         Layout::Json => {

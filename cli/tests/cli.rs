@@ -575,3 +575,51 @@ fn plan_measures_generated_instances_and_refuses_bad_names() {
     assert!(v["plan"]["score"]["value"].as_f64().unwrap() >= v["greedy_value"].as_f64().unwrap() - 1e-9, "{out}");
     fails_with(&["plan", "--generated", "mixed:1", "--effort", "0"], "0 is not in 1..=100");
 }
+
+/// Run by sudo for another user (`SUDO_UID` set by sudo and not the
+/// process's uid), nothing the caller chose decides what they see: a config
+/// of their own saying `private = false`, a ledger of their choosing, saved
+/// squeue output or an output file are refused, and nothing is shown or
+/// written. (The cluster's own files decide; the end-to-end suite runs the
+/// documented sudoers set-up for real.)
+#[test]
+fn under_sudo_a_caller_chooses_no_file() {
+    let open =
+        temp_config("open.toml", "[cluster]\ngpus = 8\n[reports]\nprivate = false\n[accounts.mine]\nshare = 1\n[accounts.theirs]\nshare = 1\n");
+    let state = std::env::temp_dir().join(format!("tally-cli-sudo-{}.state", std::process::id()));
+    std::fs::write(&state, "tally-state 2\nuse 0 theirs eve 3600\n").unwrap();
+    let svg = std::env::temp_dir().join(format!("tally-cli-sudo-{}.svg", std::process::id()));
+    let state_arg = state.display().to_string();
+    let svg_arg = svg.display().to_string();
+    let uid: u32 = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let runs: [&[&str]; 4] = [
+        &["share", "-c", &open, "--state", &state_arg],
+        &["share", "-c", &open],
+        &["share", "--svg", &svg_arg],
+        &["explain", "1", "-c", &open, "--state", &state_arg, "--squeue-json", "/dev/null"],
+    ];
+    for args in runs {
+        let out = Command::new(env!("CARGO_BIN_EXE_tally"))
+            .args(args)
+            .env("SUDO_UID", (uid + 1).to_string())
+            .env("SUDO_USER", "tally-test-nobody")
+            .env("SLURM_CONF", "/nonexistent/slurm.conf")
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "tally {args:?} under sudo for a user: {stdout}");
+        assert!(stdout.is_empty() && !stdout.contains("theirs"), "{stdout}");
+        // Refused as chosen files (the site's files read, the caller no admin)
+        // or for want of the site's own files: never from the caller's.
+        assert!(stderr.contains("may be given by admins only") || stderr.contains("reads the cluster's own files and no others"), "{stderr}");
+        assert!(!stderr.contains("/nonexistent/slurm.conf"), "SLURM_CONF from the caller's environment is not the cluster's: {stderr}");
+    }
+    assert!(!svg.exists(), "no file written for the caller");
+    let _ = std::fs::remove_file(&state);
+}

@@ -840,3 +840,107 @@ fn e2e_14_gpu_types_are_charged_at_their_weights() {
     assert!(share.contains("budget units"), "tally share says its unit with GPU types:\n{share}");
     clean();
 }
+
+/// The sudoers file e2e_16 writes, removed however the test ends.
+struct Sudoers(&'static str);
+impl Drop for Sudoers {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0);
+    }
+}
+
+/// The reports as docs/reports.md deploys them: the package's tally, run by
+/// a user who is not an admin through the documented sudoers line, as the
+/// SlurmUser. Their view holds their team and nothing of another team's:
+/// no row, no job, whatever file or environment they bring.
+#[test]
+fn e2e_16_private_reports_stay_private_through_sudo() {
+    let tally = "/usr/bin/tally"; // the package's, installed by the run script
+    assert!(std::path::Path::new(tally).exists(), "{tally}: the e2e runs install Tally's package");
+    // Both teams have usage in the ledger and a job in the queue.
+    let theirs = submit("ub", 1, "contract=1h", 600);
+    let mine = submit("ua", 1, "contract=1h", 600);
+    wait_until(60, "both jobs to run", || state(theirs) == "RUNNING" && state(mine) == "RUNNING");
+    let was = used_gpu_s("usage_b");
+    wait_until(30, "usage_b's run to be charged", || used_gpu_s("usage_b") > was);
+    // An admin sees both (so what follows can fail).
+    let all = sh(tally, &["share", "-P", "-n", "-o", "Account", "-c", &config()]);
+    assert!(all.lines().any(|l| l == "usage_b") && all.lines().any(|l| l == "usage_a"), "{all}");
+
+    let show_config = sh("scontrol", &["show", "config"]);
+    let slurm_user = show_config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("SlurmUser"))
+        .and_then(|v| v.trim_start().strip_prefix('=')?.trim().split('(').next().map(str::to_string))
+        .expect("scontrol show config: SlurmUser");
+    let path = "/etc/sudoers.d/tally-e2e";
+    let rule = format!("ALL ALL=({slurm_user}) NOPASSWD: {tally} share, {tally} share *, {tally} explain *\n");
+    std::fs::write(path, &rule).unwrap();
+    let _sudoers = Sudoers(path);
+    sh("chmod", &["0440", path]);
+    sh("visudo", &["-c", "-f", path]);
+
+    // A config and a ledger copy of ua's own, in a directory ua owns.
+    let own = format!("{RUN_DIR}/e2e-ua");
+    let _ = std::fs::remove_dir_all(&own);
+    std::fs::create_dir_all(&own).unwrap();
+    let evil = format!("{own}/open.toml");
+    std::fs::write(&evil, std::fs::read_to_string(config()).unwrap() + "\n[reports]\nprivate = false\n").unwrap();
+    let svg = format!("{own}/chart.svg");
+    sh("chown", &["-R", "ua", &own]);
+    let as_ua = |args: &[&str]| {
+        let out = Command::new("timeout")
+            .args(["60", "runuser", "-u", "ua", "--", "sudo", "-n", "-u", &slurm_user, tally])
+            .args(args)
+            .env("SLURM_CONF", "/nonexistent/slurm.conf")
+            .env("TALLY_CONFIG", &evil)
+            .current_dir("/")
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let others: Vec<String> = std::fs::read_to_string(config())
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("[accounts.")?.strip_suffix(']').map(str::to_string))
+        .filter(|a| a != "usage_a")
+        .collect();
+    assert!(others.iter().any(|a| a == "usage_b"));
+    let leaks = |text: &str| -> Vec<String> { others.iter().filter(|a| text.contains(a.as_str())).cloned().collect() };
+
+    // The plain report and its long and all-users forms: ua's team only.
+    for args in [&["share"][..], &["share", "-l"], &["share", "-a", "-P"], &["share", "--json"]] {
+        let (ok, out, err) = as_ua(args);
+        assert!(ok, "sudo tally {args:?} as ua: {err}");
+        assert!(out.contains("usage_a"), "ua sees their team:\n{out}");
+        assert!(leaks(&out).is_empty(), "another team in ua's view ({:?}):\n{out}", leaks(&out));
+        assert!(!out.contains("|ub|"), "another user's row in ua's view:\n{out}");
+    }
+    let (ok, out, _) = as_ua(&["share", "-A", "usage_b", "-P"]);
+    assert!(!ok || leaks(&out).is_empty(), "-A of another team:\n{out}");
+    // ua's own job is explained; another team's is refused.
+    let (ok, out, err) = as_ua(&["explain", &mine.to_string()]);
+    assert!(ok && out.contains("usage_a"), "{out}{err}");
+    let (ok, out, err) = as_ua(&["explain", &theirs.to_string()]);
+    assert!(!ok && out.is_empty(), "another team's job explained to ua:\n{out}");
+    assert!(err.contains("not yours nor your accounts'"), "{err}");
+    // Files of the caller's choosing: refused, nothing shown or written.
+    let ledger = format!("{RUN_DIR}/state/tally/ledger.state");
+    for args in [
+        &["share", "-c", evil.as_str()][..],
+        &["share", "--state", ledger.as_str()],
+        &["share", "--svg", svg.as_str()],
+        &["explain", &theirs.to_string(), "-c", evil.as_str()],
+        &["explain", &theirs.to_string(), "--squeue-json", "/dev/null"],
+    ] {
+        let (ok, out, err) = as_ua(args);
+        assert!(!ok && out.is_empty(), "sudo tally {args:?} as ua:\n{out}");
+        assert!(err.contains("may be given by admins only"), "{err}");
+    }
+    assert!(!std::path::Path::new(&svg).exists(), "nothing written for ua");
+    // The chart on stdout is theirs only too.
+    let (ok, out, err) = as_ua(&["share", "--svg", "-"]);
+    assert!(ok && out.contains("<svg") && leaks(&out).is_empty(), "{err}{}", leaks(&out).join(","));
+    let _ = std::fs::remove_dir_all(&own);
+    clean();
+}
