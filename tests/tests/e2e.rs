@@ -944,3 +944,74 @@ fn e2e_16_private_reports_stay_private_through_sudo() {
     let _ = std::fs::remove_dir_all(&own);
     clean();
 }
+
+/// `sacctmgr -i` (bounded), panicking with its output on failure.
+fn sacctmgr(args: &[&str]) {
+    let out = Command::new("timeout").args(["30", "sacctmgr", "-i"]).args(args).output().unwrap();
+    assert!(out.status.success(), "sacctmgr {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+/// The associations e2e_17 adds, removed however the test ends.
+struct Associations;
+impl Drop for Associations {
+    fn drop(&mut self) {
+        for args in [&["remove", "user", "cb", "account=e2e_lab"][..], &["remove", "user", "cb", "account=root"], &["remove", "account", "e2e_lab"]] {
+            let _ = Command::new("timeout").args(["30", "sacctmgr", "-i"]).args(args).output();
+        }
+    }
+}
+
+/// Accounts Slurm lets the user use but with no budget of their own in
+/// tally.toml (`root`, one outside the tree) hold no contract: refused at
+/// sbatch and at `scontrol update account=…` alike. An update's refusal
+/// says why where the release lets it (24.11: scontrol prints it).
+#[test]
+fn e2e_17_updates_are_judged_as_submissions_and_say_why() {
+    clean();
+    drop(Associations); // what an interrupted run left
+    sacctmgr(&["add", "account", "e2e_lab", "parent=root"]);
+    let _associations = Associations;
+    sacctmgr(&["add", "user", "cb", "account=e2e_lab"]);
+    sacctmgr(&["add", "user", "cb", "account=root"]);
+    // slurmctld hears of new associations from slurmdbd: wait until sbatch
+    // -A takes them (an unallocated job goes anywhere).
+    wait_until(60, "the new associations to reach slurmctld", || {
+        try_submit("cb", 1, "contract=0", 5, &["-A", "e2e_lab", "--hold"]).map(cancel).is_ok()
+    });
+    for (account, msg) in
+        [("e2e_lab", "tally: account `e2e_lab` has no budget in"), ("root", "tally: account `root` is the whole cluster, not a team with a budget")]
+    {
+        let err = try_submit("cb", 1, "contract=1h", 60, &["-A", account]).expect_err(account);
+        assert!(err.contains(msg), "sbatch -A {account}: {err}");
+    }
+    // A pending contract job of the team: moving it to such an account is
+    // refused the same way, and leaves it where it was.
+    let id = try_submit("cb", 1, "contract=45m", 60, &["--hold", "--time=60"]).unwrap();
+    let version = sh("scontrol", &["version"]);
+    let says_why = !version.contains("22.05");
+    for account in ["e2e_lab", "root"] {
+        let out = Command::new("scontrol").args(["update", &format!("jobid={id}"), &format!("account={account}")]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "scontrol update account={account} of a contract job was accepted");
+        assert_eq!(field(id, "%a").as_deref(), Some("contract_busy"), "the refused update changed nothing");
+        if says_why {
+            assert!(err.contains("tally: account"), "{version}: scontrol said: {err}");
+        }
+        println!("scontrol update account={account}: {}", err.trim());
+    }
+    // A time limit below the contract: refused, and (24.11) the reason given.
+    let out = Command::new("scontrol").args(["update", &format!("jobid={id}"), "timelimit=30"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a time limit below the contract was accepted");
+    if says_why {
+        assert!(err.contains("tally: contract=45m is longer than the job's time limit of 30m"), "{version}: scontrol said: {err}");
+    } else {
+        assert!(err.contains("Requested time limit is invalid"), "{err}");
+    }
+    println!("scontrol update timelimit=30: {}", err.trim());
+    // Unallocated, it may go anywhere Slurm lets it.
+    sh("scontrol", &["update", &format!("jobid={id}"), "comment=contract=0"]);
+    sh("scontrol", &["update", &format!("jobid={id}"), "account=e2e_lab"]);
+    assert_eq!(field(id, "%a").as_deref(), Some("e2e_lab"));
+    clean();
+}

@@ -13,6 +13,7 @@
 //! comment normalised (`ContractRules::normalise_comment`), the user's other
 //! text kept.
 
+use tally_allocator::KnownAccounts;
 use tally_config::Config;
 
 /// A submission or update, as job_submit sees it.
@@ -70,7 +71,7 @@ pub struct Accepted {
 }
 
 /// Check a submission.
-pub fn check(config: &Config, v: &SubmitView) -> Result<Accepted, Rejection> {
+pub fn check(config: &Config, funded: &impl KnownAccounts, v: &SubmitView) -> Result<Accepted, Rejection> {
     let rules = &config.contracts;
     let comment = v.comment.as_deref().unwrap_or("");
     let contract = rules.resolve(Some(comment)).map_err(|e| reject(Refusal::Contract, e.to_string()))?;
@@ -80,18 +81,29 @@ pub fn check(config: &Config, v: &SubmitView) -> Result<Accepted, Rejection> {
         Some(tally_allocator::LongJobVerdict::Warn(e)) => Some(format!("tally: warning: {e}")),
         None => None,
     };
-    if contract.is_allocated() && config.submit.require_funded_account {
-        if let Some(account) = v.account.as_deref().filter(|a| !a.is_empty()) {
-            if !config.tree.contains(account) {
+    let mut warning = warning;
+    if contract.is_allocated() {
+        if let Some(account) = v.account.as_deref().filter(|a| !a.is_empty() && !funded.knows(a)) {
+            // The one definition of a funded account (`KnownAccounts`): what
+            // the plugins would run unallocated is refused, or said, here.
+            let why = if account == tally_allocator::tree::ROOT {
+                format!("account `{account}` is the whole cluster, not a team with a budget")
+            } else if config.tree.contains(account) {
+                format!("account `{account}` has no budget of its own in {} (only its sub-accounts have)", config.source)
+            } else {
+                format!("account `{account}` has no budget in {}", config.source)
+            };
+            let contract = tally_allocator::format_duration(contract.min_runtime_s);
+            if config.submit.require_funded_account {
                 return Err(reject(
                     Refusal::Account,
-                    format!(
-                        "account `{account}` has no budget in {}, so it cannot hold contract={}: use a team account, or contract=0 to run unallocated",
-                        config.source,
-                        tally_allocator::format_duration(contract.min_runtime_s)
-                    ),
+                    format!("{why}, so it cannot hold contract={contract}: use a team account, or contract=0 to run unallocated"),
                 ));
             }
+            let w = format!(
+                "tally: warning: {why}: contract={contract} is not honoured, the job runs unallocated (never charged, preemptible at any time)"
+            );
+            warning = Some(warning.map_or(w.clone(), |earlier| format!("{earlier}\n{w}")));
         }
     }
     if config.submit.power_of_two_gpus {
@@ -140,9 +152,10 @@ pub fn never_ran(job: &crate::view::JobView) -> bool {
 /// Check an update: a pending job's new comment, time limit or GPUs are
 /// judged like a submission; a started job's contract is fixed (its
 /// comment may change only where Tally's tokens stay the same).
-pub fn check_update(config: &Config, u: &UpdateView) -> Result<Accepted, Rejection> {
+pub fn check_update(config: &Config, funded: &impl KnownAccounts, u: &UpdateView) -> Result<Accepted, Rejection> {
     let gpus_changed = u.req.gpus != Ok(None);
-    if u.req.comment.is_none() && !u.new_limit && !gpus_changed {
+    let account_changed = u.req.account.as_deref().is_some_and(|a| u.job.account.as_deref() != Some(a));
+    if u.req.comment.is_none() && !u.new_limit && !gpus_changed && !account_changed {
         return Ok(Accepted::default());
     }
     if let (Some(new), false) = (&u.req.comment, u.pending) {
@@ -164,7 +177,7 @@ pub fn check_update(config: &Config, u: &UpdateView) -> Result<Accepted, Rejecti
     if u.req.comment.is_none() && config.contracts.resolve(view.comment.as_deref()).is_err() {
         return Ok(Accepted::default());
     }
-    let mut accepted = check(config, &view)?;
+    let mut accepted = check(config, funded, &view)?;
     if u.req.comment.is_none() {
         accepted.comment = None;
     }
@@ -181,6 +194,23 @@ mod tests {
 
     fn config(extra: &str) -> Config {
         Config::parse(&format!("[accounts.nlp]\nshare = 50\n{extra}"), "t.toml").unwrap()
+    }
+
+    /// The config's funded accounts, as the plugins see them.
+    struct Funds(tally_allocator::OrgTree, tally_allocator::Allocation);
+    impl KnownAccounts for Funds {
+        fn knows(&self, account: &str) -> bool {
+            tally_allocator::Funded::new(&self.0, &self.1).knows(account)
+        }
+    }
+    fn funds(c: &Config) -> Funds {
+        Funds(c.tree.clone(), c.allocation(c.ranking_gpus()).unwrap())
+    }
+    fn check(c: &Config, v: &SubmitView) -> Result<Accepted, Rejection> {
+        super::check(c, &funds(c), v)
+    }
+    fn check_update(c: &Config, u: &UpdateView) -> Result<Accepted, Rejection> {
+        super::check_update(c, &funds(c), u)
     }
 
     fn view(comment: &str) -> SubmitView {
@@ -264,6 +294,39 @@ mod tests {
         assert!(!never_ran(&JobView { state: RunState::Running, start_s: 1_796_000_000, ..pending.clone() }));
         // Requeued: it ran.
         assert!(!never_ran(&JobView { restarts: 1, ..pending }));
+    }
+
+    #[test]
+    fn contracts_need_an_account_with_a_budget_of_its_own() {
+        let tree = "[accounts.ai]\nshare = 100\n[accounts.nlp]\nparent = \"ai\"\nshare = 100\n";
+        let c = Config::parse(tree, "t.toml").unwrap();
+        let with = |account: &str, comment: &str| check(&c, &SubmitView { account: Some(account.into()), ..view(comment) });
+        // root and an account whose budget is all its sub-accounts': refused.
+        let r = with("root", "contract=1h").unwrap_err();
+        assert_eq!(r.refusal, Refusal::Account);
+        assert!(r.message.starts_with("tally: account `root` is the whole cluster, not a team with a budget"), "{}", r.message);
+        let r = with("ai", "contract=1h").unwrap_err();
+        assert!(r.message.contains("has no budget of its own in t.toml (only its sub-accounts have)"), "{}", r.message);
+        assert!(with("nlp", "contract=1h").is_ok());
+        assert!(with("root", "contract=0").is_ok(), "unallocated work needs no budget");
+        // Without require_funded_account: accepted, and the user told.
+        let c = Config::parse(&format!("{tree}[contracts]\nrequire_funded_account = false\n"), "t.toml").unwrap();
+        let a = check(&c, &SubmitView { account: Some("root".into()), ..view("contract=1h") }).unwrap();
+        assert!(a.warning.as_deref().unwrap().contains("contract=1h is not honoured, the job runs unallocated"), "{a:?}");
+    }
+
+    #[test]
+    fn an_update_of_the_account_is_checked_as_a_submission() {
+        let c = config("");
+        let mut u = update(SubmitView { account: Some("ghost".into()), ..SubmitView::default() }, "contract=1h", true);
+        u.job.account = Some("nlp".into());
+        let r = check_update(&c, &u).unwrap_err();
+        assert_eq!(r.refusal, Refusal::Account, "{r:?}");
+        u.req.account = Some("nlp".into());
+        assert_eq!(check_update(&c, &u), Ok(Accepted::default()), "the same account: nothing changes");
+        // Unallocated jobs go anywhere.
+        let u = update(SubmitView { account: Some("ghost".into()), ..SubmitView::default() }, "contract=0", true);
+        assert!(check_update(&c, &u).is_ok());
     }
 
     #[test]

@@ -23,6 +23,7 @@
 
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
+use tally_allocator::{Allocation, Funded};
 use tally_config::Config;
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
@@ -55,8 +56,8 @@ fn unchecked(what: &str) -> c_int {
 
 /// The config in force; without one, `None` and a log line saying the
 /// request (`what`) goes in unchecked (fail-open).
-fn config_or(what: impl FnOnce() -> String) -> Option<Arc<Config>> {
-    let config = lock(&FOLLOWER).as_ref().and_then(|f| f.config());
+fn config_or(what: impl FnOnce() -> String) -> Option<(Arc<Config>, Arc<Allocation>)> {
+    let config = lock(&FOLLOWER).as_ref().and_then(|f| f.allocated());
     if config.is_none() {
         log::error!("no usable config: {} accepted unchecked", what());
     }
@@ -88,9 +89,9 @@ tally_ffi::export! {
     fn job_submit(job_desc: DescArg<'_>, submit_uid: u32, err_msg: ErrMsgArg<'_>) -> c_int;
     fallback || unchecked(&format!("job of uid {submit_uid} accepted UNCHECKED (internal error above): its contract was not verified"));
     {
-        let Some(f) = config_or(|| format!("job of uid {submit_uid}")) else { return SUCCESS };
+        let Some((f, alloc)) = config_or(|| format!("job of uid {submit_uid}")) else { return SUCCESS };
         let Some(view) = job_desc.view() else { return SUCCESS };
-        match check(&f, &view) {
+        match check(&f, &Funded::new(&f.tree, &alloc), &view) {
             Ok(accepted) => {
                 if let Some(comment) = &accepted.comment {
                     job_desc.set_comment(comment);
@@ -118,7 +119,7 @@ tally_ffi::export_job_modify! {
     fn job_modify(job_desc, job_ptr, submit_uid, err_msg);
     fallback || unchecked(&format!("update by uid {submit_uid} accepted UNCHECKED (internal error above)"));
     {
-        let Some(config) = config_or(|| format!("update by uid {submit_uid}")) else { return SUCCESS };
+        let Some((config, alloc)) = config_or(|| format!("update by uid {submit_uid}")) else { return SUCCESS };
         let (Some(req), Some(job)) = (job_desc.view(), job_ptr.view()) else {
             return SUCCESS;
         };
@@ -129,7 +130,7 @@ tally_ffi::export_job_modify! {
             job: SubmitView { comment: job.comment, account: job.account.as_deref().map(str::to_string), time_limit_s: job.time_limit_s, ..SubmitView::default() },
             pending,
         };
-        match check_update(&config, &u) {
+        match check_update(&config, &Funded::new(&config.tree, &alloc), &u) {
             Ok(accepted) => {
                 if let (Some(comment), Some(_)) = (&accepted.comment, &u.req.comment) {
                     job_desc.set_comment(comment);
