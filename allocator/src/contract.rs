@@ -212,13 +212,13 @@ pub fn parse_comment(comment: &str) -> Result<ParsedComment, ContractError> {
         if key.eq_ignore_ascii_case("contract") && value.is_some() {
             let value = value.unwrap_or_default();
             if let Some(first) = first_value {
-                return Err(ContractError::Duplicate { first: first.to_string(), second: value.to_string() });
+                return Err(ContractError::Duplicate { first: crate::text::clip(first), second: crate::text::clip(value) });
             }
             first_value = Some(value);
             if value.is_empty() {
                 return Err(ContractError::Empty);
             }
-            let secs = parse_duration(value).map_err(|source| ContractError::BadDuration { value: value.to_string(), source })?;
+            let secs = parse_duration(value).map_err(|source| ContractError::BadDuration { value: crate::text::clip(value), source })?;
             parsed.contract_s = Some(secs);
         } else if value.is_none() && key.eq_ignore_ascii_case("resumable") {
             parsed.resumable = true;
@@ -407,6 +407,9 @@ mod tests {
     fn error_messages_say_what_is_allowed() {
         let e = rules().resolve(Some("contract=9h")).unwrap_err();
         assert_eq!(e.to_string(), "contract=9h exceeds the 8h maximum (allowed: 0 to 8h, e.g. contract=2h)");
+        // A 1 MB value is quoted cut, not echoed to sbatch and the log.
+        let e = rules().resolve(Some(&format!("contract={}", "9".repeat(1 << 20)))).unwrap_err().to_string();
+        assert!(e.len() < 400 && e.contains("… (1048576 bytes)"), "{}", e.chars().take(400).collect::<String>());
         let e = rules().resolve(Some("contract=2x")).unwrap_err();
         assert!(e.to_string().contains("use d, h, m or s"), "{e}");
     }

@@ -4,10 +4,11 @@
 //! One parser for contracts (`contract=2h`) and config keys (`window = "7d"`),
 //! so both accept and reject exactly the same spellings.
 
+use crate::text::clip;
 use thiserror::Error;
 
 /// Why a duration string was refused. Each variant names the problem; the
-/// `Display` text says what is allowed.
+/// `Display` text says what is allowed. Input is quoted cut ([`clip`]).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum DurationError {
     #[error("empty duration (write e.g. 90m, 2h or 1h30m)")]
@@ -38,12 +39,12 @@ pub fn parse_duration(input: &str) -> Result<u64, DurationError> {
         return Err(DurationError::Empty);
     }
     if s.starts_with('-') {
-        return Err(DurationError::Negative(s.to_string()));
+        return Err(DurationError::Negative(clip(s)));
     }
     if s.chars().all(|c| c.is_ascii_digit()) {
         // A bare number is only allowed for zero: `90` could mean minutes
         // (Slurm's --time) or seconds; we refuse to guess.
-        return if s.bytes().all(|b| b == b'0') { Ok(0) } else { Err(DurationError::MissingUnit(s.to_string())) };
+        return if s.bytes().all(|b| b == b'0') { Ok(0) } else { Err(DurationError::MissingUnit(clip(s))) };
     }
     let mut total: u64 = 0;
     let mut next_unit = 0usize; // index into UNITS: units must come in order
@@ -54,23 +55,23 @@ pub fn parse_duration(input: &str) -> Result<u64, DurationError> {
             continue;
         }
         if digits.is_empty() {
-            return Err(DurationError::Malformed(s.to_string()));
+            return Err(DurationError::Malformed(clip(s)));
         }
         let lc = c.to_ascii_lowercase();
         let Some(pos) = UNITS.iter().position(|(u, _)| *u == lc) else {
-            return Err(DurationError::UnknownUnit { input: s.to_string(), unit: c.to_string() });
+            return Err(DurationError::UnknownUnit { input: clip(s), unit: c.to_string() });
         };
         if pos < next_unit {
-            return Err(DurationError::UnitOrder { input: s.to_string(), unit: lc });
+            return Err(DurationError::UnitOrder { input: clip(s), unit: lc });
         }
         next_unit = pos + 1;
-        let n: u64 = digits.parse().map_err(|_| DurationError::Overflow(s.to_string()))?;
-        let add = n.checked_mul(UNITS[pos].1).ok_or_else(|| DurationError::Overflow(s.to_string()))?;
-        total = total.checked_add(add).ok_or_else(|| DurationError::Overflow(s.to_string()))?;
+        let n: u64 = digits.parse().map_err(|_| DurationError::Overflow(clip(s)))?;
+        let add = n.checked_mul(UNITS[pos].1).ok_or_else(|| DurationError::Overflow(clip(s)))?;
+        total = total.checked_add(add).ok_or_else(|| DurationError::Overflow(clip(s)))?;
         digits.clear();
     }
     if !digits.is_empty() {
-        return Err(DurationError::MissingUnit(s.to_string()));
+        return Err(DurationError::MissingUnit(clip(s)));
     }
     Ok(total)
 }

@@ -197,6 +197,15 @@ impl OwedBook {
         self.buckets.retain(|_, m| !m.is_empty());
     }
 
+    /// Keep only the accounts `keep` names (the tree in force): a config
+    /// in force for a moment leaves no record of its accounts behind.
+    pub fn retain_accounts(&mut self, keep: impl Fn(&str) -> bool) {
+        for m in self.buckets.values_mut() {
+            m.retain(|a, _| keep(a));
+        }
+        self.buckets.retain(|_, m| !m.is_empty());
+    }
+
     fn first_bucket(&self, now: u64) -> u64 {
         (now / self.bucket_s).saturating_sub(self.window_s / self.bucket_s - 1)
     }

@@ -51,6 +51,7 @@ pub mod preempt;
 pub mod priority;
 pub mod runs;
 pub mod state;
+pub mod text;
 pub mod tree;
 pub mod tres;
 

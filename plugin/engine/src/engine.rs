@@ -624,6 +624,10 @@ impl Engine {
         }
         self.snapshot.owed.prune(now);
         let tree = &self.config.tree;
+        // Accounts gone from the config leave with their records (a file of
+        // 25,000 accounts in force for a moment would otherwise be saved,
+        // every period, for a window).
+        self.snapshot.owed.retain_accounts(|a| tree.contains(a));
         let ent = &self.ranking.ent;
         let mut unallocated = vec![0.0; tree.len()];
         let mut node_of = ByName::new();

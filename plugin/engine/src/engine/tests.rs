@@ -271,6 +271,22 @@ fn owed_and_delivered_are_recorded_tick_by_tick_and_saved() {
     assert_eq!(back.snapshot.load, e.snapshot().load);
 }
 
+#[test]
+fn the_records_of_accounts_gone_from_the_config_go_with_them() {
+    let mut e = engine();
+    let jobs = [view(1, "a", "alice", "contract=1h"), view(2, "b", "bob", "contract=1h")];
+    e.tick(T0, &jobs, None);
+    e.tick(T0 + 60, &jobs, None);
+    let owes =
+        |e: &mut Engine, account: &str| e.state_text(T0 + 120).lines().filter(|l| l.starts_with(&format!("owe {} {account} ", T0 / 3600))).count();
+    assert_eq!((owes(&mut e, "a"), owes(&mut e, "b")), (1, 1));
+    // b leaves the config: its owed records leave at the next tick.
+    e.set_config(Config::parse("[cluster]\ngpus = 16\n[accounts.a]\nshare = 100\n[users]\nalice = \"a\"\n", "test.toml").unwrap(), T0 + 60);
+    e.tick(T0 + 120, &jobs, None);
+    assert_eq!((owes(&mut e, "a"), owes(&mut e, "b")), (1, 0));
+    assert!(!e.state_text(T0 + 120).lines().any(|l| l.starts_with("load b ")));
+}
+
 /// [`CONFIG`] with a `[cluster.gpu_types]` table (weights only: the nodes
 /// say how many of each).
 fn typed_config(table: &str) -> Config {
