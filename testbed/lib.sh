@@ -300,6 +300,8 @@ alive() { pid_of "$TB_PID/$1.pid" >/dev/null; }
 # (slurmctld gets TALLY_ENV on top).
 launch() {
     local name=$1; shift
+    # A daemon's stdout repeats its log: created 0600, as Slurm's own.
+    (umask 077; : >>"$TB_LOG/$name.out"); chmod 0600 "$TB_LOG/$name.out"
     setsid env -i -C "$TB_RUN" PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
         "$TB_TAG" "$@" \
         </dev/null >>"$TB_LOG/$name.out" 2>&1 &

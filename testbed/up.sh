@@ -380,12 +380,15 @@ healthy() {
 prepare_dirs() {
     mkdir -p "$TB_RUN" "$TB_LOG" "$TB_PID" "$TB_RUN/state" "$TB_RUN/spool" "$TB_RUN/gpu" \
              "$TB_RUN/jobs" "$TB_RUN/mysql/data" "$TB_RUN/mysql/run" "$TB_SLURM_ETC"
-    chmod 0755 "$TB_RUN" "$TB_LOG"
+    # The logs hold what slurmctld's 0600 log holds (refusals by uid, job
+    # names): as private as Slurm keeps it.
+    chmod 0755 "$TB_RUN"
+    chmod 0700 "$TB_LOG"
     chmod 1777 "$TB_RUN/jobs"
     chown -R mysql:mysql "$TB_RUN/mysql"
     # Previous logs go to log.prev, so a failure can still be read after a restart.
     if compgen -G "$TB_LOG/*" >/dev/null; then
-        rm -rf "$TB_RUN/log.prev" && mkdir -p "$TB_RUN/log.prev"
+        rm -rf "$TB_RUN/log.prev" && mkdir -p -m 0700 "$TB_RUN/log.prev"
         mv "$TB_LOG"/* "$TB_RUN/log.prev/"
     fi
     if [[ ${TALLY_KEEP_STATE:-0} != 1 ]]; then

@@ -942,6 +942,19 @@ fn e2e_16_private_reports_stay_private_through_sudo() {
     let (ok, out, err) = as_ua(&["share", "--svg", "-"]);
     assert!(ok && out.contains("<svg") && leaks(&out).is_empty(), "{err}{}", leaks(&out).join(","));
     let _ = std::fs::remove_dir_all(&own);
+    // The bed's logs (slurmctld's says who was refused what) are no more
+    // readable than Slurm keeps its own.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &str| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+    assert_eq!(mode(&format!("{RUN_DIR}/log")), 0o700, "{RUN_DIR}/log");
+    for e in std::fs::read_dir(format!("{RUN_DIR}/log")).unwrap().flatten() {
+        let p = e.path().display().to_string();
+        if p.ends_with(".out") {
+            assert_eq!(mode(&p) & 0o077, 0, "{p} is readable by others");
+        }
+    }
+    let (ok, out, _) = as_ua(&["share", "--state", &format!("{RUN_DIR}/log/slurmctld.log")]);
+    assert!(!ok && out.is_empty());
     clean();
 }
 

@@ -183,10 +183,13 @@ unsafe fn u32_list(list: List) -> Option<Vec<u32>> {
 }
 
 /// One line of sprio: a pending job and its priority's columns.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Factors {
     pub job_id: u32,
     pub user_id: u32,
+    /// The job's partition (its list, for a job asking for several), for
+    /// sprio's PARTITION column.
+    pub partition: Option<std::sync::Arc<str>>,
     pub columns: SprioColumns,
 }
 

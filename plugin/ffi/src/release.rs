@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `job_modify` | `(desc, job, uid)` | `(desc, job, uid, char **err_msg)` |
 //! | `priority_p_get_priority_factors_list` | `(request, uid)`: the plugin filters by job, user and partition | `(uid)`: sprio filters on its side |
-//! | `priority_factors_object_t` | the factors inline; `partition` not freed by Slurm | the factors in an xmalloc'd `priority_factors_t` (`prio_factors`), freed with the object |
+//! | `priority_factors_object_t` | the factors inline; `partition` not freed by Slurm (one interned copy per name) | the factors in an xmalloc'd `priority_factors_t` (`prio_factors`), freed with the object, `partition` too (an `xstrdup` copy) |
 //! | priority plugin symbols | six | eight: also `priority_p_recover` and `priority_p_thread_start` |
 //! | `List`, `struct job_details`, `bit_test` | as named | `list_t *`, `job_details_t`, `slurm_bit_test` (slurm-sys aliases them) |
 //! | `plugin_version` | `0x160508`, exactly | `0x180b05`, exactly |
@@ -46,18 +46,46 @@ macro_rules! write_columns {
 pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors) -> bool {
     o.job_id = f.job_id;
     o.user_id = f.user_id;
-    // No partition: slurmctld packs this list after the job lock is
-    // released, and a job's partition string (or the job) can be freed
-    // meanwhile (`scontrol update job … Partition=`, a purge). The
-    // destructor does not free it, so a copy would leak on every sprio.
-    o.partition = std::ptr::null_mut();
+    // Not the job's own string: slurmctld packs this list after the job
+    // lock is released, and that string (or the job) can be freed meanwhile
+    // (`scontrol update job … Partition=`, a purge). The destructor does not
+    // free it either, so a copy per line would leak on every sprio: one
+    // copy per partition name, kept for the process's life.
+    o.partition = f.partition.as_deref().map_or(std::ptr::null_mut(), interned);
     write_columns!(o, f.columns);
     true
 }
 
+/// The most partition names [`interned`] keeps (a cluster has a handful;
+/// past this, PARTITION is left empty rather than memory grown).
+#[cfg(slurm = "22.05")]
+pub const MAX_INTERNED: usize = 4096;
+
+/// One C copy of `name` for the life of the process (NULL past
+/// [`MAX_INTERNED`] names): what 22.05 neither frees nor copies.
+#[cfg(slurm = "22.05")]
+fn interned(name: &str) -> *mut std::ffi::c_char {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    // The addresses of leaked, never freed `CString`s.
+    static NAMES: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    let names = names.get_or_insert_with(HashMap::new);
+    if let Some(&p) = names.get(name) {
+        return p as *mut std::ffi::c_char;
+    }
+    if names.len() >= MAX_INTERNED {
+        return std::ptr::null_mut();
+    }
+    let p = Box::leak(crate::slurm_log::c_text(name).into_boxed_c_str()).as_ptr() as *mut std::ffi::c_char;
+    names.insert(name.to_string(), p as usize);
+    p
+}
+
 /// As above; 24.11 keeps the factors in their own `priority_factors_t`,
 /// which `slurm_destroy_priority_factors_object` frees with the object
-/// (`tres_cnt` 0: no TRES arrays). No partition: sprio only prints it.
+/// (`tres_cnt` 0: no TRES arrays), and the partition with it (`xfree`d):
+/// an `xstrdup` copy.
 ///
 /// # Safety
 /// As above.
@@ -68,6 +96,11 @@ pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors
     let Some(pf) = (unsafe { p.as_mut() }) else { return false };
     o.job_id = f.job_id;
     o.user_id = f.user_id;
+    if let Some(part) = f.partition.as_deref() {
+        let c = crate::slurm_log::c_text(part);
+        // SAFETY: a C string for the call; Slurm frees the copy with the object.
+        o.partition = unsafe { slurm_sys::xstrdup(c.as_ptr()) };
+    }
     write_columns!(pf, f.columns);
     o.prio_factors = p;
     true

@@ -554,6 +554,7 @@ tally_ffi::export_factors_list! {
         factors_list(jobs.iter().filter(|v| shown(v)).map(|v| Factors {
             job_id: v.job_id,
             user_id: v.user_id,
+            partition: v.partition.clone(),
             columns: priority_of(&r, v, plan.as_deref()).sprio(),
         }))
     }

@@ -95,6 +95,9 @@ fn plugin_in_a_fake_slurmctld() {
         for o in host.list_items(out) {
             let o = &*o.cast::<priority_factors_object_t>();
             assert!(!part_strings.contains(&o.partition), "job {}: sprio's object points at the job's partition string", o.job_id);
+            // sprio's PARTITION column: the job's, read after the job's own string is gone.
+            assert!(!o.partition.is_null(), "job {}: no partition for sprio", o.job_id);
+            assert_eq!(std::ffi::CStr::from_ptr(o.partition).to_str(), Ok("gpu"), "job {}", o.job_id);
         }
         assert_eq!(host.list_count(out), 4, "pending, not held: jobs 2, 3, 4, 5");
         for o in host.list_items(out) {
