@@ -1028,3 +1028,41 @@ fn e2e_17_updates_are_judged_as_submissions_and_say_why() {
     assert_eq!(field(id, "%a").as_deref(), Some("e2e_lab"));
     clean();
 }
+
+/// Puts the bed's config back and restarts slurmctld on it, however e2e_18 ends.
+struct RestoreConfig(String);
+impl Drop for RestoreConfig {
+    fn drop(&mut self) {
+        let _ = std::fs::write(config(), &self.0);
+        let _ = Command::new("bash").arg("testbed/restart-ctld.sh").current_dir(root()).status();
+    }
+}
+
+/// One config in force for the three plugins: an edit nobody reconfigured
+/// changes nothing at submission, and a broken tally.toml at a restart
+/// leaves every plugin on the last good config, no job accepted unchecked.
+#[test]
+fn e2e_18_one_config_in_force_for_every_plugin() {
+    clean();
+    let original = std::fs::read_to_string(config()).unwrap();
+    let _restore = RestoreConfig(original.clone());
+    let unchecked = || std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld.log")).unwrap_or_default().matches("accepted unchecked").count();
+    let before = unchecked();
+    // In force: contracts of up to 8h. An edit to 4h, not reconfigured,
+    // given time to be (wrongly) picked up:
+    std::fs::write(config(), format!("{original}\n[contracts]\nmax = \"4h\"\n")).unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let id = try_submit("cb", 1, "contract=6h", 60, &["--hold"]).unwrap_or_else(|e| panic!("contract=6h under the 8h in force: {e}"));
+    cancel(id);
+    // A broken file at a restart: the last good config, in every plugin.
+    std::fs::write(config(), "[contracts]\nmax = \"1x\"\n").unwrap();
+    sh("bash", &["testbed/restart-ctld.sh"]);
+    for (comment, said) in [("contract=9h", "exceeds the 8h maximum"), ("contract=1x", "unknown unit `x`")] {
+        let err = try_submit("cb", 1, comment, 60, &["--hold"]).expect_err(comment);
+        assert!(err.contains(said), "{comment}: {err}");
+    }
+    let id = try_submit("cb", 1, "contract=6h", 60, &["--hold"]).unwrap_or_else(|e| panic!("contract=6h under the last good 8h: {e}"));
+    cancel(id);
+    assert_eq!(unchecked(), before, "a job was accepted unchecked");
+    clean();
+}
