@@ -865,7 +865,7 @@ fn e2e_16_private_reports_stay_private_through_sudo() {
     wait_until(30, "usage_b's run to be charged", || used_gpu_s("usage_b") > was);
     // An admin sees both (so what follows can fail).
     let all = sh(tally, &["share", "-P", "-n", "-o", "Account", "-c", &config()]);
-    assert!(all.lines().any(|l| l == "usage_b") && all.lines().any(|l| l == "usage_a"), "{all}");
+    assert!(all.lines().any(|l| l.trim() == "usage_b") && all.lines().any(|l| l.trim() == "usage_a"), "{all}");
 
     let show_config = sh("scontrol", &["show", "config"]);
     let slurm_user = show_config
