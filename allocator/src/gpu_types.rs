@@ -145,7 +145,7 @@ pub fn check_gpu_type_name(name: &str) -> Result<(), GpuTypeError> {
         && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if !ok {
-        return Err(GpuTypeError::BadName(name.to_string()));
+        return Err(GpuTypeError::BadName(crate::text::clip(name)));
     }
     if name.chars().all(|c| c.is_ascii_digit()) {
         return Err(GpuTypeError::Digits(name.to_string()));

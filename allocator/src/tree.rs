@@ -118,7 +118,7 @@ pub fn check_account_name(name: &str) -> Result<(), TreeError> {
     if lower != name && valid(&lower) {
         return Err(TreeError::UpperCase { name: name.to_string(), lower });
     }
-    Err(TreeError::BadName(name.to_string()))
+    Err(TreeError::BadName(crate::text::clip(name)))
 }
 
 /// The first cycle among the parent links, named from its alphabetically
@@ -519,7 +519,7 @@ mod tests {
         );
         assert_eq!(check_account_name("nlp-2.x_y"), Ok(()));
         assert_eq!(check_account_name("Nlp"), Err(want("Nlp", "nlp")));
-        assert_eq!(check_account_name(&"a".repeat(65)), Err(TreeError::BadName("a".repeat(65))));
+        assert_eq!(check_account_name(&"a".repeat(65)), Err(TreeError::BadName(crate::text::clip(&"a".repeat(65)))));
     }
 
     #[test]

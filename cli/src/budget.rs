@@ -21,11 +21,11 @@ pub struct BudgetArgs {
     #[arg(long, value_name = "FILE")]
     pub current: Option<PathBuf>,
     /// Canonical trace to replay (`tally trace import --format sacct` makes
-    /// one from your cluster's history).
+    /// one from your cluster's history), a regular file of at most 1 GiB.
     #[arg(long, value_name = "FILE")]
     pub trace: PathBuf,
-    /// GPUs in the cluster (default: [cluster] gpus of the current config).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// GPUs in the cluster, 1 to 4194304 (default: [cluster] gpus of the current config).
+    #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
     pub gpus: Option<u32>,
     /// The policy both replays use: tally or tally+planner.
     #[arg(long, value_name = "POLICY", default_value = "tally")]
@@ -51,7 +51,7 @@ pub fn run_cmd(a: BudgetArgs) -> Result<(), String> {
         _ => return Err(format!("--policy: `{}` is not a budget-aware policy (use tally or tally+planner)", a.policy)),
     };
     let gpus = a.gpus.or(current.cluster.gpus).ok_or("--gpus: the current config has no [cluster] gpus; give the cluster's size")?;
-    let text = std::fs::read_to_string(&a.trace).map_err(|e| format!("{}: cannot read: {e}", a.trace.display()))?;
+    let text = crate::trace::read_trace(&a.trace)?;
     let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", a.trace.display()))?;
     if trace.jobs.is_empty() {
         return Err(format!("{}: no jobs", a.trace.display()));

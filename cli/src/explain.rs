@@ -44,13 +44,16 @@ pub struct ExplainArgs {
     /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// Ledger file (default: StateSaveLocation/tally/ledger.state from slurm.conf).
+    /// Ledger file, a regular file of at most 256 MiB (default:
+    /// StateSaveLocation/tally/ledger.state from slurm.conf).
     #[arg(long)]
     pub state: Option<PathBuf>,
-    /// Read this saved `squeue --json` output instead of running squeue.
+    /// Read this saved `squeue --json` output instead of running squeue (a
+    /// regular file of at most 256 MiB).
     #[arg(long, hide = true)]
     pub squeue_json: Option<PathBuf>,
-    /// Read this saved `sinfo --json` output instead of running sinfo.
+    /// Read this saved `sinfo --json` output instead of running sinfo (a
+    /// regular file of at most 256 MiB).
     #[arg(long, hide = true)]
     pub sinfo_json: Option<PathBuf>,
     /// Explain at this time (Unix seconds) instead of now (with saved output).
@@ -94,10 +97,16 @@ pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The largest saved `squeue --json` or `sinfo --json` output read
+/// (`--squeue-json`, `--sinfo-json`): 256 MiB. squeue writes about 5 KB
+/// per job, so this holds some 50,000 jobs, five times Slurm's default
+/// MaxJobCount (10,000).
+pub const MAX_SLURM_JSON_BYTES: u64 = 256 << 20;
+
 /// `tool --json`'s output, or the saved file given instead.
 fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
     if let Some(path) = saved {
-        return std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()));
+        return crate::read_file(&path, &format!("saved `{tool} --json` output"), MAX_SLURM_JSON_BYTES);
     }
     run_json(&[tool, "--json"])
 }
@@ -342,16 +351,50 @@ fn find<'a>(queue: &'a [QueueJob], which: &str) -> Result<&'a QueueJob, String> 
         }
         Some((a, t)) => {
             let (a, t): (u32, u32) = (a.parse().map_err(|_| bad())?, t.parse().map_err(|_| bad())?);
-            // A task split off, else the array's record of pending tasks.
-            queue
-                .iter()
-                .find(|j| j.array_job_id == a && j.array_task_id == Some(t))
-                .or_else(|| queue.iter().find(|j| j.array_job_id == a && j.array_task_id.is_none()))
+            // A task split off, else the array's record of pending tasks
+            // when it holds the task.
+            let split = queue.iter().find(|j| j.array_job_id == a && j.array_task_id == Some(t));
+            let pending = || queue.iter().find(|j| j.array_job_id == a && j.array_task_id.is_none());
+            match (split, pending()) {
+                (Some(j), _) => Some(j),
+                (None, Some(rest)) if task_in(&rest.array_tasks, t) == Some(false) => {
+                    return Err(format!(
+                        "job {which}: array {a} has no task {t} in Slurm's queue (its pending tasks are {a}_[{}]; ended tasks are in `sacct -j {which}`)",
+                        tally_allocator::text::clip(&rest.array_tasks)
+                    ));
+                }
+                (None, rest) => rest,
+            }
         }
     };
     found.ok_or_else(|| {
         format!("job {which} is not in Slurm's queue (squeue lists pending and running jobs, and ended ones for a few minutes): check the id with `squeue -j {which}` or `sacct -j {which}`")
     })
+}
+
+/// Is task `t` in Slurm's array task string (`0-3`, `1,3,5-7`, `0-15:4`,
+/// with a `%N` throttle)? `None`: a spelling this does not read.
+fn task_in(spec: &str, t: u32) -> Option<bool> {
+    let spec = spec.split('%').next()?.trim();
+    if spec.is_empty() {
+        return None;
+    }
+    let mut found = false;
+    for part in spec.split(',') {
+        let (range, step) = match part.split_once(':') {
+            Some((r, s)) => (r, s.trim().parse::<u32>().ok().filter(|&s| s > 0)?),
+            None => (part, 1),
+        };
+        let (lo, hi) = match range.split_once('-') {
+            Some((lo, hi)) => (lo.trim().parse::<u32>().ok()?, hi.trim().parse::<u32>().ok()?),
+            None => {
+                let n = range.trim().parse::<u32>().ok()?;
+                (n, n)
+            }
+        };
+        found |= (lo..=hi).contains(&t) && (t - lo) % step == 0;
+    }
+    Some(found)
 }
 
 /// Slurm's order of pending jobs: priority descending, then submit time,
@@ -1336,6 +1379,20 @@ mod tests {
         assert!(err.starts_with("job 99 is not in Slurm's queue"), "{err}");
         let err = explain(&config, &snapshot, &queue, &nodes, "abc", NOW).unwrap_err();
         assert!(err.contains("is not a job id"), "{err}");
+        // The array 24 holds tasks 1-3 pending (24_2 is explained above): 24_7 is none of them.
+        let err = explain(&config, &snapshot, &queue, &nodes, "24_7", NOW).unwrap_err();
+        assert_eq!(err, "job 24_7: array 24 has no task 7 in Slurm's queue (its pending tasks are 24_[1-3]; ended tasks are in `sacct -j 24_7`)");
+    }
+
+    #[test]
+    fn array_task_strings() {
+        for (spec, yes, no) in [("1-3", &[1, 2, 3][..], &[0, 4][..]), ("1,3,5-7", &[1, 3, 5, 7], &[2, 4, 8]), ("0-15:4%2", &[0, 4, 12], &[1, 15, 16])]
+        {
+            assert!(yes.iter().all(|&t| task_in(spec, t) == Some(true)), "{spec}");
+            assert!(no.iter().all(|&t| task_in(spec, t) == Some(false)), "{spec}");
+        }
+        assert_eq!(task_in("", 1), None);
+        assert_eq!(task_in("1-x", 1), None);
     }
 
     #[test]

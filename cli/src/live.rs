@@ -13,9 +13,19 @@ pub fn slurm_conf() -> PathBuf {
     std::env::var_os("SLURM_CONF").map_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"), PathBuf::from)
 }
 
+/// The largest slurm.conf read (for `StateSaveLocation` and `SlurmUser`):
+/// 16 MiB. A slurm.conf with a line for each of 10,000 nodes is about 1 MiB.
+pub const MAX_SLURM_CONF_BYTES: u64 = 16 << 20;
+
+/// The largest ledger read: the plugin's own bound
+/// ([`tally_engine::statefile::MAX_BYTES`], 256 MiB), so the reports read
+/// every ledger the plugin reads, and nothing the plugin would refuse.
+pub const MAX_LEDGER_BYTES: u64 = tally_engine::statefile::MAX_BYTES;
+
 /// `StateSaveLocation=` of a slurm.conf (keys are case-insensitive).
 pub fn state_save_location(conf: &Path) -> Result<PathBuf, String> {
-    let text = std::fs::read_to_string(conf).map_err(|e| format!("{}: cannot read: {e} (give --state)", conf.display()))?;
+    let text =
+        tally_config::input::read_text(conf, "slurm.conf", MAX_SLURM_CONF_BYTES).map_err(|e| format!("{}: {e} (give --state)", conf.display()))?;
     text.lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
         .filter_map(|l| l.split_once('='))
@@ -38,9 +48,11 @@ pub fn now() -> u64 {
 }
 
 /// The ledger at `path` in the config's geometry; skipped lines are said on
-/// stderr, a missing file is an empty ledger (said too).
+/// stderr, a missing file is an empty ledger (said too). Only a regular
+/// file of at most [`MAX_LEDGER_BYTES`] is read.
 pub fn read_snapshot(path: &Path, config: &Config) -> Result<Snapshot, String> {
-    match std::fs::read_to_string(path) {
+    use std::io::ErrorKind;
+    match tally_config::input::read_text(path, "a ledger", MAX_LEDGER_BYTES) {
         Ok(text) => {
             let parsed = Snapshot::parse(&text, config.bucket_s, config.window_s).map_err(|e| format!("{}: {e}", path.display()))?;
             for (line, what) in &parsed.skipped {
@@ -48,15 +60,14 @@ pub fn read_snapshot(path: &Path, config: &Config) -> Result<Snapshot, String> {
             }
             Ok(parsed.snapshot)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if e.io_kind() == Some(ErrorKind::NotFound) => {
             eprintln!("{}: no ledger yet (slurmctld with priority/tally saves it every calc_period); showing zero usage", path.display());
             Ok(Snapshot::new(config.new_ledger()))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
-            "{}: cannot read: {e} (the ledger is the slurm user's, mode 0600: run as root or SlurmUser, or ask your admin)",
-            path.display()
-        )),
-        Err(e) => Err(format!("{}: cannot read: {e}", path.display())),
+        Err(e) if e.io_kind() == Some(ErrorKind::PermissionDenied) => {
+            Err(format!("{}: {e} (the ledger is the slurm user's, mode 0600: run as root or SlurmUser, or ask your admin)", path.display()))
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
 
@@ -208,7 +219,7 @@ fn is_admin(caller: &Caller, slurm_user: &str, config: &Config) -> bool {
 
 /// `SlurmUser=` of a slurm.conf (default `root`, as Slurm's).
 pub fn slurm_user(conf: &Path) -> String {
-    std::fs::read_to_string(conf)
+    tally_config::input::read_text(conf, "slurm.conf", MAX_SLURM_CONF_BYTES)
         .ok()
         .and_then(|text| {
             text.lines()
@@ -262,5 +273,11 @@ mod tests {
         assert_eq!(state_save_location(&conf).unwrap(), PathBuf::from("/var/spool/x"));
         std::fs::write(&conf, "ClusterName=x\n").unwrap();
         assert!(state_save_location(&conf).unwrap_err().contains("no StateSaveLocation (give --state)"));
+        // Not a regular file: refused by what it is; SlurmUser then defaults.
+        assert_eq!(
+            state_save_location(&dir).unwrap_err(),
+            format!("{}: is a directory, not a regular file: slurm.conf is read from a regular file (give --state)", dir.display())
+        );
+        assert_eq!(slurm_user(Path::new("/dev/zero")), "root");
     }
 }

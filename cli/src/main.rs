@@ -6,7 +6,7 @@
 #![deny(unsafe_code)]
 
 use clap::{CommandFactory, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod budget;
@@ -75,8 +75,8 @@ enum Command {
         /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Cluster size in GPUs (default: [cluster] gpus of the file).
-        #[arg(long)]
+        /// Cluster size in GPUs, 1 to 4194304 (default: [cluster] gpus of the file).
+        #[arg(long, value_name = "N", value_parser = gpu_count)]
         gpus: Option<u32>,
     },
     /// Write the manual pages (tally.1 and tally-SUBCOMMAND.1) into a
@@ -94,7 +94,8 @@ struct ShareArgs {
     /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Ledger file (default: StateSaveLocation/tally/ledger.state from slurm.conf).
+    /// Ledger file, a regular file of at most 256 MiB (default:
+    /// StateSaveLocation/tally/ledger.state from slurm.conf).
     #[arg(long)]
     state: Option<PathBuf>,
     /// List every user under their accounts (as `sshare -a`).
@@ -140,8 +141,8 @@ enum ConfigCommand {
     Check {
         /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
         file: Option<PathBuf>,
-        /// Cluster size in GPUs (default: [cluster] gpus of the file).
-        #[arg(long)]
+        /// Cluster size in GPUs, 1 to 4194304 (default: [cluster] gpus of the file).
+        #[arg(long, value_name = "N", value_parser = gpu_count)]
         gpus: Option<u32>,
     },
     /// Print the account tree and users as `account NAME PARENT` /
@@ -217,7 +218,31 @@ fn main() -> ExitCode {
 pub(crate) fn config_at(file: Option<PathBuf>) -> Result<(PathBuf, tally_config::Config), String> {
     let path = file.unwrap_or_else(tally_config::default_path);
     let config = tally_config::Config::load(&path).map_err(|e| e.to_string())?;
+    for w in config.warning_lines() {
+        eprintln!("warning: {w}");
+    }
     Ok((path, config))
+}
+
+/// A file the user named, as [`tally_config::input::read_text`] reads it:
+/// a regular file (not a FIFO, a device or a directory) of at most
+/// `max_bytes`, UTF-8. `what` names the kind of file in refusals ("a
+/// trace"); every error starts with the path.
+pub(crate) fn read_file(path: &Path, what: &str, max_bytes: u64) -> Result<String, String> {
+    tally_config::input::read_text(path, what, max_bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// clap's parser of a GPU count (`--gpus`, `--gpus-per-node`): a whole
+/// number from 1 to [`tally_config::MAX_CLUSTER_GPUS`], the bound tally.toml
+/// has too. The help texts say the bound in words.
+pub(crate) fn gpu_count(s: &str) -> Result<u32, String> {
+    let max = tally_config::MAX_CLUSTER_GPUS;
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err(format!("at least 1 GPU (1 to {max})")),
+        Ok(n) if n > u64::from(max) => Err(tally_config::too_many_gpus(n)),
+        Ok(n) => Ok(n as u32),
+        Err(_) => Err(format!("`{s}` is not a whole number of GPUs (1 to {max})")),
+    }
 }
 
 /// Load a config (default path when `None`) and pick the cluster size.
@@ -229,4 +254,41 @@ pub(crate) fn load(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(tally_co
         None => return Err(format!("{}: no cluster size: give --gpus N or set [cluster] gpus in the file", path.display())),
     };
     Ok((config, gpus))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `--gpus` and `--gpus-per-node` says the bound in its help
+    /// (they all parse with [`gpu_count`]; the CLI tests try each).
+    #[test]
+    fn every_gpu_count_has_the_cluster_bound() {
+        fn walk(cmd: &clap::Command, path: &str, seen: &mut usize) {
+            for arg in cmd.get_arguments() {
+                let long = arg.get_long().unwrap_or_default();
+                if long == "gpus" || long == "gpus-per-node" {
+                    *seen += 1;
+                    let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                    let max = tally_config::MAX_CLUSTER_GPUS;
+                    assert!(help.contains(&format!("1 to {max}")), "{path} --{long}: the help says the bound: {help}");
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut seen = 0;
+        walk(&Cli::command(), "tally", &mut seen);
+        // config check, demo, sim (2), budget, trace augment.
+        assert_eq!(seen, 6);
+    }
+
+    #[test]
+    fn gpu_counts_say_what_is_allowed() {
+        assert_eq!(gpu_count("64"), Ok(64));
+        assert_eq!(gpu_count("0"), Err("at least 1 GPU (1 to 4194304)".to_string()));
+        assert!(gpu_count("4294967296").unwrap_err().contains("at most 4194304"));
+        assert_eq!(gpu_count("lots"), Err("`lots` is not a whole number of GPUs (1 to 4194304)".to_string()));
+    }
 }

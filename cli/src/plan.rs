@@ -55,8 +55,13 @@ pub struct PlanArgs {
     pub generated: Option<String>,
     /// Measure the planner on N generated instances (FIFO, the greedy, fast
     /// mode and, with --mode full, full mode asked for a proof within
-    /// --time-limit each), every plan validated.
-    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "generated", "json", "svg"])]
+    /// --time-limit each), every plan validated; N from 1 to 10000.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["scenario", "generated", "json", "svg"],
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::plan_check::MAX_INSTANCES as u64)
+    )]
     pub instances: Option<usize>,
     /// With --instances: no progress bar.
     #[arg(long)]

@@ -6,32 +6,48 @@
 
 use crate::table::{Column, Table};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tally_planner::predict::{
     demand_curve, level_counts, mae, predict_online, weekly_profiles, JobKey, Outcome, PastJob, PredictRules, ServiceRun, HOURS_PER_WEEK,
 };
 use tally_sim::trace::{self, Class, Trace};
 
+/// The largest `--window`: 10,000 durations per key, 500 times the
+/// default 20. Every prediction takes a quantile over up to this many
+/// durations (a sort), so the time of a run grows with jobs × window.
+pub const MAX_WINDOW: usize = 10_000;
+
 #[derive(clap::Args, Debug)]
 pub struct PredictArgs {
     /// Canonical trace (with time_limit_s and name columns for the limits'
-    /// error and the (user, name) level).
+    /// error and the (user, name) level), a regular file of at most 1 GiB.
     #[arg(long, value_name = "FILE")]
     pub trace: PathBuf,
-    /// Durations kept per key (the last N).
-    #[arg(long, value_name = "N", default_value_t = PredictRules::default().window)]
+    /// Durations kept per key (the last N), 1 to 10000.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = PredictRules::default().window,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WINDOW as u64)
+    )]
     pub window: usize,
     /// Quantile of those durations predicted, in [0, 1] (0.5: the median).
     #[arg(long, value_name = "Q", default_value_t = PredictRules::default().quantile)]
     pub quantile: f64,
-    /// Durations a key needs before it is used.
-    #[arg(long, value_name = "N", default_value_t = PredictRules::default().min_samples)]
+    /// Durations a key needs before it is used, 1 to --window.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = PredictRules::default().min_samples,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WINDOW as u64)
+    )]
     pub min_samples: usize,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct ProfileArgs {
-    /// Canonical trace: its realtime jobs, grouped by name (else account).
+    /// Canonical trace: its realtime jobs, grouped by name (else account);
+    /// a regular file of at most 1 GiB.
     #[arg(long, value_name = "FILE")]
     pub trace: PathBuf,
     /// Where the 24-hour curves start, in the trace's seconds (default: the
@@ -48,8 +64,8 @@ pub struct ProfileArgs {
     pub week: bool,
 }
 
-fn read_trace(path: &PathBuf) -> Result<Trace, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+fn read_trace(path: &Path) -> Result<Trace, String> {
+    let text = crate::trace::read_trace(path)?;
     trace::parse_csv(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -74,11 +90,14 @@ pub fn run_predict(a: PredictArgs) -> Result<(), String> {
     if !(0.0..=1.0).contains(&a.quantile) {
         return Err(format!("--quantile must be in [0, 1] (0.5: the median), found {}", a.quantile));
     }
-    let trace = read_trace(&a.trace)?;
-    if a.window == 0 {
-        return Err("--window must be at least 1 (durations kept per key)".into());
+    if a.min_samples > a.window {
+        return Err(format!(
+            "--min-samples {} is more than --window {}: a key keeps its last {} durations only, so it would never be used (1 to --window)",
+            a.min_samples, a.window, a.window
+        ));
     }
-    let rules = PredictRules { window: a.window, quantile: a.quantile, min_samples: a.min_samples.max(1), ..PredictRules::default() };
+    let trace = read_trace(&a.trace)?;
+    let rules = PredictRules { window: a.window, quantile: a.quantile, min_samples: a.min_samples, ..PredictRules::default() };
     // A job's end is its submission plus its duration: the trace has no
     // start times (the waits are the scheduler's), so this is the earliest
     // it could have ended — optimistic by the job's wait.

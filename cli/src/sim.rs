@@ -35,17 +35,18 @@ pub enum SimCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
-    /// Canonical trace (CSV; `tally trace import` / `tally trace augment` make one).
+    /// Canonical trace (CSV; `tally trace import` / `tally trace augment`
+    /// make one), a regular file of at most 1 GiB.
     #[arg(long, value_name = "FILE", required = true)]
     pub trace: Option<PathBuf>,
     /// Budgets (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
     #[arg(long, short, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// GPUs in the simulated cluster.
-    #[arg(long, value_name = "N", required = true)]
+    /// GPUs in the simulated cluster, 1 to 4194304.
+    #[arg(long, value_name = "N", required = true, value_parser = crate::gpu_count)]
     pub gpus: Option<u32>,
-    /// GPUs per node (default: [cluster] gpus_per_node of the config).
-    #[arg(long, value_name = "N")]
+    /// GPUs per node, 1 to 4194304 (default: [cluster] gpus_per_node of the config).
+    #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
     pub gpus_per_node: Option<u32>,
     /// GPUs of each type in the simulated cluster, e.g. `b200=32,h100=64`:
     /// types of the config's [cluster.gpu_types] (their weights), the rest
@@ -107,7 +108,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
         Some(spec) => with_gpu_counts(&config, spec)?,
         None => config,
     };
-    let text = std::fs::read_to_string(&trace_path).map_err(|e| format!("{}: cannot read: {e}", trace_path.display()))?;
+    let text = crate::trace::read_trace(&trace_path)?;
     let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", trace_path.display()))?;
     if trace.jobs.is_empty() {
         return Err(format!("{}: no jobs", trace_path.display()));
@@ -121,9 +122,6 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     }
     if policies.is_empty() {
         return Err(format!("--compare: name at least one policy ({})", policy_names()));
-    }
-    if gpus == 0 {
-        return Err("--gpus must be at least 1".into());
     }
     let groups = tally_sim::sim::gpu_groups(&config, gpus)
         .map_err(|e| format!("--gpus {gpus}: {e} (--gpu-types, or the counts of [cluster.gpu_types] in {})", config.source))?;

@@ -46,8 +46,8 @@ pub struct SuiteArgs {
     /// debug_lane`; on by default): measure the order without it
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub debug_lane: Option<String>,
-    /// Replays run at once (default: the machine's cores).
-    #[arg(long, value_name = "N")]
+    /// Replays run at once, 1 to 1024 (default: the machine's cores).
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS as u64))]
     pub threads: Option<usize>,
     /// Print JSON instead of the table.
     #[arg(long)]
@@ -56,6 +56,12 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub quiet: bool,
 }
+
+/// The most replays `--threads` runs at once: 1,024. Each holds a
+/// replay's state (its case's jobs and cluster) while it runs, so threads
+/// beyond the cores add memory and no speed; no more run than there are
+/// replays.
+pub const MAX_THREADS: usize = 1024;
 
 /// Tally's targets (issue 10), checked on every case at demand ≥ 1.
 struct Targets {
@@ -99,7 +105,7 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
     if traces_dir.is_dir() {
         for name in a.trace_files.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let p = traces_dir.join(format!("{name}.csv"));
-            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+            let text = crate::trace::read_trace(&p)?;
             let bare = elasticflow(&text).map_err(|e| format!("{}: {e}", p.display()))?;
             cases.extend(trace_cases(name, &bare, &config));
         }
@@ -132,7 +138,9 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
             .progress_chars("=> "),
     );
     bar.set_prefix("suite");
-    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    // No more threads than replays.
+    let threads =
+        a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, MAX_THREADS).min(jobs.len().max(1));
     let next = Mutex::new(0usize);
     let results: Mutex<Vec<Option<Result<PolicyResult, String>>>> = Mutex::new(vec![None; jobs.len()]);
     std::thread::scope(|scope| {

@@ -6,11 +6,28 @@
 
 use crate::table::{Column, Table};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use tally_sim::augment::{self, AugmentError, AugmentOptions};
 use tally_sim::import::{self, SwfOptions};
 use tally_sim::trace::{self, Class, Trace};
+
+/// The largest trace read (a file of `tally sim`, `tally budget`, `tally
+/// sim suite`, `tally history predict|profile`, or the input of `tally
+/// trace import|augment`, standard input too): 1 GiB. A year of a large
+/// cluster's sacct history is a few million jobs, some hundreds of MB;
+/// the largest public traces (the Parallel Workloads Archive's SWF logs,
+/// ElasticFlow's CSVs) are smaller. A parsed job takes about 6 times the
+/// bytes of its CSV row (docs/reliability.md, "Input bounds"), so the bound
+/// keeps a replay's memory to some GB where /dev/zero or a log file named
+/// by mistake grew until the kernel killed it.
+pub const MAX_TRACE_BYTES: u64 = 1 << 30;
+
+/// A trace file the user named: a regular file of at most
+/// [`MAX_TRACE_BYTES`], UTF-8 (errors start with the path).
+pub fn read_trace(path: &Path) -> Result<String, String> {
+    crate::read_file(path, "a trace", MAX_TRACE_BYTES)
+}
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TraceCommand {
@@ -42,7 +59,7 @@ pub struct ImportArgs {
     #[arg(long, value_enum)]
     pub format: Format,
     /// SWF only: processors per GPU (a job of P processors asks for
-    /// ceil(P / N) GPUs).
+    /// ceil(P / N) GPUs), 1 to 4294967295: a divisor, it sizes nothing.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub procs_per_gpu: u32,
     #[command(flatten)]
@@ -64,7 +81,8 @@ pub struct ImportIo {
     /// overwritten.
     #[arg(long, value_name = "STATE_FILE")]
     pub seed_ledger: Option<PathBuf>,
-    /// The trace to read (`-` for stdin).
+    /// The trace to read, a regular file of at most 1 GiB (`-`: standard
+    /// input, as much).
     #[arg(value_name = "INPUT")]
     pub input: PathBuf,
     /// Where to write the canonical CSV (default: stdout).
@@ -113,21 +131,23 @@ pub struct AugmentArgs {
     #[arg(long, value_name = "N", default_value_t = AugmentOptions::default().seed)]
     pub seed: u64,
     /// Debug jobs added per working day (Mon-Fri, 09:00-18:00), all teams
-    /// together.
+    /// together: at most 10000000 debug jobs over the whole trace.
     #[arg(long, value_name = "X", default_value_t = AugmentOptions::default().debug_per_day)]
     pub debug_per_day: f64,
     /// Share of the trace's jobs given contract 0 (unallocated), in [0, 1].
     #[arg(long, value_name = "F", default_value_t = AugmentOptions::default().unallocated_fraction)]
     pub unallocated_fraction: f64,
-    /// Cluster size that turns budgets into team weights (default: [cluster]
-    /// gpus of the config, else the trace's mean busy GPUs / 2.5).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Cluster size that turns budgets into team weights, 1 to 4194304
+    /// (default: [cluster] gpus of the config, else the trace's mean busy
+    /// GPUs / 2.5).
+    #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
     pub gpus: Option<u32>,
     /// Where t = 0 falls in the week, after Monday 00:00, e.g. "2d9h"
     /// (default 0: t = 0 is Monday 00:00).
     #[arg(long, value_name = "DURATION", default_value = "0")]
     pub week_offset: String,
-    /// The canonical trace to read (`-` for stdin).
+    /// The canonical trace to read, a regular file of at most 1 GiB (`-`:
+    /// standard input, as much).
     #[arg(value_name = "INPUT")]
     pub input: PathBuf,
     /// Where to write the augmented trace (default: stdout).
@@ -142,14 +162,20 @@ pub fn run(cmd: TraceCommand) -> Result<(), String> {
     }
 }
 
+/// INPUT of `tally trace import|augment`: a trace file, or standard input
+/// for `-`, at most [`MAX_TRACE_BYTES`] either way.
 fn read_input(path: &Path) -> Result<String, String> {
+    use tally_config::input::{read_stream, read_text, InputError};
     if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: cannot read: {e}"))?;
-        Ok(text)
-    } else {
-        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+        return read_stream(std::io::stdin().lock(), "a trace", MAX_TRACE_BYTES).map_err(|e| format!("stdin: {e}"));
     }
+    read_text(path, "a trace", MAX_TRACE_BYTES).map_err(|e| match e {
+        // A pipe (a FIFO, `<(…)`) has its way in: standard input.
+        InputError::NotRegular { kind: "a FIFO", .. } => {
+            format!("{}: {e} (or give `-` to read standard input: `… - < {}`)", path.display(), path.display())
+        }
+        e => format!("{}: {e}", path.display()),
+    })
 }
 
 fn write_output(path: Option<&Path>, text: &str) -> Result<(), String> {

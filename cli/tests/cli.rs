@@ -623,3 +623,132 @@ fn under_sudo_a_caller_chooses_no_file() {
     assert!(!svg.exists(), "no file written for the caller");
     let _ = std::fs::remove_file(&state);
 }
+
+/// Last month's tally.toml, with a key this release dropped, still loads:
+/// `tally config check` says what to remove and why, and passes.
+#[test]
+fn a_dropped_key_is_a_warning_not_an_error() {
+    let old = temp_config("old.toml", "[cluster]\ngpus = 8\n[priority]\nage_unit = \"1m\"\n[accounts.a]\nshare = 1\n");
+    let (ok, out, err) = tally(&["config", "check", &old]);
+    assert!(ok, "{err}");
+    assert!(out.contains(": OK ("), "{out}");
+    assert!(err.contains("old.toml:4: priority.age_unit: is no longer used and is ignored"), "{err}");
+    let typo = temp_config("typo.toml", "[cluster]\ngpus = 8\n[priority]\nage_units = \"1m\"\n");
+    fails_with(&["config", "check", &typo], "unknown field `age_units`");
+}
+
+/// Runs `tally args` and gives it 10 seconds: a `tally` still running then
+/// is killed and the test fails, so a read that blocks (a FIFO) or grows
+/// without end (/dev/zero) fails the test instead of hanging it or
+/// exhausting the machine. Returns (success, stderr).
+fn tally_at_once(args: &[&str]) -> (bool, String) {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tally"))
+        .args(args)
+        .env_remove("TALLY_CONFIG")
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tally");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tally {args:?} had not exited after 10 s (killed): a read that blocks or never ends");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.success(), err)
+}
+
+/// A FIFO in this test process's temporary directory that no one writes.
+fn temp_fifo(name: &str) -> String {
+    let path = temp_config(name, "");
+    std::fs::remove_file(&path).unwrap();
+    assert!(Command::new("mkfifo").arg(&path).status().expect("mkfifo").success());
+    path
+}
+
+#[test]
+fn sim_refuses_a_cluster_past_the_gpu_bound_at_once() {
+    // Before: the simulator laid out 536 million nodes and was OOM-killed at 24 GB.
+    let trace = temp_config("bound.csv", MICRO_TRACE);
+    let config = temp_config("bound.toml", MICRO_CONFIG);
+    let (ok, err) = tally_at_once(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4294967295", "--quiet"]);
+    assert!(!ok);
+    assert!(
+        err.contains("'--gpus <N>': 4294967295 GPUs is more than a cluster may have: at most 4194304 (2^22, well past the largest GPU clusters)"),
+        "{err}"
+    );
+    assert_eq!(tally_config::MAX_CLUSTER_GPUS, 4194304, "the bound the help texts and this test name");
+    fails_with(&["sim", "--trace", &trace, "--config", &config, "--gpus", "8", "--gpus-per-node", "4194305"], "at most 4194304");
+    fails_with(&["sim", "--trace", &trace, "--config", &config, "--gpus", "0"], "'--gpus <N>': at least 1 GPU (1 to 4194304)");
+    fails_with(&["config", "check", "examples/tally.toml", "--gpus", "4194305"], "at most 4194304");
+    fails_with(&["budget", "--config", &config, "--trace", &trace, "--gpus", "99999999999"], "at most 4194304");
+    fails_with(&["trace", "augment", "--config", &config, "--gpus", "4194305", &trace], "at most 4194304");
+    // At the bound: accepted (a replay of the four jobs on 4M GPUs in nodes of 8).
+    let (ok, _, err) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4194304", "--compare", "fifo", "--quiet", "--json"]);
+    assert!(ok, "{err}");
+}
+
+#[test]
+fn share_refuses_a_device_as_its_ledger() {
+    // Before: /dev/zero was read until memory ran out (12 GB).
+    let (ok, err) = tally_at_once(&["share", "--state", "/dev/zero", "-c", "examples/tally.toml"]);
+    assert!(!ok);
+    assert_eq!(err.trim(), "/dev/zero: is a character device, not a regular file: a ledger is read from a regular file");
+}
+
+#[test]
+fn a_fifo_named_as_a_file_is_refused_at_once() {
+    // Before: open(2) of a FIFO no one writes blocked forever.
+    let fifo = temp_fifo("named.fifo");
+    let (ok, err) = tally_at_once(&["config", "check", &fifo]);
+    assert!(!ok);
+    assert_eq!(err.trim(), format!("{fifo}: is a FIFO, not a regular file: a tally.toml is read from a regular file"));
+    let (ok, err) = tally_at_once(&["share", "--state", &fifo, "-c", "examples/tally.toml"]);
+    assert!(!ok);
+    assert_eq!(err.trim(), format!("{fifo}: is a FIFO, not a regular file: a ledger is read from a regular file"));
+    let trace_is_fifo = |args: &[&str]| {
+        let (ok, err) = tally_at_once(args);
+        assert!(!ok && err.contains(&format!("{fifo}: is a FIFO, not a regular file: a trace is read from a regular file")), "{args:?}: {err}");
+        err
+    };
+    trace_is_fifo(&["sim", "--trace", &fifo, "--config", "examples/tally.toml", "--gpus", "8"]);
+    trace_is_fifo(&["history", "predict", "--trace", &fifo]);
+    // Where `-` reads standard input, the refusal says so.
+    let err = trace_is_fifo(&["trace", "import", "--format", "swf", &fifo]);
+    assert!(err.contains("or give `-` to read standard input"), "{err}");
+    let (ok, err) = tally_at_once(&["explain", "1", "-c", "examples/tally.toml", "--state", "/nonexistent", "--squeue-json", &fifo]);
+    assert!(
+        !ok && err.contains(&format!("{fifo}: is a FIFO, not a regular file: saved `squeue --json` output is read from a regular file")),
+        "{err}"
+    );
+    std::fs::remove_file(&fifo).unwrap();
+}
+
+#[test]
+fn numeric_arguments_that_size_work_are_bounded() {
+    // Refused before any work starts (before: 10,001 plans, or the whole
+    // suite on 1,025 threads, ran until killed).
+    let refused = |args: &[&str], want: &str| {
+        let (ok, err) = tally_at_once(args);
+        assert!(!ok && err.contains(want), "tally {args:?}: {err}");
+    };
+    refused(&["plan", "--instances", "10001", "--quiet"], "'--instances <N>': 10001 is not in 1..=10000");
+    refused(&["sim", "suite", "--threads", "1025", "--quiet"], "'--threads <N>': 1025 is not in 1..=1024");
+    refused(&["history", "predict", "--trace", "/nonexistent", "--window", "10001"], "'--window <N>': 10001 is not in 1..=10000");
+    refused(
+        &["history", "predict", "--trace", "/nonexistent", "--window", "5", "--min-samples", "6"],
+        "--min-samples 6 is more than --window 5: a key keeps its last 5 durations only, so it would never be used (1 to --window)",
+    );
+}

@@ -17,7 +17,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use tally_allocator::{
     AccountSpec, Allocation, Budget, Capacity, Contract, ContractRules, FairShare, GpuTypeError, GpuWeights, Inventory, Ledger, LongJobs,
@@ -25,6 +24,7 @@ use tally_allocator::{
 };
 use tally_planner::queue::QueueRules;
 
+pub mod input;
 pub mod lines;
 pub mod raw;
 pub mod scenario;
@@ -46,27 +46,26 @@ pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// at most.
 pub const MAX_DEBUG_GPUS: u32 = 64;
 
-/// Read at most [`MAX_FILE_BYTES`] of `path` as UTF-8; `what` names the
-/// kind of file in the refusal ("a tally.toml"), `why` follows it.
+/// The most GPUs a cluster may have: `[cluster] gpus`, `gpus_per_node`
+/// and a `[cluster.gpu_types]` count in tally.toml, and every `--gpus`
+/// and `--gpus-per-node` of the `tally` command. 2^22 = 4,194,304 GPUs is
+/// well past the largest GPU clusters built (some hundreds of thousands of
+/// GPUs). The bound is for memory: the simulator keeps 24 bytes per node
+/// in each policy's replay (100 MB at this bound, one GPU per node),
+/// where `--gpus 4294967295` asked it for tens of GB.
+pub const MAX_CLUSTER_GPUS: u32 = 1 << 22;
+
+/// Read at most [`MAX_FILE_BYTES`] of `path` as UTF-8 ([`input::read_text`]:
+/// a regular file only); `what` names the kind of file in the refusal ("a
+/// tally.toml"), `why` follows a refusal for size.
 pub(crate) fn read_capped(path: &Path, file: &str, what: &str, why: &str) -> Result<String, ConfigError> {
-    let cannot = |e: std::io::Error| ConfigError::one(file, "", None, format!("cannot read: {e}"));
-    let f = std::fs::File::open(path).map_err(cannot)?;
-    let mut bytes = Vec::new();
-    (&f).take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        const MIB: u64 = 1024 * 1024;
-        let size = match f.metadata().map(|m| m.len()) {
-            Ok(n) if n > MAX_FILE_BYTES => format!("{n} bytes ({:.1} MiB)", n as f64 / MIB as f64),
-            _ => format!("more than {MAX_FILE_BYTES} bytes"),
+    input::read_text(path, what, MAX_FILE_BYTES).map_err(|e| {
+        let message = match e {
+            input::InputError::TooBig { .. } => format!("{e}{why}"),
+            e => e.to_string(),
         };
-        return Err(ConfigError::one(
-            file,
-            "",
-            None,
-            format!("the file is {size}; {what} may be at most {MAX_FILE_BYTES} bytes ({} MiB){why}", MAX_FILE_BYTES / MIB),
-        ));
-    }
-    String::from_utf8(bytes).map_err(|e| ConfigError::one(file, "", None, format!("cannot read: not UTF-8 text ({})", e.utf8_error())))
+        ConfigError::one(file, "", None, message)
+    })
 }
 
 /// `$TALLY_CONFIG` or [`DEFAULT_PATH`].
@@ -185,8 +184,32 @@ pub struct Config {
     /// Line of each `[accounts.X]` (for messages found later, e.g. budgets
     /// that do not fit a cluster size).
     account_lines: BTreeMap<String, usize>,
+    /// Keys the file sets that this release ignores ([`DROPPED_KEYS`]):
+    /// said by `tally config check`, the reports and the plugins' log.
+    pub warnings: Vec<Problem>,
     /// The text it was parsed from (the plugins keep it as the last good copy).
     pub text: String,
+}
+
+/// Keys an earlier release accepted and this one ignores, with what
+/// replaced each. A file that sets one loads, with a warning; any other
+/// unknown key is an error.
+pub const DROPPED_KEYS: &[(&str, &str)] = &[
+    ("priority.age_unit", "the priority has no age field; equal priorities run in submit order (Slurm's tie-break)"),
+    ("priority.debug_lane_gpus", "the debug lane holds the debug class, set by priority.debug_max_gpus and priority.debug_max_contract"),
+];
+
+impl Config {
+    /// Each warning as `file:line: key: message`, as errors are written.
+    pub fn warning_lines(&self) -> Vec<String> {
+        self.warnings
+            .iter()
+            .map(|w| match w.line {
+                Some(l) => format!("{}:{l}: {}: {}", self.source, w.key, w.message),
+                None => format!("{}: {}: {}", self.source, w.key, w.message),
+            })
+            .collect()
+    }
 }
 
 impl Config {
@@ -213,12 +236,16 @@ impl Config {
         let mut bad = |key: &str, line: Option<usize>, message: String| problems.push(Problem { key: key.to_string(), line, message });
 
         let cluster = raw.cluster.unwrap_or_default();
-        if cluster.gpus == Some(0) {
-            bad("cluster.gpus", None, "must be at least 1 (or left out to count the nodes' GPUs)".into());
+        match cluster.gpus {
+            Some(0) => bad("cluster.gpus", None, "must be at least 1 (or left out to count the nodes' GPUs)".into()),
+            Some(g) if g > MAX_CLUSTER_GPUS => bad("cluster.gpus", None, too_many_gpus(g)),
+            _ => {}
         }
         let gpus_per_node = cluster.gpus_per_node.unwrap_or(8);
         if gpus_per_node == 0 {
             bad("cluster.gpus_per_node", None, "must be at least 1".into());
+        } else if gpus_per_node > MAX_CLUSTER_GPUS {
+            bad("cluster.gpus_per_node", None, too_many_gpus(gpus_per_node));
         }
         let (gpu_types, cluster_gpus) = gpu_types(&cluster, &line_of, &mut bad);
 
@@ -314,13 +341,6 @@ impl Config {
             bad("priority.calc_period", None, "must be longer than 0 (default \"1m\")".into());
         }
         let quick_time_limit_s = p.quick_time_limit.map_or(tally_allocator::priority::DEFAULT_QUICK_TIME_LIMIT_S, |d| d.0);
-        if p.debug_lane_gpus.is_some() {
-            bad(
-                "priority.debug_lane_gpus",
-                None,
-                "is no longer used: the debug lane holds the debug class (debug_max_gpus and debug_max_contract). Remove the key".into(),
-            );
-        }
         let debug_lane = p.debug_lane.unwrap_or(true);
         let debug_max_gpus = p.debug_max_gpus.unwrap_or(tally_allocator::priority::DEFAULT_DEBUG_MAX_GPUS);
         if debug_max_gpus > MAX_DEBUG_GPUS {
@@ -342,12 +362,20 @@ impl Config {
                 ),
             );
         }
-        if p.age_unit.is_some() {
-            bad(
-                "priority.age_unit",
-                None,
-                "is no longer used: the priority has no age field; equal priorities run in submit order (Slurm's tie-break). Remove the key".into(),
-            );
+        // Keys an earlier Tally accepted: said and ignored, as Slurm treats
+        // its deprecated options, so last month's file still loads.
+        let mut warnings = Vec::new();
+        for (key, at) in [
+            ("priority.age_unit", p.age_unit.as_ref().map(|v| v.span().start)),
+            ("priority.debug_lane_gpus", p.debug_lane_gpus.as_ref().map(|v| v.span().start)),
+        ] {
+            if let (Some(at), Some((_, instead))) = (at, DROPPED_KEYS.iter().find(|(k, _)| *k == key)) {
+                warnings.push(Problem {
+                    key: key.to_string(),
+                    line: Some(line_of(at)),
+                    message: format!("is no longer used and is ignored: {instead}; remove the key"),
+                });
+            }
         }
 
         let planner = raw.planner.and_then(|pl| {
@@ -440,7 +468,7 @@ impl Config {
                 Ok(()) if !tree.contains(account) => format!("account `{account}` is not declared under [accounts]"),
                 Ok(()) => continue,
             };
-            problems.push(Problem { key: format!("users.{user}"), line, message });
+            problems.push(Problem { key: format!("users.{}", tally_allocator::text::clip(user)), line, message });
         }
         if !problems.is_empty() {
             return Err(ConfigError { file: file.to_string(), problems });
@@ -464,6 +492,7 @@ impl Config {
                 admins: raw.reports.and_then(|r| r.admins).unwrap_or_default(),
             },
             account_lines,
+            warnings,
             text: text.to_string(),
         };
         if let Some(gpus) = config.cluster.gpus {
@@ -561,13 +590,17 @@ fn gpu_types(
         let r = row.get_ref();
         let gpus = match r.gpus {
             None => None,
-            Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => Some(n as u32),
+            Some(n) if (1..=i64::from(MAX_CLUSTER_GPUS)).contains(&n) => Some(n as u32),
             Some(0) => {
                 bad(&format!("{key}.gpus"), line, GpuTypeError::NoGpus(name.clone()).to_string());
                 continue;
             }
             Some(n) => {
-                bad(&format!("{key}.gpus"), line, format!("{n} is not a number of GPUs (1 to {}), or leave it out to count Slurm's nodes", u32::MAX));
+                bad(
+                    &format!("{key}.gpus"),
+                    line,
+                    format!("{n} is not a number of GPUs (1 to {MAX_CLUSTER_GPUS}), or leave it out to count Slurm's nodes"),
+                );
                 continue;
             }
         };
@@ -600,10 +633,23 @@ fn gpu_types(
             Some(g)
         }
         Some(g) => Some(g),
+        None if all_counted && counted > u64::from(MAX_CLUSTER_GPUS) => {
+            bad(
+                "cluster.gpu_types",
+                None,
+                format!("the types' GPUs add up to {counted}: a cluster may have at most {MAX_CLUSTER_GPUS} GPUs (tally_config::MAX_CLUSTER_GPUS)"),
+            );
+            None
+        }
         None if all_counted && counted > 0 => u32::try_from(counted).ok(),
         None => None,
     };
     (weights, gpus)
+}
+
+/// A refusal of a GPU count over [`MAX_CLUSTER_GPUS`]: what is allowed and why.
+pub fn too_many_gpus(n: impl fmt::Display) -> String {
+    format!("{n} GPUs is more than a cluster may have: at most {MAX_CLUSTER_GPUS} (2^22, well past the largest GPU clusters)")
 }
 
 fn tree_problem(file: &str, e: &TreeError, lines: &BTreeMap<String, usize>) -> ConfigError {

@@ -98,13 +98,14 @@ pub struct RawContracts {
 #[serde(deny_unknown_fields)]
 pub struct RawPriority {
     pub calc_period: Option<Duration>,
-    pub age_unit: Option<Duration>,
+    /// Dropped: warned about and ignored, whatever its value ([`crate::DROPPED_KEYS`]).
+    pub age_unit: Option<Spanned<serde::de::IgnoredAny>>,
     pub quick_time_limit: Option<Duration>,
     pub debug_max_gpus: Option<u32>,
     pub debug_max_contract: Option<Duration>,
     pub debug_lane: Option<bool>,
-    /// Removed: refused whatever its value.
-    pub debug_lane_gpus: Option<serde::de::IgnoredAny>,
+    /// Dropped: warned about and ignored, whatever its value.
+    pub debug_lane_gpus: Option<Spanned<serde::de::IgnoredAny>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

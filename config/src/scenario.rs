@@ -215,7 +215,10 @@ pub fn parse(text: &str, file: &str) -> Result<Scenario, ConfigError> {
                 bad(
                     format!("{key}.class"),
                     line,
-                    format!("`{class}` is not a batch class (training, batch_inference, quantization); realtime work goes under [[services]]"),
+                    format!(
+                        "`{}` is not a batch class (training, batch_inference, quantization); realtime work goes under [[services]]",
+                        tally_allocator::text::clip(class)
+                    ),
                 );
             }
         }

@@ -111,6 +111,23 @@ const BROKEN: &[(&str, &str)] = &[
     ("[contracts]\nmissing = \"9h\"\n", "t.toml: contracts.missing: default contract 9h exceeds contracts.max 8h"),
     ("[cluster]\ngpus = 0\n", "t.toml: cluster.gpus: must be at least 1 (or left out to count the nodes' GPUs)"),
     ("[cluster]\ngpus = -3\n", "t.toml:2: cluster.gpus: invalid value: integer `-3`, expected u32"),
+    // MAX_CLUSTER_GPUS: 2^22.
+    (
+        "[cluster]\ngpus = 4294967295\n",
+        "t.toml: cluster.gpus: 4294967295 GPUs is more than a cluster may have: at most 4194304 (2^22, well past the largest GPU clusters)",
+    ),
+    (
+        "[cluster]\ngpus = 8\ngpus_per_node = 4194305\n",
+        "t.toml: cluster.gpus_per_node: 4194305 GPUs is more than a cluster may have: at most 4194304 (2^22, well past the largest GPU clusters)",
+    ),
+    (
+        "[cluster.gpu_types]\nb200 = { weight = 2.2, gpus = 4194305 }\n",
+        "t.toml:2: cluster.gpu_types.b200.gpus: 4194305 is not a number of GPUs (1 to 4194304), or leave it out to count Slurm's nodes",
+    ),
+    (
+        "[cluster.gpu_types]\nb200 = { weight = 2.2, gpus = 4194304 }\nh100 = { gpus = 1 }\n",
+        "t.toml: cluster.gpu_types: the types' GPUs add up to 4194305: a cluster may have at most 4194304 GPUs (tally_config::MAX_CLUSTER_GPUS)",
+    ),
     ("[clutser]\ngpus = 3\n", "t.toml:1: clutser: unknown field `clutser`, expected one of `cluster`, `ledger`, `contracts`, `priority`, `planner`, `log`, `reports`, `accounts`, `users`"),
     ("[users]\nalice = \"ghost\"\n", "t.toml:2: users.alice: account `ghost` is not declared under [accounts]"),
     ("[accounts.root]\nshare = 5\n", "t.toml:1: accounts.root: `root` is the implicit top of the tree and cannot be declared"),
@@ -163,7 +180,7 @@ const BROKEN: &[(&str, &str)] = &[
     ),
     (
         "[cluster.gpu_types]\nb200 = { weight = 2.2, gpus = -4 }\n",
-        "t.toml:2: cluster.gpu_types.b200.gpus: -4 is not a number of GPUs (1 to 4294967295), or leave it out to count Slurm's nodes",
+        "t.toml:2: cluster.gpu_types.b200.gpus: -4 is not a number of GPUs (1 to 4194304), or leave it out to count Slurm's nodes",
     ),
     (
         "[cluster]\ngpus = 16\n[cluster.gpu_types]\nh100 = { gpus = 8 }\nb200 = { weight = 2.2, gpus = 16 }\n",
@@ -223,9 +240,9 @@ fn the_planner_grid_is_bounded() {
 
 #[test]
 fn several_problems_are_reported_together() {
-    let err = Config::parse("[cluster]\ngpus = 0\ngpus_per_node = 0\n[priority]\nage_unit = \"1m\"\n", "t.toml").unwrap_err();
+    let err = Config::parse("[cluster]\ngpus = 0\ngpus_per_node = 0\n[priority]\ncalc_period = \"0s\"\n", "t.toml").unwrap_err();
     let keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
-    assert_eq!(keys, vec!["cluster.gpus", "cluster.gpus_per_node", "priority.age_unit"]);
+    assert_eq!(keys, vec!["cluster.gpus", "cluster.gpus_per_node", "priority.calc_period"]);
 }
 
 #[test]
@@ -246,8 +263,29 @@ fn requeue_budget_and_long_jobs() {
         "t.toml: contracts.max_requeues: 1000 is too many (0 to 100, or leave it out: no limit, the default): each requeue of a job that is not resumable throws its work away\n\
          t.toml: contracts.long_jobs: expected \"warn\" or \"reject\" (what job_submit does with a job that is not resumable and longer than contracts.max), found \"maybe\""
     );
-    let err = Config::parse("[priority]\nage_unit = \"1m\"\n", "t.toml").unwrap_err();
-    assert!(err.to_string().contains("priority.age_unit: is no longer used"), "{err}");
+}
+
+/// A key an earlier Tally accepted loads with a warning that says what
+/// replaced it, whatever its value; a key never known is still an error.
+#[test]
+fn dropped_keys_warn_and_are_ignored() {
+    let c = Config::parse("[cluster]\ngpus = 8\n[priority]\nage_unit = \"1m\"\ndebug_lane_gpus = 2\n", "t.toml").unwrap();
+    assert_eq!(
+        c.warning_lines(),
+        vec![
+            "t.toml:4: priority.age_unit: is no longer used and is ignored: the priority has no age field; equal priorities run in submit order (Slurm's tie-break); remove the key",
+            "t.toml:5: priority.debug_lane_gpus: is no longer used and is ignored: the debug lane holds the debug class, set by priority.debug_max_gpus and priority.debug_max_contract; remove the key",
+        ]
+    );
+    assert_eq!(c.priority, Config::parse("[cluster]\ngpus = 8\n", "t.toml").unwrap().priority, "nothing changes");
+    // Any value: the key is gone, its type with it.
+    assert!(Config::parse("[priority]\nage_unit = [1, 2]\n", "t.toml").is_ok());
+    let err = Config::parse("[priority]\nage_units = \"1m\"\n", "t.toml").unwrap_err();
+    assert!(err.to_string().contains("unknown field `age_units`"), "{err}");
+    for (key, _) in DROPPED_KEYS {
+        let (table, name) = key.split_once('.').unwrap();
+        assert_eq!(Config::parse(&format!("[{table}]\n{name} = 1\n"), "t.toml").unwrap().warnings.len(), 1, "{key}");
+    }
 }
 
 #[test]
@@ -267,8 +305,7 @@ fn quick_jobs_the_debug_class_and_the_lane() {
             .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "t.toml: priority.debug_lane_gpus: is no longer used: the debug lane holds the debug class (debug_max_gpus and debug_max_contract). Remove the key\n\
-         t.toml: priority.debug_max_gpus: 100 is too many (0 to 64, default 2; 0 turns the debug class off): debug jobs are small\n\
+        "t.toml: priority.debug_max_gpus: 100 is too many (0 to 64, default 2; 0 turns the debug class off): debug jobs are small\n\
          t.toml: priority.debug_max_contract: must be longer than 0 and at most contracts.max (1h; default \"15m\"): the longest contract of a debug job"
     );
 }
@@ -319,6 +356,24 @@ fn a_file_over_the_size_cap_is_refused_before_it_is_parsed() {
     );
     std::fs::remove_file(at).unwrap();
     std::fs::remove_file(over).unwrap();
+}
+
+#[test]
+fn a_file_that_is_not_regular_is_refused_by_what_it_is() {
+    // A FIFO would block the open (and slurmctld's main thread with it).
+    let fifo = std::env::temp_dir().join(format!("tally-config-test-{}", std::process::id())).join("fifo.toml");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // On a thread: a read that blocks fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || tx.send(Config::load(&path).map(|_| ()).map_err(|e| e.to_string())));
+    let err = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("refused at once, not blocked").unwrap_err();
+    assert_eq!(err, format!("{}: is a FIFO, not a regular file: a tally.toml is read from a regular file", fifo.display()));
+    std::fs::remove_file(fifo).unwrap();
+    let err = scenario::load(std::path::Path::new("/dev/zero")).unwrap_err().to_string();
+    assert_eq!(err, "/dev/zero: is a character device, not a regular file: a scenario is read from a regular file");
 }
 
 #[test]

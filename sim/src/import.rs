@@ -15,6 +15,7 @@
 use crate::trace::{read_csv, CsvError, Trace, TraceJob};
 use std::collections::HashMap;
 use std::fmt;
+use tally_allocator::text::clip;
 use thiserror::Error;
 
 /// Why an import failed. Every row problem names its 1-based line.
@@ -117,8 +118,11 @@ pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
         let (line, fields) = row?;
         let bad = |col: usize| {
             let raw = &fields[index[col]];
-            let problem =
-                if raw.is_empty() { format!("empty; expected {}", EF_ALLOWED[col]) } else { format!("expected {}, found `{raw}`", EF_ALLOWED[col]) };
+            let problem = if raw.is_empty() {
+                format!("empty; expected {}", EF_ALLOWED[col])
+            } else {
+                format!("expected {}, found `{}`", EF_ALLOWED[col], clip(raw))
+            };
             ImportError::Column { line, column: EF_COLUMNS[col], problem }
         };
         let id = &fields[index[0]];
@@ -129,7 +133,7 @@ pub fn elasticflow(text: &str) -> Result<Trace, ImportError> {
             return Err(ImportError::Column {
                 line,
                 column: EF_COLUMNS[0],
-                problem: format!("job id `{id}` is already used on line {first} (job ids must be unique)"),
+                problem: format!("job id `{}` is already used on line {first} (job ids must be unique)", clip(id)),
             });
         }
         let submit_s = fields[index[1]].parse::<u64>().map_err(|_| bad(1))?;
@@ -201,7 +205,7 @@ pub fn swf(text: &str, opts: &SwfOptions) -> Result<ImportReport, ImportError> {
             line,
             field,
             name,
-            problem: format!("expected {allowed}, found `{}`", fields[field - 1]),
+            problem: format!("expected {allowed}, found `{}`", clip(fields[field - 1])),
         };
         let int = |f: (usize, &'static str)| -> Result<i64, ImportError> {
             fields[f.0 - 1].parse::<i64>().map_err(|_| err(f, "an integer (-1 = unknown)"))

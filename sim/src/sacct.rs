@@ -14,9 +14,10 @@
 use crate::metrics::{Run, RunEnd};
 use crate::trace::{Class, Trace, TraceJob};
 use std::collections::BTreeMap;
+use tally_allocator::text::clip;
 use tally_allocator::tres::{gpu_count, gpu_type};
 use tally_allocator::{comment_tokens, parse_comment, ContractRules, GpuWeights};
-use tally_planner::predict::CommentMeta;
+use tally_planner::predict::{CommentMeta, MetaError};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -74,7 +75,7 @@ pub fn runs(text: &str, ids: &BTreeMap<u32, usize>, clock: Clock, end: u64) -> R
             "PREEMPTED" | "REQUEUED" => (time(get(c_end)?)?.unwrap_or(end), RunEnd::Preempted),
             "CANCELLED" | "RUNNING" | "SUSPENDED" => (time(get(c_end)?)?.unwrap_or(end), RunEnd::Cut),
             "PENDING" => continue,
-            other => return Err(bad(format!("unknown state `{other}`"))),
+            other => return Err(bad(format!("unknown state `{}`", clip(other)))),
         };
         let (a, b) = (clock.to_trace(start), clock.to_trace(end_t.max(start)));
         out.push(Run { job, start_s: a, end_s: b, end: kind, weight: None });
@@ -82,12 +83,22 @@ pub fn runs(text: &str, ids: &BTreeMap<u32, usize>, clock: Clock, end: u64) -> R
     Ok(out)
 }
 
+/// A comment problem with the comment's values cut to what a message
+/// quotes ([`clip`]): a 20 MB `model_params=` is not printed back whole.
+fn clip_meta(e: &MetaError) -> MetaError {
+    match e {
+        MetaError::ModelParams { value } => MetaError::ModelParams { value: clip(value) },
+        MetaError::Duplicate { key, first, second } => MetaError::Duplicate { key, first: clip(first), second: clip(second) },
+        e => e.clone(),
+    }
+}
+
 /// A time of sacct's output: Unix seconds, or `None` for `Unknown`,
 /// `None` or empty.
 fn unix_time(s: &str) -> Result<Option<u64>, String> {
     match s {
         "" | "Unknown" | "None" => Ok(None),
-        _ => s.parse::<u64>().map(Some).map_err(|_| format!("time `{s}` is not Unix seconds (run sacct with SLURM_TIME_FORMAT=%s)")),
+        _ => s.parse::<u64>().map(Some).map_err(|_| format!("time `{}` is not Unix seconds (run sacct with SLURM_TIME_FORMAT=%s)", clip(s))),
     }
 }
 
@@ -106,7 +117,10 @@ pub fn parse_time_limit(s: &str) -> Result<Option<u64>, String> {
         return Ok(None);
     }
     let bad = || {
-        format!("time limit `{s}` is not one of sacct's forms ([days-]hours:minutes:seconds, minutes:seconds, minutes, UNLIMITED, Partition_Limit)")
+        format!(
+            "time limit `{}` is not one of sacct's forms ([days-]hours:minutes:seconds, minutes:seconds, minutes, UNLIMITED, Partition_Limit)",
+            clip(s)
+        )
     };
     let num = |x: &str| -> Result<u64, String> {
         if !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()) {
@@ -253,7 +267,7 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
         let bad = |what: String| SacctError::Line { line: n + 1, what };
         let mut f: Vec<&str> = line.splitn(cols.len(), '|').collect();
         if f.len() < cols.len() {
-            return Err(bad(format!("{} fields, expected {} ({})", f.len(), cols.len(), header.trim())));
+            return Err(bad(format!("{} fields, expected {} ({})", f.len(), cols.len(), clip(header.trim()))));
         }
         for x in &mut f[..c_comment] {
             *x = x.trim();
@@ -320,9 +334,12 @@ pub fn history(text: &str, rules: &ContractRules, types: &GpuWeights) -> Result<
         };
         let (meta, problems) = CommentMeta::from_tokens(comment_tokens(&seen.comment));
         let class = meta.class.as_deref().and_then(Class::parse);
-        let problem = problems.first().map(ToString::to_string).or_else(|| {
+        let problem = problems.first().map(|e| clip_meta(e).to_string()).or_else(|| {
             meta.class.as_ref().filter(|_| class.is_none()).map(|c| {
-                format!("class=`{c}` is not a class (one of training|batch_inference|quantization|realtime|debug|interactive); imported as training")
+                format!(
+                    "class=`{}` is not a class (one of training|batch_inference|quantization|realtime|debug|interactive); imported as training",
+                    clip(c)
+                )
             })
         });
         if let Some(p) = problem {
@@ -442,6 +459,46 @@ mod history_tests {
 
     fn rules() -> ContractRules {
         tally_config::Config::parse("[accounts.nlp]\nshare = 100\n", "t.toml").unwrap().contracts
+    }
+
+    /// A field of megabytes (a log pasted into a comment, a binary file
+    /// named as a trace) is quoted back cut, in every importer: the message
+    /// says what is wrong in a line, not in 20 MB.
+    #[test]
+    fn a_huge_field_is_quoted_cut_in_every_importer() {
+        let huge = "9".repeat(20 << 20);
+        let short = |e: String| {
+            assert!(e.len() < 1000, "{} bytes: {}…", e.len(), &e[..200]);
+            assert!(e.contains("… (2097152") && e.contains(" bytes)"), "{e}");
+            e
+        };
+        // sacct history: a time, a time limit, a field count's header, a class.
+        let h = "JobIDRaw|Submit|Start|End|State|Account|User|AllocTRES|Timelimit|JobName|Comment";
+        let row = "1|100|100|200|COMPLETED|nlp|ana|gres/gpu=1|30:00|x|contract=1h";
+        let types = GpuWeights::default();
+        short(history(&format!("{h}\n{}\n", row.replacen("|100|", &format!("|{huge}|"), 1)), &rules(), &types).unwrap_err().to_string());
+        short(history(&format!("{h}\n{}\n", row.replace("30:00", &huge)), &rules(), &types).unwrap_err().to_string());
+        let hist = history(&format!("{h}\n{row} class={huge} model_params={huge}\n"), &rules(), &types).unwrap();
+        short(hist.comment_problems[0].1.clone());
+        // sacct runs: an unknown state.
+        let ids = BTreeMap::from([(1, 0)]);
+        let e =
+            runs(&format!("JobIDRaw|Start|End|State\n1|100|200|{huge}\n"), &ids, Clock { t0: 0, trace_origin: 0, speedup: 1.0 }, 300).unwrap_err();
+        short(e.to_string());
+        // ElasticFlow CSV and SWF.
+        let ef = format!("job_id,submission_time,duration,num_gpu\na,{huge},60,1\n");
+        short(crate::import::elasticflow(&ef).unwrap_err().to_string());
+        let swf = format!("1 {huge} 0 60 1 -1 -1 1 60 -1 1 1 1 -1 1 -1 -1 -1\n");
+        short(crate::import::swf(&swf, &crate::import::SwfOptions::default()).unwrap_err().to_string());
+        // The canonical CSV: a number, a name, a GPU type.
+        let head = "job_id,submit_s,duration_s,gpus,account,user,class,contract_s,resumable,priority,name,gpu_type";
+        for row in [
+            format!("1,{huge},60,1,a,u,debug,0,false,0,-,-"),
+            format!("1,0,60,1,a,u,debug,0,false,0,a b{huge},-"),
+            format!("1,0,60,1,a,u,debug,0,false,0,-,!{huge}"),
+        ] {
+            short(crate::trace::parse_csv(&format!("{head}\n{row}\n")).unwrap_err().to_string());
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! ElasticFlow files with it too).
 
 use std::fmt;
+use tally_allocator::text::clip;
 use thiserror::Error;
 
 /// What kind of work a job is.
@@ -218,7 +219,8 @@ const ALLOWED: [&str; 10] = [
 ];
 
 fn bad(line: usize, col: usize, raw: &str) -> TraceError {
-    let problem = if raw.is_empty() { format!("empty; expected {}", ALLOWED[col]) } else { format!("expected {}, found `{}`", ALLOWED[col], raw) };
+    let problem =
+        if raw.is_empty() { format!("empty; expected {}", ALLOWED[col]) } else { format!("expected {}, found `{}`", ALLOWED[col], clip(raw)) };
     TraceError::Row { line, column: COLUMNS[col], problem }
 }
 
@@ -385,7 +387,7 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
             Some(raw) => match raw.parse::<u64>() {
                 Ok(v) if v >= 1 => Some(v),
                 _ => {
-                    let problem = format!("expected whole seconds >= 1 (empty or `-` for no limit), found `{raw}`");
+                    let problem = format!("expected whole seconds >= 1 (empty or `-` for no limit), found `{}`", clip(raw));
                     return Err(TraceError::Row { line, column: TIME_LIMIT_S, problem });
                 }
             },
@@ -394,7 +396,7 @@ pub fn parse_csv(text: &str) -> Result<Trace, TraceError> {
             None | Some("") | Some("-") => None,
             Some(raw) if valid_name(raw) => Some(raw.to_string()),
             Some(raw) => {
-                let problem = format!("expected a name without spaces, commas or quotes (empty or `-` for none), found `{raw}`");
+                let problem = format!("expected a name without spaces, commas or quotes (empty or `-` for none), found `{}`", clip(raw));
                 return Err(TraceError::Row { line, column: NAME, problem });
             }
         };

@@ -57,7 +57,12 @@ pub fn plugin_problem(c: &Config) -> Option<String> {
 pub fn load_config(path: &Path) -> Option<Config> {
     match Config::load(path) {
         Ok(c) => match plugin_problem(&c) {
-            None => Some(c),
+            None => {
+                for w in c.warning_lines() {
+                    log::warn!("{w}");
+                }
+                Some(c)
+            }
             Some(p) => {
                 log::error!("{p}");
                 None
