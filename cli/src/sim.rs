@@ -285,9 +285,14 @@ pub fn replay_bars(quiet: bool) -> Result<(MultiProgress, ProgressStyle), String
 
 pub fn waits_json(r: &Scored) -> Value {
     let mut m = serde_json::Map::new();
+    let one = |w: &tally_sim::metrics::Waits| json!({ "jobs": w.n(), "p50_s": w.pct(50.0), "p90_s": w.pct(90.0), "p99_s": w.pct(99.0) });
     for (c, w) in &r.waits {
-        m.insert(c.name().to_string(), json!({ "jobs": w.n(), "p50_s": w.pct(50.0), "p90_s": w.pct(90.0), "p99_s": w.pct(99.0) }));
+        m.insert(c.name().to_string(), one(w));
     }
+    // Every job that started, whatever its class.
+    let mut all = tally_sim::metrics::Waits { sorted_s: r.waits.values().flat_map(|w| w.sorted_s.iter().copied()).collect() };
+    all.sorted_s.sort_unstable();
+    m.insert("all".to_string(), one(&all));
     Value::Object(m)
 }
 

@@ -113,6 +113,12 @@ fn sim_compares_policies_and_is_deterministic() {
     // Job 2 (b, allocated) preempts job 1 (a, unallocated) at once.
     assert!(t["preemptions"].as_u64().unwrap() >= 1);
     assert_eq!(policies[0]["preemptions"], 0);
+    // Waits per class and over every job that started.
+    let waits = t["waits"].as_object().unwrap();
+    let per_class: u64 = waits.iter().filter(|(c, _)| *c != "all").map(|(_, w)| w["jobs"].as_u64().unwrap()).sum();
+    assert_eq!((waits["all"]["jobs"].as_u64(), per_class), (Some(4), 4), "{waits:?}");
+    let max_p99 = waits.iter().filter(|(c, _)| *c != "all").filter_map(|(_, w)| w["p99_s"].as_u64()).max();
+    assert_eq!(waits["all"]["p99_s"].as_u64(), max_p99, "the slowest job's wait is the p99 of 4 jobs");
     // Byte-identical on a second run.
     let (_, again, _) = tally(&args);
     assert_eq!(out, again);
