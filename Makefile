@@ -46,7 +46,7 @@ INSTALL_PROGRAM ?= $(INSTALL) -m 0755
 INSTALL_LIB ?= $(INSTALL) -m 0644
 INSTALL_DATA ?= $(INSTALL) -m 0644
 
-.PHONY: demo rules down test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean \
+.PHONY: demo rules down results test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean \
 	install install-strip uninstall installable install-check deb deb-check
 
 ## The main job: a real Slurm with priority/tally and a demo workload.
@@ -62,6 +62,12 @@ rules: build
 ## Stop the test bed (cancels jobs first).
 down:
 	bash testbed/down.sh
+
+## Measure Tally against FIFO and multifactor (simulator, real Slurm, planner,
+## speed) and rewrite docs/results.md and the README's table (~35 min; needs
+## the GPU traces: TALLY_TRACES).
+results:
+	bash scripts/results.sh
 
 ## Every test: pure, fake host, end to end against a real Slurm, and make
 ## install/uninstall into a scratch DESTDIR.

@@ -122,6 +122,30 @@ fn line(name: &str, s: &Scored) -> String {
     )
 }
 
+/// One run's figures for TALLY_REPLAY_JSON; waits in real seconds (trace
+/// seconds / `k`), since Slurm's own intervals do not compress.
+fn figures(s: &Scored, k: f64) -> serde_json::Value {
+    let real = |w: Option<u64>| w.map(|w| w as f64 / k);
+    let debug = s.waits.get(&Class::Debug);
+    let mut all: Vec<u64> = s.waits.values().flat_map(|w| w.sorted_s.iter().copied()).collect();
+    all.sort_unstable();
+    let all = tally_sim::metrics::Waits { sorted_s: all };
+    serde_json::json!({
+        "delivered_over_owed": s.fairness.overall,
+        "worst_team": s.fairness.worst.as_ref().map(|(_, x)| *x),
+        "occupancy": s.occupancy,
+        "goodput": s.goodput,
+        "lost_gpu_hours": s.lost_gpu_hours,
+        "useful_gpu_hours": s.useful_gpu_hours,
+        "preemptions": s.preemptions,
+        "unfinished": s.unfinished,
+        "debug_p50_real_s": real(debug.and_then(|w| w.pct(50.0))),
+        "debug_p90_real_s": real(debug.and_then(|w| w.pct(90.0))),
+        "all_p50_real_s": real(all.pct(50.0)),
+        "all_p90_real_s": real(all.pct(90.0)),
+    })
+}
+
 #[test]
 fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     let (trace, source) = window();
@@ -186,6 +210,23 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     println!("{}", line("sim multifactor", &sim_mf));
     println!("{}", line("sim tally", &sim_tally));
     println!("(trace time; GPU-hours; lost = runs of jobs that cannot checkpoint thrown away by a requeue)");
+
+    if let Ok(path) = std::env::var("TALLY_REPLAY_JSON") {
+        // For `make results`: the figures above, written before the checks
+        // below so that a run that misses one is recorded too.
+        let rows = [("slurm_multifactor", &real["multifactor"]), ("slurm_tally", &real["tally"]), ("sim_multifactor", &sim_mf), ("sim_tally", &sim_tally)];
+        let figures: serde_json::Map<String, serde_json::Value> = rows.iter().map(|(name, s)| (name.to_string(), figures(s, k))).collect();
+        let doc = serde_json::json!({
+            "window": source,
+            "jobs": trace.jobs.len(),
+            "debug_jobs": debug_jobs,
+            "demand_over_supply": trace.mean_busy_gpus() / f64::from(GPUS),
+            "gpus": GPUS,
+            "speedup": k,
+            "figures": figures,
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
 
     let (t, m) = (&real["tally"], &real["multifactor"]);
     assert!(t.fairness.overall > m.fairness.overall, "Tally delivers more of what is owed than multifactor");
