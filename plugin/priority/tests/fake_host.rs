@@ -204,9 +204,16 @@ fn plugin_in_a_fake_slurmctld() {
         let _ = std::fs::remove_file(&ledger);
         std::fs::create_dir(&ledger).unwrap();
         std::fs::write(ledger.join("keep"), "what the admin must not lose").unwrap();
+        // Recalculating hourly, no planner: a job's priority reset to 1 is
+        // set again only by the recalculations init and reconfigure run.
+        std::fs::write(&config, hourly).unwrap();
+        with_lock(|| jobs[2].rec.priority = 1);
         assert_eq!(init(), 0);
-        reconfig(false); // a tick: saving held
-        std::thread::sleep(Duration::from_millis(500));
+        wait_until("init's recalculation", Duration::from_secs(10), || p(&jobs[2]) != 1);
+        // A recalculation with the ledger unreadable: saving held.
+        with_lock(|| jobs[2].rec.priority = 1);
+        reconfig(false);
+        wait_until("a recalculation with the ledger unreadable", Duration::from_secs(10), || p(&jobs[2]) != 1);
         assert!(ledger.join("keep").exists(), "held: not saved over");
         std::fs::remove_dir_all(&ledger).unwrap();
         reconfig(false); // the next tick reads again (nothing there now) and saves
