@@ -51,6 +51,10 @@ timed() {
     awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }'
 }
 
+# The importer against the traces' own table, before they are used.
+cargo test --locked -p tally-sim --features shared-traces --test shared_traces >/dev/null 2>&1 ||
+    die "results: the traces in ../shared/traces do not match their README's table (cargo test -p tally-sim --features shared-traces --test shared_traces)"
+
 # 1. The suite.
 SUITE_CMD="tally sim suite --config examples/tally.toml --traces $TRACES --json"
 t0=$(now)

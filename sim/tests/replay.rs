@@ -1,5 +1,6 @@
-//! Whole replays of a real trace (the first 1,200 jobs of the shared
-//! ElasticFlow cluster05, at most 8 GPUs each), augmented: every policy runs to the end with its
+//! Whole replays of a trace (tests/data/elasticflow-sample.csv: 1,200 jobs
+//! of 1-8 GPUs in ElasticFlow's format, heavy-tailed durations, about 9 GPUs
+//! busy), augmented: every policy runs to the end with its
 //! invariants intact (the simulator returns an error if a node is
 //! over-committed, a job starts before its submission, a started job never
 //! ends, or tally preempts inside a contract), and the same seed gives the
@@ -11,13 +12,8 @@ use tally_sim::import::elasticflow;
 use tally_sim::sim::{run, Policy, Settings};
 
 fn trace() -> tally_sim::trace::Trace {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces/elasticflow-itp/cluster05.csv");
-    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e} (CI has shared/ beside the clone)"));
-    let config = config();
-    // The first 1,200 jobs (about 3 weeks): enough contention, quick in a debug build.
-    let mut raw = elasticflow(&text).unwrap();
-    raw.jobs.truncate(1200);
-    augment(&raw, &config, &AugmentOptions { seed: 3, debug_per_day: 5.0, ..AugmentOptions::default() })
+    let raw = elasticflow(include_str!("data/elasticflow-sample.csv")).unwrap();
+    augment(&raw, &config(), &AugmentOptions { seed: 3, debug_per_day: 5.0, ..AugmentOptions::default() })
 }
 
 fn config() -> Config {
@@ -25,10 +21,10 @@ fn config() -> Config {
 }
 
 #[test]
-fn every_policy_replays_a_real_trace_with_invariants_intact() {
+fn every_policy_replays_a_trace_with_invariants_intact() {
     let trace = trace();
     let config = config();
-    // cluster05 keeps about 10 GPUs busy: 8 GPUs make it contended.
+    // The sample keeps about 9 GPUs busy: 8 GPUs make it contended.
     let s = Settings { gpus: 8, gpus_per_node: 8, ..Settings::default() };
     for p in Policy::ALL {
         let r = run(&trace, &config, p, s, &mut |_| {}).unwrap_or_else(|e| panic!("{p:?}: {e}"));
