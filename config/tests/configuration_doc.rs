@@ -18,6 +18,9 @@
 //!   of the forms of [`Range`]; other wording is read by people only.
 //! - Each table's section has one ```` ```toml ```` example.
 
+mod common;
+
+use common::{DefaultIs, PAGE, PAGE_PATH};
 use std::collections::{BTreeMap, BTreeSet};
 use tally_allocator::{LongJobs, MissingContract};
 use tally_config::{raw, Config, DROPPED_KEYS};
@@ -25,15 +28,6 @@ use toml::Value;
 
 const DOC: &str = include_str!("../../docs/configuration.md");
 const DOC_PATH: &str = "docs/configuration.md";
-const PAGE: &str = include_str!("../../docs/man/tally.toml.5");
-const PAGE_PATH: &str = "docs/man/tally.toml.5";
-
-/// A default as written: a TOML value, or words.
-#[derive(Debug, Clone, PartialEq)]
-enum DefaultIs {
-    Value(String),
-    Words(String),
-}
 
 /// One key row of the guide.
 #[derive(Debug)]
@@ -150,74 +144,10 @@ fn doc() -> (Vec<Section>, Vec<Row>) {
     (sections, rows)
 }
 
-/// The key entries of the man page (its conventions are in its header and
-/// config/tests/man_page.rs): key → (removed, type, default).
+/// The key entries of the man page (common::entries): key → (removed,
+/// type, default).
 fn page() -> BTreeMap<String, (bool, String, DefaultIs)> {
-    fn unroff(s: &str) -> String {
-        let mut out = String::new();
-        let mut rest = s;
-        while let Some(i) = rest.find("\\f") {
-            out.push_str(&rest[..i]);
-            let after = &rest[i + 2..];
-            if let Some(italic) = after.strip_prefix('I') {
-                let end = italic.find("\\f").unwrap_or(italic.len());
-                let word = &italic[..end];
-                // An italic word in capitals is a placeholder.
-                if word.chars().all(|c| c.is_ascii_uppercase()) {
-                    out.push('*');
-                } else {
-                    out.push_str(word);
-                }
-                rest = &italic[end..];
-            } else {
-                rest = after.get(1..).unwrap_or("");
-            }
-        }
-        out.push_str(rest);
-        out.replace("\\-", "-").replace("\\(dq", "\"").replace("\\e", "\\")
-    }
-    let mut entries = BTreeMap::new();
-    let mut in_parameters = false;
-    let mut table: Option<String> = None;
-    let mut removed = false;
-    let mut last: Option<String> = None;
-    let lines: Vec<&str> = PAGE.lines().collect();
-    for (i, line) in lines.iter().enumerate() {
-        if let Some(title) = line.strip_prefix(".SH ") {
-            in_parameters = title.trim_matches('"') == "PARAMETERS";
-            continue;
-        }
-        if !in_parameters {
-            continue;
-        }
-        if let Some(title) = line.strip_prefix(".SS ") {
-            let title = unroff(title.trim_matches('"'));
-            removed = title == "Removed keys";
-            table = title.strip_prefix('[').and_then(|t| t.strip_suffix(']')).map(str::to_string);
-            continue;
-        }
-        if *line == ".TP" {
-            let tag = lines.get(i + 1).copied().unwrap_or_default();
-            let (name, ty) = tag.split_once(" = ").unwrap_or_else(|| panic!("{PAGE_PATH}:{}: `{tag}`", i + 2));
-            let name = unroff(name);
-            let key = match &table {
-                Some(t) => format!("{t}.{name}"),
-                None => name,
-            };
-            entries.insert(key.clone(), (removed, unroff(ty), DefaultIs::Words(String::new())));
-            last = Some(key);
-            continue;
-        }
-        if let Some(d) = line.strip_prefix("Default: ") {
-            let key = last.as_ref().unwrap_or_else(|| panic!("{PAGE_PATH}:{}: a Default outside an entry", i + 1));
-            let default = match d.strip_prefix("\\fB").and_then(|d| d.strip_suffix("\\fR.")) {
-                Some(v) => DefaultIs::Value(unroff(v)),
-                None => DefaultIs::Words(unroff(d).trim_end_matches('.').to_string()),
-            };
-            entries.get_mut(key).expect("entry").2 = default;
-        }
-    }
-    entries
+    common::entries().into_iter().map(|e| (e.key, (e.removed, e.ty, e.default.unwrap_or(DefaultIs::Words(String::new()))))).collect()
 }
 
 /// The keys of a `[cluster.gpu_types]` row's table form, as serde's derive

@@ -6,89 +6,9 @@
 
 use tally_config::{raw, Config};
 
-const PAGE: &str = include_str!("../../docs/man/tally.toml.5");
-const PAGE_PATH: &str = "docs/man/tally.toml.5";
+mod common;
 
-/// One `.TP` entry of the page.
-#[derive(Debug)]
-struct Entry {
-    /// Dotted key, `*` for a name of the file's choosing.
-    key: String,
-    /// Under "Removed keys".
-    removed: bool,
-    /// The default as written after `Default:` (roff escapes undone), and
-    /// whether it was a literal (`\fB...\fR`).
-    default: Option<(String, bool)>,
-}
-
-/// `\fINAME\fP`, `\fINAME\fR` → `*`; other font changes dropped.
-fn unroff(s: &str) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find("\\f") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 2..];
-        if let Some(italic) = after.strip_prefix('I') {
-            // An italic word is a placeholder.
-            let end = italic.find("\\f").unwrap_or(italic.len());
-            out.push('*');
-            rest = &italic[end..];
-        } else {
-            rest = after.get(1..).unwrap_or("");
-        }
-    }
-    out.push_str(rest);
-    out.replace("\\-", "-").replace("\\(dq", "\"").replace("\\e", "\\")
-}
-
-fn entries() -> Vec<Entry> {
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut in_parameters = false;
-    let mut table: Option<String> = None;
-    let mut removed = false;
-    let lines: Vec<&str> = PAGE.lines().collect();
-    for (i, line) in lines.iter().enumerate() {
-        if let Some(title) = line.strip_prefix(".SH ") {
-            in_parameters = title.trim_matches('"') == "PARAMETERS";
-            table = None;
-            continue;
-        }
-        if !in_parameters {
-            continue;
-        }
-        if let Some(title) = line.strip_prefix(".SS ") {
-            let title = unroff(title.trim_matches('"'));
-            removed = title == "Removed keys";
-            table = title.strip_prefix('[').and_then(|t| t.strip_suffix(']')).map(str::to_string);
-            assert!(table.is_some() || removed, "{PAGE_PATH}:{}: `.SS {title}` is neither a [table] nor Removed keys", i + 1);
-            continue;
-        }
-        if *line == ".TP" {
-            let tag = lines.get(i + 1).copied().unwrap_or_default();
-            let Some((name, ty)) = tag.split_once(" = ") else {
-                panic!("{PAGE_PATH}:{}: a key entry reads `\\fBkey\\fR = \\fItype\\fR`, found `{tag}`", i + 2)
-            };
-            assert!(ty.starts_with("\\fI") && ty.ends_with("\\fR"), "{PAGE_PATH}:{}: type in italics: `{tag}`", i + 2);
-            let name = unroff(name);
-            let key = match &table {
-                Some(t) => format!("{t}.{name}"),
-                None => name,
-            };
-            entries.push(Entry { key, removed, default: None });
-            continue;
-        }
-        if let Some(d) = line.strip_prefix("Default: ") {
-            let entry = entries.last_mut().unwrap_or_else(|| panic!("{PAGE_PATH}:{}: a Default outside an entry", i + 1));
-            assert!(entry.default.is_none(), "{PAGE_PATH}:{}: a second Default for {}", i + 1, entry.key);
-            let literal = d.strip_prefix("\\fB").and_then(|d| d.strip_suffix("\\fR."));
-            entry.default = Some(match literal {
-                Some(l) => (unroff(l), true),
-                None => (unroff(d), false),
-            });
-        }
-    }
-    entries
-}
+use common::{entries, unroff, DefaultIs, Entry, PAGE, PAGE_PATH};
 
 #[test]
 fn every_accepted_key_is_documented_and_every_documented_key_exists() {
@@ -122,7 +42,7 @@ fn context(key: &str) -> (&'static str, &'static [&'static str]) {
 fn every_documented_default_is_the_default() {
     let mut checked = 0;
     for e in entries().iter().filter(|e| !e.removed) {
-        let Some((value, true)) = &e.default else { continue };
+        let Some(DefaultIs::Value(value)) = &e.default else { continue };
         let (table, key) = e.key.rsplit_once('.').expect("a key in a table");
         assert!(!table.contains('*'), "{}: a key of the file's choosing has no default", e.key);
         let (preamble, lines) = context(&e.key);
