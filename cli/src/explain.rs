@@ -6,7 +6,9 @@
 //! job, as the calling user sees them) and `sinfo --json` (the nodes and
 //! their GPUs), read through [`crate::slurm_json`]. The jobs are classified
 //! and ranked exactly as the priority plugin does
-//! (`tally_engine::engine::{classify, rank}`), preemption is the
+//! (`tally_engine::engine::{classify, rank}`), which jobs wait and the
+//! order Slurm considers them in are the plugin's own
+//! (`tally_engine::engine::queue`), preemption is the
 //! allocator's rule on that entitlement (as preempt/tally builds its
 //! `Moment`), the reason one job is ahead of another is
 //! `priority::precedence` of their decoded priorities, and the outlook is
@@ -16,7 +18,6 @@ use crate::live;
 use crate::slurm_json::{self, NodeInfo, QueueJob};
 use crate::table::{Column, Table};
 use serde_json::{json, Value};
-use std::cmp::Reverse;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -25,7 +26,8 @@ use tally_allocator::preempt::{eligible_victims, may_preempt, Decision, Moment, 
 use tally_allocator::priority::{decode, precedence, Decoded, Precedence, NEED_FAIR, NEED_LANE, NEED_NONE, NEED_OWED, PLAN};
 use tally_allocator::{format_duration, Contract, Job, ReclaimRefusal, Snapshot, TeamNow};
 use tally_config::Config;
-use tally_engine::engine::{classify, rank, Ranking, DEFAULT_PREEMPT_WINDOW_S};
+use tally_engine::engine::queue::{self, SlurmKey};
+use tally_engine::engine::{classify, rank, Counted, Ranking, DEFAULT_PREEMPT_WINDOW_S};
 use tally_engine::view::{Names, RunState};
 use tally_sim::forecast::{forecast, Estimate, ForecastJob, Moment as ForecastMoment};
 
@@ -210,6 +212,35 @@ pub struct JobFacts {
 pub struct TeamFacts {
     pub account: String,
     pub now: TeamNow,
+    /// A pending allocated job: its place in its team's line
+    /// (`None`: running, or unallocated).
+    pub place: Option<TeamPlace>,
+}
+
+/// A waiting job's place among its team's waiting allocated jobs, in the
+/// team's order ([`tally_allocator::inside_order`]: nice, then quick jobs,
+/// then submit time, then job id). The queue walk
+/// (`allocator::order_queue`) gives the team's jobs the GPUs the team is
+/// short in that order: a job is owed GPUs now only while the GPUs its
+/// team runs plus those of its team's jobs ahead of it stay below the
+/// team's rate (`Entitlement::need`), i.e. while the jobs ahead of it ask
+/// for fewer GPUs than the team is short.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeamPlace {
+    /// The team's waiting allocated jobs before it in the team's order.
+    pub jobs_ahead: usize,
+    /// Their GPUs (budget units with GPU types): the walk's `ahead`.
+    pub gpus_ahead: f64,
+    /// Its place in the team's line, 1 = first (`jobs_ahead + 1`).
+    pub place: usize,
+    /// The team's waiting allocated jobs, it included when it waits.
+    pub team_jobs: usize,
+    /// It waits now (the walk placed it). If not (held, a dependency, a
+    /// later begin time), it queues behind every waiting job of its team.
+    pub waits: bool,
+    /// What the walk gives it now: `NEED_LANE`, `NEED_OWED`, `NEED_FAIR`
+    /// or `NEED_NONE`.
+    pub need: u32,
 }
 
 /// One level of the tree: the account's own part, then each ancestor's subtree.
@@ -239,6 +270,9 @@ pub struct AheadJob {
     pub gpus: u32,
     pub priority: u32,
     pub because: Option<Precedence>,
+    /// Another team's job: the GPUs of its team's allocated jobs ahead of
+    /// it in that team's line, as the walk stands now.
+    pub team_gpus_ahead: Option<f64>,
     pub words: String,
 }
 
@@ -397,16 +431,19 @@ fn task_in(spec: &str, t: u32) -> Option<bool> {
     Some(found)
 }
 
-/// Slurm's order of pending jobs: priority descending, then submit time,
-/// then job id.
-fn slurm_key(j: &QueueJob) -> (Reverse<u32>, u64, u32) {
-    (Reverse(j.view.priority), j.view.submit_s, j.view.job_id)
+/// Where Slurm's scheduler considers this pending job
+/// ([`queue::slurm_order`]: priority, then submit time, then job id; an
+/// array task by its array's id, then its task id).
+fn slurm_key(j: &QueueJob) -> SlurmKey {
+    let task = j.array_task_id.filter(|_| j.array_job_id != 0).map(|t| (j.array_job_id, t));
+    queue::slurm_order(&j.view, task)
 }
 
 /// Does Slurm consider this pending job when it schedules now (not held,
-/// eligible, no dependency outstanding)?
+/// no dependency outstanding, its begin time reached)? The plugin's own
+/// rule, [`queue::waiting`].
 fn considered(j: &QueueJob, now: u64) -> bool {
-    j.view.state == RunState::Pending && j.view.priority > 0 && j.view.begin_s <= now && !j.reason.starts_with("Dependency")
+    queue::waiting(&j.view, now)
 }
 
 fn same_partition(a: Option<&str>, b: Option<&str>) -> bool {
@@ -425,10 +462,11 @@ pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], no
     let (_, job) = &jobs[index];
     let job_facts = job_facts(config, &ranking, target, job, walked[index].map(|p| p.value), now);
     let account = job.account.to_string();
-    let team = ranking.ent.team(&account).map(|now| TeamFacts { account: account.clone(), now });
+    let place = (target.view.state == RunState::Pending).then(|| team_place(&ranking, &jobs, index)).flatten();
+    let team = ranking.ent.team(&account).map(|now| TeamFacts { account: account.clone(), now, place });
     let levels = levels(config, &ranking, &account);
     let pending = target.view.state == RunState::Pending;
-    let ahead = pending.then(|| jobs_ahead(&ranking, queue, target, now));
+    let ahead = pending.then(|| jobs_ahead(&ranking, queue, target, team.as_ref().and_then(|t| t.place.as_ref()), now));
     let blocks = if pending { blocks(target, nodes, now) } else { Vec::new() };
     let preemption = pending.then(|| {
         let running: Vec<&Job> = jobs.iter().zip(queue).filter(|(_, q)| q.view.state == RunState::Running).map(|((_, j), _)| j).collect();
@@ -488,10 +526,8 @@ fn forecast_start(
         .zip(jobs)
         .filter(|(q, _)| q.view.gpus > 0 && same_partition(q.view.partition.as_deref(), partition))
         // Running, or waiting and not held or behind a dependency (a later
-        // begin time enters the queue then).
-        .filter(|(q, _)| {
-            q.view.state == RunState::Running || (q.view.state == RunState::Pending && q.view.priority > 0 && !q.reason.starts_with("Dependency"))
-        })
+        // begin time enters the queue then: `queue::queued`).
+        .filter(|(q, _)| q.view.state == RunState::Running || queue::queued(&q.view))
         .map(|(q, (_, job))| ForecastJob {
             id: u64::from(q.view.job_id),
             account: job.account.to_string(),
@@ -510,6 +546,30 @@ fn forecast_start(
         ForecastMoment { now, jobs: fjobs, ledger: snapshot.ledger.clone(), gpus, gpus_per_node, horizon_s: FORECAST_HORIZON_S, default_duration_s };
     let f = forecast(config, &m, u64::from(target.view.job_id)).map_err(|e| format!("the replay stopped: {e}"))?;
     Ok(ForecastFacts { estimate: f.estimate, horizon_s: FORECAST_HORIZON_S, default_duration_s, jobs: f.jobs, defaulted: f.defaulted.len() })
+}
+
+/// Job `index`'s place in its team's line ([`TeamPlace`]): the jobs the
+/// walk counts ahead of it, by the allocator's inside order. `None` for an
+/// unallocated job (it claims nothing of its team's rate).
+fn team_place(ranking: &Ranking, jobs: &[(Counted, Job)], index: usize) -> Option<TeamPlace> {
+    let (counted, job) = &jobs[index];
+    if !job.is_allocated(&ranking.ent) {
+        return None;
+    }
+    let rules = &ranking.config.priority;
+    let waits = *counted == Counted::Waiting;
+    let key = tally_allocator::inside_key(job, rules);
+    let team: Vec<&Job> =
+        jobs.iter().filter(|(c, j)| *c == Counted::Waiting && j.account == job.account && j.is_allocated(&ranking.ent)).map(|(_, j)| j).collect();
+    // Not waiting: it queues behind all of them (`engine::priority_of_job`).
+    let ahead: Vec<&&Job> = team.iter().filter(|j| !waits || (j.id != job.id && tally_allocator::inside_key(j, rules) < key)).collect();
+    let id = u32::try_from(job.id).unwrap_or(u32::MAX);
+    let gpus_ahead = match ranking.ahead.get(id).filter(|_| waits) {
+        Some(walked) => walked,
+        None => ranking.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0),
+    };
+    let need = tally_engine::engine::priority_of_job(ranking, job, None).need;
+    Some(TeamPlace { jobs_ahead: ahead.len(), gpus_ahead, place: ahead.len() + 1, team_jobs: team.len() + usize::from(!waits), waits, need })
 }
 
 fn job_facts(config: &Config, ranking: &Ranking, q: &QueueJob, job: &Job, walked: Option<u32>, now: u64) -> JobFacts {
@@ -576,25 +636,35 @@ fn levels(config: &Config, ranking: &Ranking, account: &str) -> Vec<Level> {
     out
 }
 
-fn jobs_ahead(ranking: &Ranking, queue: &[QueueJob], target: &QueueJob, now: u64) -> Ahead {
-    let mine = slurm_key(target);
+fn jobs_ahead(ranking: &Ranking, queue: &[QueueJob], target: &QueueJob, mine: Option<&TeamPlace>, now: u64) -> Ahead {
+    let key = slurm_key(target);
     let mut before: Vec<&QueueJob> = queue
         .iter()
         .filter(|q| q.view.job_id != target.view.job_id && considered(q, now))
         .filter(|q| same_partition(q.view.partition.as_deref(), target.view.partition.as_deref()))
-        .filter(|q| slurm_key(q) < mine)
+        .filter(|q| slurm_key(q) < key)
         .collect();
     before.sort_by_key(|q| slurm_key(q));
     let gpus = before.iter().map(|q| u64::from(q.view.gpus)).sum();
+    let mine_account = ranking.config.account_for(target.view.account.as_deref(), &target.view.user).unwrap_or("");
     let first = before
         .iter()
         .take(AHEAD_LISTED)
         .map(|q| {
             let account = ranking.config.account_for(q.view.account.as_deref(), &q.view.user).unwrap_or("").to_string();
-            let mine_account = ranking.config.account_for(target.view.account.as_deref(), &target.view.user).unwrap_or("");
             let because = precedence(&decode(q.view.priority), &decode(target.view.priority));
-            let words = words(because, ranking, &account, mine_account, q, target);
-            AheadJob { name: q.name(), user: q.view.user.to_string(), account, gpus: q.view.gpus, priority: q.view.priority, because, words }
+            let team_gpus_ahead = (account != mine_account && ranking.ent.team(&account).is_some()).then(|| walk_ahead(ranking, q, &account));
+            let words = words(because, ranking, &account, mine_account, q, target, mine);
+            AheadJob {
+                name: q.name(),
+                user: q.view.user.to_string(),
+                account,
+                gpus: q.view.gpus,
+                priority: q.view.priority,
+                because,
+                team_gpus_ahead,
+                words,
+            }
         })
         .collect();
     Ahead { count: before.len(), gpus, first }
@@ -609,44 +679,207 @@ fn need_words(need: u32) -> &'static str {
     }
 }
 
-fn team_now(ranking: &Ranking, account: &str) -> String {
-    match ranking.ent.team(account) {
-        Some(t) => format!("runs {:.0}, rate {:.1}", t.running, t.rate),
-        None => "not in the tree".to_string(),
+/// The team's order, in words ([`tally_allocator::inside_order`]).
+const TEAM_ORDER: &str = "the team's order (nice, then quick jobs, then submit time, then job id)";
+
+/// GPUs in words: whole ones without decimals (`3`), else one (`2.6`).
+fn gpus(x: f64) -> String {
+    if (x - x.round()).abs() < 0.05 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
     }
 }
 
-/// Why `other` is ahead of the job, in words.
-fn words(because: Option<Precedence>, ranking: &Ranking, other_account: &str, mine: &str, other: &QueueJob, target: &QueueJob) -> String {
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`, …
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The GPUs of its team's allocated jobs the walk put ahead of `q` (all of
+/// the team's waiting ones when the walk did not place it).
+fn walk_ahead(ranking: &Ranking, q: &QueueJob, account: &str) -> f64 {
+    ranking.ahead.get(q.view.job_id).unwrap_or_else(|| ranking.order.waiting_gpus.get(account).copied().unwrap_or(0.0))
+}
+
+/// What the team's need is measured against: its rate (owed GPUs now) or
+/// its water-filled fair share (below its fair share now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Rate,
+    Fair,
+}
+
+impl Limit {
+    fn of(need: u32) -> Limit {
+        if need == NEED_FAIR {
+            Limit::Fair
+        } else {
+            Limit::Rate
+        }
+    }
+
+    fn gpus(self, t: &TeamNow) -> f64 {
+        match self {
+            Limit::Rate => t.rate,
+            Limit::Fair => t.fair,
+        }
+    }
+
+    /// GPUs the team runs below it.
+    fn short(self, t: &TeamNow) -> f64 {
+        (self.gpus(t) - t.running).max(0.0)
+    }
+
+    /// `rate 2.6` or `fair share 4.0, rate 2.6`.
+    fn text(self, t: &TeamNow) -> String {
+        match self {
+            Limit::Rate => format!("rate {:.1}", t.rate),
+            Limit::Fair => format!("fair share {:.1}, rate {:.1}", t.fair, t.rate),
+        }
+    }
+
+    /// What the team is short of, in words.
+    fn short_of(self) -> &'static str {
+        match self {
+            Limit::Rate => "short",
+            Limit::Fair => "below its fair share by",
+        }
+    }
+}
+
+/// Why the job ahead (`other`, of `account`) is as needy as its priority
+/// says: its team is short of `limit`, and its team's jobs ahead of it ask
+/// for fewer GPUs than that. `None` when the queue as it stands now says
+/// otherwise (Slurm's priorities are the last re-ranking's).
+fn other_claim(ranking: &Ranking, account: &str, other: &QueueJob, limit: Limit) -> Option<String> {
+    let t = ranking.ent.team(account)?;
+    let ahead = walk_ahead(ranking, other, account);
+    let short = limit.short(&t);
+    (ahead < short).then(|| {
+        let line = if ahead <= 0.0 {
+            "it is first in its team's line for them".to_string()
+        } else {
+            format!("its team's jobs ahead of it in {TEAM_ORDER} ask for only {} of them", gpus(ahead))
+        };
+        format!("its team is {} {} GPUs (runs {}, {}) and {line}", limit.short_of(), gpus(short), gpus(t.running), limit.text(&t))
+    })
+}
+
+/// Why the job explained is not as needy at `limit`: its team is not short
+/// of it, or the team's jobs ahead of it in the team's order claim what it
+/// is short first. `None` when the queue as it stands now says otherwise.
+fn own_shortfall(t: &TeamNow, place: Option<&TeamPlace>, limit: Limit) -> Option<String> {
+    let short = limit.short(t);
+    if short <= 0.0 {
+        let not = match limit {
+            Limit::Rate => "not short",
+            Limit::Fair => "not below its fair share",
+        };
+        return Some(format!("your team is {not} (runs {}, {})", gpus(t.running), limit.text(t)));
+    }
+    let p = place?;
+    (p.gpus_ahead >= short).then(|| {
+        let what = if p.waits { "ahead of this one" } else { "that this one, once it waits, queues behind" };
+        format!(
+            "your team is {} {} GPUs too (runs {}, {}), but its {} {what} in {TEAM_ORDER} ask for {} GPUs and claim them first: this job is {} in its team",
+            limit.short_of(),
+            gpus(short),
+            gpus(t.running),
+            limit.text(t),
+            plural(p.jobs_ahead, "waiting job", "waiting jobs"),
+            gpus(p.gpus_ahead),
+            ordinal(p.place)
+        )
+    })
+}
+
+/// Where a job's team would stand when it starts, as the level measures it
+/// (`4 running + 2 ahead of it = 6 of its rate 8.0`).
+fn standing(t: &TeamNow, ahead: f64, limit: Limit, whose: &str) -> String {
+    let at = match limit {
+        Limit::Rate => format!("its rate {:.1}", t.rate),
+        Limit::Fair => format!("its fair share {:.1}", t.fair),
+    };
+    format!("{} running + {} ahead of {whose} = {} of {at}", gpus(t.running), gpus(ahead), gpus(t.running + ahead))
+}
+
+/// Why `other` is ahead of the job, in words. `mine`: the job's place in
+/// its team's line.
+fn words(
+    because: Option<Precedence>,
+    ranking: &Ranking,
+    other_account: &str,
+    mine: &str,
+    other: &QueueJob,
+    target: &QueueJob,
+    place: Option<&TeamPlace>,
+) -> String {
     let same = other_account == mine;
     let earlier = if other.view.submit_s < target.view.submit_s {
         format!("submitted {} earlier", format_duration(target.view.submit_s - other.view.submit_s))
     } else {
         "lower job id".to_string()
     };
+    let stale = |first: u32, second: u32| {
+        format!(
+            "at the last re-ranking its team was {} and yours was {} (Slurm holds the priorities Tally gave then; Tally re-ranks every calc_period and the queue has changed since)",
+            need_words(first).trim_end_matches(" now"),
+            if second == NEED_NONE { "not".to_string() } else { format!("only {}", need_words(second).trim_end_matches(" now")) }
+        )
+    };
     match because {
         None => "a higher priority set outside Tally's layout".to_string(),
         Some(Precedence::Tier) => "allocated tier vs unallocated (yours)".to_string(),
         Some(Precedence::Planned) => "planned to start now (the planner's committed step)".to_string(),
         Some(Precedence::Need { .. } | Precedence::Level { .. }) if same => {
-            "same team, earlier in your team's order (the team's GPUs ahead of each job)".to_string()
+            format!("same team, earlier in {TEAM_ORDER}: it claims the team's GPUs before yours")
+        }
+        Some(Precedence::Need { first: NEED_LANE, .. }) => {
+            "a debug job in the debug lane (allocated debug jobs go before every other allocated job)".to_string()
         }
         Some(Precedence::Need { first, second }) => {
-            let short = ranking.ent.team(other_account).map_or(0.0, |t| if first == NEED_FAIR { (t.fair - t.running).max(0.0) } else { t.short() });
-            let yours = if second == NEED_NONE { "not".to_string() } else { format!("only {}", need_words(second)) };
-            format!(
-                "its team is {} (short {short:.0} GPUs: {}) and yours is {yours} ({})",
-                need_words(first),
-                team_now(ranking, other_account),
-                team_now(ranking, mine)
-            )
+            let Some(mine_team) = ranking.ent.team(mine) else {
+                return format!("its team is {} and yours is not in the tree", need_words(first));
+            };
+            let theirs = other_claim(ranking, other_account, other, Limit::of(first));
+            // Yours falls short of what makes it as needy: the rate when it
+            // is below its fair share only, else the level it lacks.
+            let yours = own_shortfall(&mine_team, place, Limit::of(first));
+            let head = if second == NEED_NONE {
+                format!("its team is {} and yours is not", need_words(first))
+            } else {
+                format!("its team is {} and yours only {}", need_words(first), need_words(second))
+            };
+            match (theirs, yours) {
+                (Some(theirs), Some(yours)) => format!("{head}: {theirs}; {yours}"),
+                _ => stale(first, second),
+            }
         }
-        Some(Precedence::Level { first, second }) => format!(
-            "both teams are {}, its team further below (level {first} vs {second}: {}; yours {})",
-            need_words(decode(other.view.priority).need),
-            team_now(ranking, other_account),
-            team_now(ranking, mine)
-        ),
+        Some(Precedence::Level { first, second }) => {
+            let need = decode(other.view.priority).need;
+            let limit = Limit::of(need);
+            match (ranking.ent.team(other_account), ranking.ent.team(mine), place) {
+                (Some(t), Some(m), Some(p)) => format!(
+                    "both teams are {}, its team further below when it starts (level {first} vs {second}: its team's GPUs then {}; yours {})",
+                    need_words(need),
+                    standing(&t, walk_ahead(ranking, other, other_account), limit, "it"),
+                    standing(&m, p.gpus_ahead, limit, "yours"),
+                ),
+                _ => format!("both teams are {}, its team further below when it starts (level {first} vs {second})", need_words(need)),
+            }
+        }
         Some(Precedence::Team { .. }) => {
             let rank = |a: &str| ranking.fs.standing(a).map_or("-".to_string(), |s| s.rank.to_string());
             format!("higher team rank over 7 days ({} rank {} vs {mine} rank {})", other_account, rank(other_account), rank(mine))
@@ -658,6 +891,46 @@ fn words(because: Option<Precedence>, ranking: &Ranking, other_account: &str, mi
         Some(Precedence::Equal) if same => format!("same team, equal priority, {earlier}"),
         Some(Precedence::Equal) => format!("equal priority, {earlier}"),
     }
+}
+
+/// The job explained in its team's line, in words: its place, what the
+/// team's jobs ahead of it ask for, and what that leaves it now.
+fn place_words(t: &TeamNow, p: &TeamPlace) -> String {
+    let head = match (p.waits, p.team_jobs, p.jobs_ahead) {
+        (true, 1, _) => format!("the team's only waiting job, first in {TEAM_ORDER}"),
+        (true, n, _) => format!("{} of the team's {n} waiting jobs in {TEAM_ORDER}", ordinal(p.place)),
+        (false, _, 0) => "not waiting now (held, a dependency or a later begin time): once it waits, it is first in the team's line".to_string(),
+        (false, _, k) => format!(
+            "not waiting now (held, a dependency or a later begin time): once it waits, it queues behind the team's {} ({} GPUs)",
+            plural(k, "waiting job", "waiting jobs"),
+            gpus(p.gpus_ahead)
+        ),
+    };
+    let claim = if p.jobs_ahead == 1 { "claims" } else { "claim" };
+    let ahead = match p.jobs_ahead {
+        0 => "no job of the team is ahead of it".to_string(),
+        1 => format!("the 1 job ahead of it asks for {} GPUs", gpus(p.gpus_ahead)),
+        k => format!("the {k} jobs ahead of it ask for {} GPUs", gpus(p.gpus_ahead)),
+    };
+    let (short, fair) = (Limit::Rate.short(t), Limit::Fair.short(t));
+    let verdict = match p.need {
+        NEED_LANE => "a debug job: the debug lane puts it before every other allocated job".to_string(),
+        NEED_OWED => format!("{ahead}, less than the {} GPUs the team is short: it is owed GPUs now", gpus(short)),
+        NEED_FAIR if short > 0.0 => format!(
+            "{ahead} and {claim} the {} GPUs the team is short first, but less than the {} it is below its fair share: it is below its fair share now",
+            gpus(short),
+            gpus(fair)
+        ),
+        NEED_FAIR => format!(
+            "the team is not short (runs {}, rate {:.1}); {ahead}, less than the {} it is below its fair share: it is below its fair share now",
+            gpus(t.running),
+            t.rate,
+            gpus(fair)
+        ),
+        _ if short > 0.0 => format!("{ahead} and {claim} the {} GPUs the team is short first: it is not owed GPUs now", gpus(short)),
+        _ => format!("the team is not short (runs {}, rate {:.1}): no job of it is owed GPUs now", gpus(t.running), t.rate),
+    };
+    format!("{head}; {verdict}")
 }
 
 fn blocks(q: &QueueJob, nodes: &[NodeInfo], now: u64) -> Vec<Block> {
@@ -975,6 +1248,9 @@ impl Report {
                     n.short(),
                     n.fair
                 ));
+                if let Some(p) = &t.place {
+                    line(format!("  this job: {}", place_words(n, p)));
+                }
             }
             None => line(format!("Team {}: not in the tree (its jobs run unallocated)", if j.account.is_empty() { "-" } else { &j.account })),
         }
@@ -1142,6 +1418,13 @@ impl Report {
             "team": self.team.as_ref().map(|t| json!({
                 "account": t.account, "rate_gpus": t.now.rate, "running_gpus": t.now.running,
                 "waiting_gpus": t.now.demand - t.now.running, "owed_gpus": t.now.owed, "short_gpus": t.now.short(), "fair_gpus": t.now.fair,
+                "job_in_team": t.place.as_ref().map(|p| json!({
+                    "place_in_team": p.place, "jobs_ahead_in_team": p.jobs_ahead, "gpus_ahead_in_team": p.gpus_ahead,
+                    "team_waiting_jobs": p.team_jobs, "waits_now": p.waits,
+                    "need": p.need, "need_name": need_name(p.need), "owed_now": p.need == NEED_OWED,
+                    "order": "nice, then quick jobs, then submit time, then job id",
+                    "words": place_words(&t.now, p),
+                })),
             })),
             "levels": self.levels.iter().map(|l| json!({
                 "account": l.account, "own_part": l.own, "rank": l.rank, "used_gpu_hours": l.used_gpu_hours, "allocated_gpu_hours": l.allocated_gpu_hours,
@@ -1156,7 +1439,7 @@ impl Report {
                 "count": a.count, "gpus": a.gpus,
                 "first": a.first.iter().map(|x| json!({
                     "job": x.name, "user": x.user, "account": x.account, "gpus": x.gpus, "priority": x.priority,
-                    "because": x.because.map(precedence_name), "words": x.words,
+                    "because": x.because.map(precedence_name), "its_team_gpus_ahead": x.team_gpus_ahead, "words": x.words,
                 })).collect::<Vec<_>>(),
             })),
             "blocks": self.blocks.iter().map(|b| block_json(b, self.now)).collect::<Vec<_>>(),
@@ -1236,6 +1519,7 @@ fn block_json(b: &Block, now: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tally_engine::view::JobView;
 
     /// The test bed's queue at 1796308676 (captured with sinfo at the same
     /// moment): alice's pretrain jobs hold all 32 GPUs inside their 2 h
@@ -1314,7 +1598,9 @@ mod tests {
         let y = r.yields.unwrap();
         let carol = y.to.iter().find(|v| v.id == 17).expect("job 17 among them");
         assert_eq!(carol.why, "its team is owed GPUs (restoration)");
-        assert_eq!(y.to.iter().map(|v| v.id).collect::<Vec<_>>(), [17, 20, 22], "{y:?}");
+        // Job 22 waits on a dependency (slurmctld has set no begin time):
+        // it waits for nothing yet and takes nothing.
+        assert_eq!(y.to.iter().map(|v| v.id).collect::<Vec<_>>(), [17, 20], "{y:?}");
     }
 
     #[test]
@@ -1325,7 +1611,10 @@ mod tests {
         let a = r.ahead.unwrap();
         let by = |n: &str| a.first.iter().find(|x| x.name == n).unwrap();
         assert_eq!(by("20").because, Some(Precedence::Need { first: NEED_OWED, second: NEED_NONE }));
-        assert!(by("20").words.starts_with("its team is owed GPUs now (short "), "{}", by("20").words);
+        assert_eq!(
+            by("20").words,
+            "its team is owed GPUs now and yours is not: its team is short 2.9 GPUs (runs 0, rate 2.9) and it is first in its team's line for them; your team is not short (runs 32, rate 5.8)"
+        );
         // Two posttrain jobs: the first of the team is ahead of the second.
         let r = report("25");
         let twenty = r.ahead.unwrap().first.into_iter().find(|x| x.name == "20").unwrap();
@@ -1393,6 +1682,157 @@ mod tests {
         }
         assert_eq!(task_in("", 1), None);
         assert_eq!(task_in("1-x", 1), None);
+    }
+
+    /// Two teams of rate 4 on 8 GPUs, nothing running. Team a waits with
+    /// three 2-GPU jobs (1, 2, 3, in its order), team b with two (4, 5,
+    /// submitted last). The walk gives a's first two jobs the 4 GPUs a is
+    /// short: job 3, a's third, is not owed GPUs now although its team is,
+    /// and b's jobs (owed: b is short 4 and its first two jobs ask for 2
+    /// and 4) go before it. Slurm's priorities are the walk's.
+    fn small_queue() -> (Arc<Config>, Snapshot, Vec<QueueJob>, Vec<NodeInfo>) {
+        let text = "[cluster]\ngpus = 8\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n[users]\nalice = \"a\"\nbob = \"b\"\n";
+        let config = Arc::new(Config::parse(text, "tally.toml").unwrap());
+        let snapshot = Snapshot::new(config.new_ledger());
+        let job = |id: u32, user: &str, gpus: u32| QueueJob {
+            view: JobView {
+                account: Some(if user == "alice" { "a" } else { "b" }.into()),
+                comment: Some("contract=1h".to_string()),
+                partition: Some("gpu".into()),
+                gpus,
+                submit_s: NOW - 600 + u64::from(id),
+                begin_s: NOW - 600 + u64::from(id),
+                ..JobView::pending(id, user.into())
+            },
+            reason: "Priority".to_string(),
+            state: "PENDING".to_string(),
+            dependency: String::new(),
+            reservation: String::new(),
+            nodes_asked: 1,
+            node_list: String::new(),
+            array_tasks: String::new(),
+            array_job_id: 0,
+            array_task_id: None,
+        };
+        let mut queue = vec![job(1, "alice", 2), job(2, "alice", 2), job(3, "alice", 2), job(4, "bob", 2), job(5, "bob", 4)];
+        let views: Vec<_> = queue.iter().map(|q| q.view.clone()).collect();
+        let jobs = classify(&config, &views, &snapshot.runs, NOW, DEFAULT_PREEMPT_WINDOW_S);
+        let (_, walked) = rank(&config, &snapshot, &jobs, NOW);
+        for (q, p) in queue.iter_mut().zip(walked) {
+            q.view.priority = p.expect("every job waits").value;
+        }
+        let node = NodeInfo {
+            name: "n1".to_string(),
+            state: "allocated".to_string(),
+            flags: Vec::new(),
+            partitions: vec!["gpu".to_string()],
+            gpus: 8,
+            gpus_used: 8,
+            reason: String::new(),
+        };
+        (config, snapshot, queue, vec![node])
+    }
+
+    #[test]
+    fn a_team_owed_gpus_whose_earlier_jobs_claim_them() {
+        let (config, snapshot, queue, nodes) = small_queue();
+        let r = explain(&config, &snapshot, &queue, &nodes, "3", NOW).unwrap();
+        let team = r.team.as_ref().unwrap();
+        assert_eq!((team.now.rate, team.now.running, team.now.short()), (4.0, 0.0, 4.0));
+        let place = team.place.as_ref().unwrap();
+        assert_eq!(*place, TeamPlace { jobs_ahead: 2, gpus_ahead: 4.0, place: 3, team_jobs: 3, waits: true, need: NEED_NONE });
+        assert_eq!(r.job.decoded.need, NEED_NONE);
+        let text = r.text();
+        assert!(
+            text.contains(
+                "  this job: 3rd of the team's 3 waiting jobs in the team's order (nice, then quick jobs, then submit time, then job id); \
+                 the 2 jobs ahead of it ask for 4 GPUs and claim the 4 GPUs the team is short first: it is not owed GPUs now\n"
+            ),
+            "{text}"
+        );
+        // Who is ahead and why: every owed job, a's and b's interleaved by
+        // the share each would start at.
+        let a = r.ahead.as_ref().unwrap();
+        assert_eq!(a.first.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["1", "4", "2", "5"]);
+        let by = |n: &str| a.first.iter().find(|x| x.name == n).unwrap();
+        let yours = "your team is short 4 GPUs too (runs 0, rate 4.0), but its 2 waiting jobs ahead of this one in the team's order \
+                     (nice, then quick jobs, then submit time, then job id) ask for 4 GPUs and claim them first: this job is 3rd in its team";
+        assert_eq!(by("4").because, Some(Precedence::Need { first: NEED_OWED, second: NEED_NONE }));
+        assert_eq!(
+            by("4").words,
+            format!("its team is owed GPUs now and yours is not: its team is short 4 GPUs (runs 0, rate 4.0) and it is first in its team's line for them; {yours}")
+        );
+        assert_eq!(
+            by("5").words,
+            format!(
+                "its team is owed GPUs now and yours is not: its team is short 4 GPUs (runs 0, rate 4.0) and its team's jobs ahead of it \
+                 in the team's order (nice, then quick jobs, then submit time, then job id) ask for only 2 of them; {yours}"
+            )
+        );
+        assert_eq!(by("5").team_gpus_ahead, Some(2.0));
+        for x in [by("1"), by("2")] {
+            assert!(x.words.starts_with("same team, earlier in the team's order"), "{}", x.words);
+        }
+        // Never "yours is not (runs 0, rate 4.0)" next to "short 4 GPUs: runs 0, rate 4.0".
+        assert!(!text.contains("yours is not (runs"), "{text}");
+        // The JSON says the same.
+        let j = r.json();
+        let p = &j["team"]["job_in_team"];
+        assert_eq!((p["place_in_team"].as_u64(), p["jobs_ahead_in_team"].as_u64(), p["gpus_ahead_in_team"].as_f64()), (Some(3), Some(2), Some(4.0)));
+        assert_eq!((p["owed_now"].as_bool(), p["team_waiting_jobs"].as_u64(), p["waits_now"].as_bool()), (Some(false), Some(3), Some(true)));
+        assert_eq!(j["ahead"]["first"][1]["words"], by("4").words.as_str());
+        assert_eq!(j["ahead"]["first"][3]["its_team_gpus_ahead"].as_f64(), Some(2.0));
+    }
+
+    #[test]
+    fn the_first_jobs_of_a_short_team_are_owed() {
+        let (config, snapshot, queue, nodes) = small_queue();
+        let r = explain(&config, &snapshot, &queue, &nodes, "2", NOW).unwrap();
+        let place = r.team.as_ref().unwrap().place.clone().unwrap();
+        assert_eq!(place, TeamPlace { jobs_ahead: 1, gpus_ahead: 2.0, place: 2, team_jobs: 3, waits: true, need: NEED_OWED });
+        assert!(
+            r.text().contains(
+                "  this job: 2nd of the team's 3 waiting jobs in the team's order (nice, then quick jobs, then submit time, then job id); \
+                 the 1 job ahead of it asks for 2 GPUs, less than the 4 GPUs the team is short: it is owed GPUs now\n"
+            ),
+            "{}",
+            r.text()
+        );
+        // A nicer job of a's comes first in a's order: job 3 at nice -10
+        // takes a's shortfall before 1 and 2.
+        let (config, snapshot, mut queue, nodes) = small_queue();
+        queue[2].view.nice = -10;
+        let r = explain(&config, &snapshot, &queue, &nodes, "3", NOW).unwrap();
+        let place = r.team.unwrap().place.unwrap();
+        assert_eq!((place.place, place.jobs_ahead, place.need), (1, 0, NEED_OWED));
+        let r = explain(&config, &snapshot, &queue, &nodes, "2", NOW).unwrap();
+        let place = r.team.unwrap().place.unwrap();
+        assert_eq!((place.place, place.gpus_ahead, place.need), (3, 4.0, NEED_NONE));
+    }
+
+    #[test]
+    fn priorities_of_the_last_re_ranking_are_said_as_such() {
+        // Since the re-ranking, a 4-GPU job of b's started: b is no longer
+        // short, though its waiting jobs' priorities still say it is owed.
+        let (config, snapshot, mut queue, nodes) = small_queue();
+        let mut started = queue[4].clone();
+        started.view = JobView { job_id: 6, state: RunState::Running, start_s: NOW - 60, ..started.view };
+        started.state = "RUNNING".to_string();
+        queue.push(started);
+        let r = explain(&config, &snapshot, &queue, &nodes, "3", NOW).unwrap();
+        let four = r.ahead.unwrap().first.into_iter().find(|x| x.name == "4").unwrap();
+        assert_eq!(
+            four.words,
+            "at the last re-ranking its team was owed GPUs and yours was not (Slurm holds the priorities Tally gave then; \
+             Tally re-ranks every calc_period and the queue has changed since)"
+        );
+    }
+
+    #[test]
+    fn ordinals() {
+        let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111, 171].into_iter().map(ordinal).collect();
+        assert_eq!(got, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th", "171st"]);
+        assert_eq!((gpus(3.0), gpus(2.6), gpus(2.96)), ("3".to_string(), "2.6".to_string(), "3".to_string()));
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! `priority_p_set` reads the last [`Ranking`] and [`PlanBoard`] only: no
 //! IO, no waiting on the engine.
 
+pub mod queue;
+
 use crate::view::{JobView, RunState};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -74,18 +76,20 @@ impl Ahead {
 pub enum Counted {
     /// Holds its GPUs (or is about to: it is preempting for them).
     Running,
-    /// Pending, not held, its begin time reached: it waits for GPUs.
+    /// Pending, not held, its begin time set and reached
+    /// ([`queue::waiting`]): it waits for GPUs.
     Waiting,
-    /// Neither (held, not yet eligible, done).
+    /// Neither (held, a dependency outstanding, not yet eligible, done).
     No,
 }
 
-/// The one rule for which jobs count as running or waiting.
+/// The one rule for which jobs count as running or waiting (waiting:
+/// [`queue::waiting`], the rule sprio and `tally explain` use too).
 pub fn counted(v: &JobView, now: u64, preempt_window_s: u64) -> Counted {
     match v.state {
         RunState::Running => Counted::Running,
         RunState::Pending if v.preempt_start_s > 0 && v.preempt_start_s + preempt_window_s > now => Counted::Running,
-        RunState::Pending if v.priority != 0 && v.begin_s <= now => Counted::Waiting,
+        _ if queue::waiting(v, now) => Counted::Waiting,
         _ => Counted::No,
     }
 }

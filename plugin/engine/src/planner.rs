@@ -3,7 +3,7 @@
 //! now. The rule itself is `tally_planner::queue`, shared with the
 //! simulator's `planner` policy.
 
-use crate::engine::{priority_of, PlanBoard, Ranking};
+use crate::engine::{priority_of, queue, PlanBoard, Ranking};
 use crate::view::{JobView, NodeView, RunState};
 use std::collections::BTreeMap;
 use tally_planner::queue::{plan_queue, QueuePlan, RunningJob, WaitingJob};
@@ -58,7 +58,7 @@ pub fn replan(r: &Ranking, jobs: &[Placed], nodes: &[NodeView], now: u64) -> Opt
     let mut waiting: Vec<(u32, u64, &JobView)> = jobs
         .iter()
         .map(|p| &p.view)
-        .filter(|v| v.state == RunState::Pending && v.priority != 0 && v.gpus > 0 && v.begin_s <= now)
+        .filter(|v| queue::waiting(v, now) && v.gpus > 0)
         .map(|v| (priority_of(r, v, None).value, v.submit_s, v))
         .collect();
     waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.job_id.cmp(&b.2.job_id)));

@@ -61,7 +61,9 @@ pub struct JobView {
 
 impl JobView {
     /// A pending job of `user` with no account, comment or partition, 1
-    /// GPU, submitted and eligible at 0, priority 1 (not held), no time
+    /// GPU, submitted at 0 with no begin time yet (0: slurmctld has not
+    /// found it independent, so it does not wait: set `begin_s` for one
+    /// that does, `engine::queue::waiting`), priority 1 (not held), no time
     /// limit, untyped GPUs: the start of a test's or benchmark's job, finished with
     /// struct update syntax (`JobView { gpus: 8, ..JobView::pending(1, u) }`).
     pub fn pending(job_id: u32, user: Arc<str>) -> JobView {

@@ -50,7 +50,7 @@ use tally_engine::guard::lock;
 use tally_engine::now;
 use tally_engine::planner::replan;
 use tally_engine::statefile::{self, Loaded};
-use tally_engine::view::{JobView, RunState};
+use tally_engine::view::JobView;
 use tally_engine::worker::{Wake, Worker};
 use tally_ffi::abi::{conf, factors_list, Factors, JobArg, SUCCESS};
 use tally_ffi::host::Host;
@@ -538,10 +538,7 @@ tally_ffi::export_factors_list! {
         let t = now();
         let private = conf::private_jobs();
         let shown = |v: &JobView| {
-            v.state == RunState::Pending
-                && v.priority != 0
-                && v.begin_s != 0
-                && v.begin_s <= t
+            tally_engine::engine::queue::waiting(v, t)
                 && (!private || v.user_id == uid || uid == 0)
                 && want.job_ids.as_ref().is_none_or(|w| w.contains(&v.job_id))
                 && want.uids.as_ref().is_none_or(|w| w.contains(&v.user_id))
