@@ -1,11 +1,26 @@
 //! Raw bindings to the slurmctld-internal types and functions that Tally's
-//! Slurm plugins (priority, preempt, job_submit) use, for **Slurm 22.05.8**
-//! (Debian 12, `22.05.8-4+deb12u3`, x86-64).
+//! Slurm plugins (priority, preempt, job_submit) use, for two Slurm
+//! releases, x86-64:
 //!
-//! **Bindings only, no logic.** Everything here is `bindgen` output
-//! (`src/bindings.rs`, checked in) plus compile-time layout asserts and the
-//! names of the slurmctld-only symbols. Safe wrappers, the panic guard and the
-//! logging glue belong to the plugin crate above this one.
+//! | release | Debian | bindings | `cfg` |
+//! |---|---|---|---|
+//! | **22.05.8** | 12, `22.05.8-4+deb12u3` | `src/bindings/v22_05.rs` | `slurm = "22.05"` |
+//! | **24.11.5** | 13, `24.11.5-4+deb13u1` (generated from its `.orig.tar.gz`, Debian's patches not applied) | `src/bindings/v24_11.rs` | `slurm = "24.11"` |
+//!
+//! `build.rs` picks the one file whose `SLURM_VERSION_NUMBER` equals the
+//! installed `slurm/slurm_version.h` (22.05 when no header is found), sets
+//! the `cfg` above for this crate and hands the release to dependent build
+//! scripts (`links = "slurm"`, `DEP_SLURM_RELEASE`). [`RELEASE`] names it.
+//! 24.11's renamed types are exported under their 22.05 names as well
+//! (`List`, `ListIterator`, `job_details`, `bit_test`); every other
+//! difference between the releases is the plugins' business
+//! (`plugin/ffi/src/release.rs`).
+//!
+//! **Bindings only, no logic.** Everything here is `bindgen` output (the
+//! release's file in `src/bindings/`, checked in) plus compile-time layout
+//! asserts per release and the names of the slurmctld-only symbols. Safe
+//! wrappers, the panic guard and the logging glue belong to the plugin crate
+//! above this one.
 //!
 //! # What is here
 //!
@@ -56,7 +71,7 @@
 //! (when the lookups succeed). Do not call the `extern` declarations of these
 //! four; they are kept for their signatures.
 //!
-//! # Memory and logging rules (from the 22.05.8 source)
+//! # Memory and logging rules (from the 22.05.8 source; 24.11's sprio objects differ, see `plugin/ffi/src/release.rs`)
 //!
 //! * Memory that Slurm frees must come from Slurm's allocator. `xmalloc(n)` is
 //!   a C macro for `slurm_xcalloc(1, n, true /* clear */, false /* try */,
@@ -74,28 +89,30 @@
 //!
 //! # Layout asserts
 //!
-//! The sizes and offsets below were measured with gcc `offsetof` on the same
-//! headers (and match the project's notes); those marked "seen in Debian's
-//! binaries" were also read off the disassembly of Debian's own 22.05.8
-//! plugins (`priority_basic.so`, `priority_multifactor.so`,
-//! `job_submit_require_timelimit.so`). They are checked at compile time
-//! against the generated structs, so a regeneration that changes one of them
-//! fails to build. No struct used here has a preprocessor conditional inside
+//! The sizes and offsets below (one `layout` module per release) were
+//! measured with gcc `offsetof` on the same headers (and match the project's
+//! notes); those marked "bin" were also read off the disassembly of Debian's
+//! own plugins (22.05.8: `priority_basic.so`, `priority_multifactor.so`,
+//! `job_submit_require_timelimit.so`; 24.11.5: `priority_basic.so`). They
+//! are checked at compile time against the generated structs of the release
+//! built, so a regeneration that changes one of them fails to build. No struct used here has a preprocessor conditional inside
 //! it, so the empty stub `config.h` used for generation does not change any
 //! layout.
 //!
 //! # Regenerating
 //!
-//! `scripts/gen-bindings.sh` (root, Debian 12): installs `libclang-dev`,
+//! `scripts/gen-bindings.sh [24.11]` (root, Debian 12; 24.11 from the
+//! Debian 13 chroot `testbed/trixie.sh` makes): installs `libclang-dev`,
 //! `dpkg-dev` and `libslurm-dev` if missing, fetches the Debian source of
 //! slurm-wlm into `/var/tmp/slurm-src` (adding a `deb-src` entry if needed),
 //! runs the generator crate `slurm-sys/gen` (bindgen; kept out of the
-//! workspace so normal builds never compile bindgen or need libclang), rewrites
-//! `src/bindings.rs` (same input, same output) and runs
-//! `cargo test -p slurm-sys`. The allowlist is in `gen/src/main.rs`.
-//! `build.rs` fails the build when `/usr/include/slurm/slurm_version.h` (or
-//! `$SLURM_INCLUDE_DIR/slurm/slurm_version.h`) is not the version the bindings
-//! were generated for.
+//! workspace so normal builds never compile bindgen or need libclang),
+//! rewrites the release's `src/bindings/v<major>_<minor>.rs` (same input,
+//! same output) and runs `cargo test -p slurm-sys`. The allowlist is in
+//! `gen/src/main.rs`. `build.rs` fails the build when
+//! `/usr/include/slurm/slurm_version.h` (or
+//! `$SLURM_INCLUDE_DIR/slurm/slurm_version.h`) is none of the versions in
+//! `src/bindings/`, saying how to add one.
 
 #![no_std]
 

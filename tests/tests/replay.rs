@@ -214,7 +214,8 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     if let Ok(path) = std::env::var("TALLY_REPLAY_JSON") {
         // For `make results`: the figures above, written before the checks
         // below so that a run that misses one is recorded too.
-        let rows = [("slurm_multifactor", &real["multifactor"]), ("slurm_tally", &real["tally"]), ("sim_multifactor", &sim_mf), ("sim_tally", &sim_tally)];
+        let rows =
+            [("slurm_multifactor", &real["multifactor"]), ("slurm_tally", &real["tally"]), ("sim_multifactor", &sim_mf), ("sim_tally", &sim_tally)];
         let figures: serde_json::Map<String, serde_json::Value> = rows.iter().map(|(name, s)| (name.to_string(), figures(s, k))).collect();
         let doc = serde_json::json!({
             "window": source,

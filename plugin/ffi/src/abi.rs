@@ -9,8 +9,6 @@
 //! preempt hooks with the job lock, job_submit's with the request owned by
 //! the RPC). Nothing here walks `job_list`; see [`crate::host`] for that.
 
-#[cfg(slurm = "22.05")]
-use slurm_sys::priority_factors_request_msg_t;
 use slurm_sys::{
     job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, slurm_preempt_data_type_t, List, JOB_RUNNING, JOB_STATE_BASE, NO_VAL,
     PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
@@ -131,55 +129,12 @@ impl<'a> QueueRecArg<'a> {
     }
 }
 
-/// sprio's request (`priority_factors_request_msg_t *`, 22.05 only), lent for the call.
-#[cfg(slurm = "22.05")]
-#[repr(transparent)]
-#[derive(Debug, Clone, Copy)]
-pub struct FactorsRequestArg<'a>(*mut priority_factors_request_msg_t, PhantomData<&'a priority_factors_request_msg_t>);
-
 /// What sprio asked for: `None` in a field = no filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FactorsFilter {
     pub job_ids: Option<Vec<u32>>,
     pub uids: Option<Vec<u32>>,
     pub partitions: Option<Vec<String>>,
-}
-
-#[cfg(slurm = "22.05")]
-impl FactorsRequestArg<'_> {
-    pub fn filter(self) -> FactorsFilter {
-        // SAFETY: NULL or a valid request for this call.
-        let Some(q) = (unsafe { self.0.as_ref() }) else { return FactorsFilter::default() };
-        // SAFETY: `partitions` is NULL or a C string owned by the request.
-        let partitions = unsafe { crate::view::c_string(q.partitions) }.map(|s| s.split(',').map(str::to_string).collect());
-        // SAFETY: the request's lists of uint32_t *, NULL or valid.
-        unsafe { FactorsFilter { job_ids: u32_list(q.job_id_list), uids: u32_list(q.uid_list), partitions } }
-    }
-}
-
-/// The `uint32_t *` items of a request filter list; `None` = no filter.
-///
-/// # Safety
-/// `list` is NULL or a `List` of `uint32_t *` valid for the call.
-#[cfg(slurm = "22.05")]
-unsafe fn u32_list(list: List) -> Option<Vec<u32>> {
-    if list.is_null() {
-        return None;
-    }
-    let mut out = Vec::new();
-    // SAFETY: caller's contract; the iterator is released here.
-    unsafe {
-        let it = slurm_sys::list_iterator_create(list);
-        loop {
-            let p = slurm_sys::list_next(it).cast::<u32>();
-            if p.is_null() {
-                break;
-            }
-            out.push(*p);
-        }
-        slurm_sys::list_iterator_destroy(it);
-    }
-    Some(out)
 }
 
 /// One line of sprio: a pending job and its priority's columns.

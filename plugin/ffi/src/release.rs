@@ -17,6 +17,8 @@
 //! offsets differ and are asserted in slurm-sys.
 
 use crate::abi::Factors;
+#[cfg(slurm = "22.05")]
+use crate::abi::FactorsFilter;
 use slurm_sys::priority_factors_object_t;
 
 /// The release the plugins are built for (`"22.05"` or `"24.11"`).
@@ -140,6 +142,53 @@ macro_rules! export_job_modify {
     };
 }
 
+/// sprio's request (`priority_factors_request_msg_t *`, 22.05 only), lent
+/// for the call, as the handles of [`abi`](crate::abi) are.
+#[cfg(slurm = "22.05")]
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct FactorsRequestArg<'a>(
+    *mut slurm_sys::priority_factors_request_msg_t,
+    std::marker::PhantomData<&'a slurm_sys::priority_factors_request_msg_t>,
+);
+
+#[cfg(slurm = "22.05")]
+impl FactorsRequestArg<'_> {
+    pub fn filter(self) -> FactorsFilter {
+        // SAFETY: NULL or a valid request for this call.
+        let Some(q) = (unsafe { self.0.as_ref() }) else { return FactorsFilter::default() };
+        // SAFETY: `partitions` is NULL or a C string owned by the request.
+        let partitions = unsafe { crate::view::c_string(q.partitions) }.map(|s| s.split(',').map(str::to_string).collect());
+        // SAFETY: the request's lists of uint32_t *, NULL or valid.
+        unsafe { FactorsFilter { job_ids: u32_list(q.job_id_list), uids: u32_list(q.uid_list), partitions } }
+    }
+}
+
+/// The `uint32_t *` items of a request filter list; `None` = no filter.
+///
+/// # Safety
+/// `list` is NULL or a `List` of `uint32_t *` valid for the call.
+#[cfg(slurm = "22.05")]
+unsafe fn u32_list(list: slurm_sys::List) -> Option<Vec<u32>> {
+    if list.is_null() {
+        return None;
+    }
+    let mut out = Vec::new();
+    // SAFETY: caller's contract; the iterator is released here.
+    unsafe {
+        let it = slurm_sys::list_iterator_create(list);
+        loop {
+            let p = slurm_sys::list_next(it).cast::<u32>();
+            if p.is_null() {
+                break;
+            }
+            out.push(*p);
+        }
+        slurm_sys::list_iterator_destroy(it);
+    }
+    Some(out)
+}
+
 /// Define `priority_p_get_priority_factors_list` with the release's
 /// prototype. The body sees `$filter` (a
 /// [`FactorsFilter`](crate::abi::FactorsFilter): what sprio asked for in
@@ -151,7 +200,7 @@ macro_rules! export_factors_list {
         $crate::export! {
             $(#[$meta])*
             fn priority_p_get_priority_factors_list(
-                req: $crate::abi::FactorsRequestArg<'_>,
+                req: $crate::release::FactorsRequestArg<'_>,
                 $u: $crate::libc::uid_t,
             ) -> $crate::slurm_sys::List;
             fallback $fb;

@@ -13,6 +13,8 @@
 //! tests/e2e/replay-tally.toml, /var/tmp/tally-testbed, and this workspace
 //! as the repo (testbed/, target/release/tally, target/plugins).
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

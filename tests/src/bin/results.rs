@@ -10,6 +10,8 @@
 //!         --out docs/results.md --readme README.md
 //! ```
 
+#![forbid(unsafe_code)]
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -245,7 +247,10 @@ fn render(a: &Args) -> Result<(String, String), String> {
         "14-day windows of three GPU traces at 0.8-3× supply and four synthetic cases, each through every policy ({:.0} s here). Delivered / owed: what each team ran of what it was owed (min of its rate and its demand), over the arrival window. Waits: first start − submission.\n",
         a.suite_s
     );
-    let _ = writeln!(d, "| case | GPUs | demand | policy | delivered / owed | worst team | occupancy | lost | debug p50 | debug p90 | all p50 | all p90 |");
+    let _ = writeln!(
+        d,
+        "| case | GPUs | demand | policy | delivered / owed | worst team | occupancy | lost | debug p50 | debug p90 | all p50 | all p90 |"
+    );
     let _ = writeln!(d, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for case in &suite.cases {
         for (i, p) in POLICIES.iter().enumerate() {
@@ -309,10 +314,16 @@ fn render(a: &Args) -> Result<(String, String), String> {
     let _ = writeln!(d, "| run | scheduler | delivered / owed | worst team | occupancy | goodput | lost GPU-h | preemptions | debug p50 | debug p90 | all p50 | all p90 |");
     let _ = writeln!(d, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, r) in replays.iter().enumerate() {
-        for (key, name) in [("slurm_multifactor", "Slurm multifactor"), ("slurm_tally", "Slurm + Tally"), ("sim_multifactor", "simulator, multifactor"), ("sim_tally", "simulator, Tally")] {
+        for (key, name) in [
+            ("slurm_multifactor", "Slurm multifactor"),
+            ("slurm_tally", "Slurm + Tally"),
+            ("sim_multifactor", "simulator, multifactor"),
+            ("sim_tally", "simulator, Tally"),
+        ] {
             let f = &r.figures["figures"][key];
             let s = |k: &str| f[k].as_f64().map_or("-".into(), |x| format!("{x:.0} s"));
-            let run = if key == "slurm_multifactor" { format!("{}{}", i + 1, if r.passed { "" } else { " (its checks failed)" }) } else { String::new() };
+            let run =
+                if key == "slurm_multifactor" { format!("{}{}", i + 1, if r.passed { "" } else { " (its checks failed)" }) } else { String::new() };
             let _ = writeln!(
                 d,
                 "| {run} | {name} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
@@ -426,7 +437,8 @@ mod tests {
 
     #[test]
     fn the_planner_summary_is_its_all_row() {
-        let text = "family  proved fast med\nmixed 7/8 100.0% 96.7% 91.6% 82.2% 0 0\nall 30/40 100.0% 95.8% 84.8% 66.6% 0 0\nvalidator violations: 0\n";
+        let text =
+            "family  proved fast med\nmixed 7/8 100.0% 96.7% 91.6% 82.2% 0 0\nall 30/40 100.0% 95.8% 84.8% 66.6% 0 0\nvalidator violations: 0\n";
         assert_eq!(planner_summary(text).unwrap(), ["30/40", "100.0%", "95.8%", "84.8%", "66.6%"].map(String::from));
     }
 }
