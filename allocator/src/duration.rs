@@ -27,7 +27,17 @@ pub enum DurationError {
     Overflow(String),
 }
 
-const UNITS: [(char, u64); 4] = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
+const UNITS: [(char, u64); 4] = [('d', DAY_S), ('h', HOUR_S), ('m', MINUTE_S), ('s', 1)];
+
+/// Seconds in a minute, an hour, a day and a week: the one place they are
+/// named (the planner, which shares no code with this crate, has its own
+/// `planner::time`). In seconds, as every time in Tally; `HOUR` is the
+/// hour as f64, for GPU-seconds → GPU-hours.
+pub const MINUTE_S: u64 = 60;
+pub const HOUR_S: u64 = 3_600;
+pub const DAY_S: u64 = 86_400;
+pub const WEEK_S: u64 = 7 * DAY_S;
+pub const HOUR: f64 = HOUR_S as f64;
 
 /// Parse a duration into whole seconds.
 ///

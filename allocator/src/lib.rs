@@ -57,7 +57,7 @@ pub mod tres;
 
 pub use contract::{comment_tokens, parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
 pub use drain::{drain_plan, DrainPlan, OnDraining};
-pub use duration::{format_duration, parse_duration, DurationError};
+pub use duration::{format_duration, parse_duration, DurationError, DAY_S, HOUR, HOUR_S, MINUTE_S, WEEK_S};
 pub use entitlement::{Entitlement, Load, Need, Reclaim, ReclaimRefusal, TeamNow};
 pub use fairness::{summarize, Asked, Delivery, FairnessSummary, Held, Owed, OwedBook};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
