@@ -25,7 +25,8 @@ DEMO=$TB_RUN/demo
 TALLY=$ROOT/target/release/tally
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
+# A command and its output (Tally's binary shown as `tally`, as installed).
+show() { local shown="$*"; printf '$ %s\n' "${shown//"$TALLY"/tally}"; "$@"; }
 
 step "Installing Slurm 22.05.8, MariaDB and munge (Debian packages, pinned)"
 bash testbed/install.sh

@@ -125,6 +125,9 @@ impl Row<'_> {
     fn worst(&self) -> Option<f64> {
         self.0["fairness"]["worst_team"]["ratio"].as_f64()
     }
+    fn p50(&self, class: &str) -> Option<f64> {
+        self.0["waits"][class]["p50_s"].as_f64()
+    }
     fn p90(&self, class: &str) -> Option<f64> {
         self.0["waits"][class]["p90_s"].as_f64()
     }
@@ -179,6 +182,7 @@ fn summary(a: &Args, suite: &Suite, replays: &[Replay], plan: &Option<[String; 5
     let _ = writeln!(s, "| debug-job wait p90, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p90("debug")))));
     let debug_ok = |p: &str| suite.loaded().filter_map(|c| Suite::row(c, p)).filter(|r| r.p90("debug").is_some_and(|w| w <= 300.0)).count();
     let _ = writeln!(s, "| cases with debug p90 ≤ 5 min | {} |", cells(&|p| format!("{} of {n}", debug_ok(p))));
+    let _ = writeln!(s, "| all-job wait p50, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p50("all")))));
     let _ = writeln!(s, "| all-job wait p90, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p90("all")))));
     let _ = writeln!(s, "| work lost to requeues, median (% of useful) | {} |", cells(&|p| pct(suite.median_of(p, |r: &Row<'_>| r.lost_share()))));
     let rf = |policy: &str, key: &str| -> Vec<f64> {
@@ -200,11 +204,7 @@ fn summary(a: &Args, suite: &Suite, replays: &[Replay], plan: &Option<[String; 5
         );
     }
     let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "Measured on {} at commit {} ({}); commands and per-case figures in [docs/results.md](docs/results.md).",
-        a.date, a.commit, a.machine
-    );
+    let _ = writeln!(s, "Measured on {} at commit {} ({}); the commands and every case are in docs/results.md.", a.date, a.commit, a.machine);
     s
 }
 
@@ -302,14 +302,14 @@ fn render(a: &Args) -> Result<(String, String), String> {
     let first = &replays[0].figures;
     let _ = writeln!(
         d,
-        "A window of a shared trace ({}: {} jobs, {} of them debug jobs; {:.1}× the bed's {} GPUs) compressed {}× and submitted to the local test bed (slurmctld, slurmd, slurmdbd and MariaDB), once under Slurm's multifactor and once under Tally's plugins; what ran is read back from sacct and scored by the simulator's rules, and the same window goes through the simulator beside it. Waits in real seconds (Slurm's own intervals do not compress); the rest in trace time. {} run(s):\n",
+        "A window of a shared trace ({}: {} jobs, {} of them debug jobs; {:.1}× the bed's {} GPUs) compressed {:.0}× and submitted to the local test bed (slurmctld, slurmd, slurmdbd and MariaDB), once under Slurm's multifactor and once under Tally's plugins; what ran is read back from sacct and scored by the simulator's rules, and the same window goes through the simulator beside it. Waits in real seconds (Slurm's own intervals do not compress); the rest in trace time. {}:\n",
         first["window"].as_str().unwrap_or("?"),
         first["jobs"],
         first["debug_jobs"],
         first["demand_over_supply"].as_f64().unwrap_or(0.0),
         first["gpus"],
-        first["speedup"],
-        replays.len()
+        first["speedup"].as_f64().unwrap_or(0.0),
+        if replays.len() == 1 { "One run".to_string() } else { format!("{} runs", replays.len()) }
     );
     let _ = writeln!(d, "| run | scheduler | delivered / owed | worst team | occupancy | goodput | lost GPU-h | preemptions | debug p50 | debug p90 | all p50 | all p90 |");
     let _ = writeln!(d, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
