@@ -109,9 +109,9 @@ if (( free > 0 )); then
 fi
 show squeue -t R -o '%.6i %.11a %.6u %.3t %.10b  %k'
 echo
-echo "vision (dave) submits a 2-GPU debug job with contract=15m:"
+echo "vision (dave) submits a 2-GPU debug job with contract=15m and a 15-minute time limit:"
 t0=$(now)
-debug=$(submit_as dave -N1 --gres=gpu:2 --comment "contract=15m" --wrap 'sleep 600')
+debug=$(submit_as dave -N1 --gres=gpu:2 --comment "contract=15m" --time=15 --wrap 'sleep 600')
 debug_running() { [[ $(job_state "$debug") == RUNNING ]]; }
 wait_for 60 "the debug job to start" debug_running
 echo "debug job $debug started after $(elapsed "$t0") s"
