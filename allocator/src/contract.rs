@@ -12,11 +12,11 @@
 //! token is the user's and is kept as written. `resumable` only means
 //! something next to a contract or a missing-contract default.
 
-use crate::duration::{format_duration, parse_duration, DurationError};
+use crate::duration::{format_duration, parse_duration, DurationError, HOUR_S};
 use thiserror::Error;
 
 /// Eight hours: the longest minimum runtime Ai2's scheduler accepts.
-pub const DEFAULT_MAX_CONTRACT_S: u64 = 8 * 3600;
+pub const DEFAULT_MAX_CONTRACT_S: u64 = 8 * HOUR_S;
 
 /// A job's declared minimum runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -368,8 +368,8 @@ mod tests {
             ("contract=2h,resumable", 7200, true),
             ("resumable contract=1m", 60, true),
             ("CONTRACT=2H;Resumable", 7200, true),
-            ("contract=8h", 8 * 3600, false),
-            ("contract=7h59m59s", 8 * 3600 - 1, false),
+            ("contract=8h", 8 * HOUR_S, false),
+            ("contract=7h59m59s", 8 * HOUR_S - 1, false),
             ("sweep lr=3e-4, contract=45m", 2700, false),
             ("", 0, false),
             ("no contract here", 0, false),
@@ -420,7 +420,7 @@ mod tests {
         big.push_str(" contract=3h ");
         big.push_str(&"é".repeat(2600));
         assert!(big.len() > 10_000);
-        assert_eq!(rules().resolve(Some(&big)), Ok(Contract::new(3 * 3600, false)));
+        assert_eq!(rules().resolve(Some(&big)), Ok(Contract::new(3 * HOUR_S, false)));
         let parsed = parse_comment(&big).unwrap();
         assert_eq!(parsed.rest.len(), 5000 + 1 + 2600 * 2);
     }
@@ -432,7 +432,7 @@ mod tests {
         assert_eq!(r.resolve(Some("hello")), Ok(Contract::new(3600, false)));
         assert_eq!(r.resolve(Some("resumable")), Ok(Contract::new(3600, true)));
         r.missing = MissingContract::Reject;
-        assert_eq!(r.resolve(None), Err(ContractError::Missing { max_s: 8 * 3600 }));
+        assert_eq!(r.resolve(None), Err(ContractError::Missing { max_s: 8 * HOUR_S }));
         assert_eq!(r.resolve(Some("contract=0")), Ok(Contract::UNALLOCATED));
     }
 
@@ -510,7 +510,7 @@ mod tests {
         let reject = ContractRules { long_jobs: LongJobs::Reject, ..rules() };
         assert!(matches!(reject.long_job(c, None), Some(LongJobVerdict::Refuse(_))));
         // Within the maximum, resumable, or unallocated: fine.
-        assert_eq!(reject.long_job(c, Some(8 * 3600)), None);
+        assert_eq!(reject.long_job(c, Some(8 * HOUR_S)), None);
         assert_eq!(reject.long_job(Contract::new(3600, true), None), None);
         assert_eq!(reject.long_job(Contract::UNALLOCATED, None), None);
     }

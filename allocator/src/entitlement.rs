@@ -472,6 +472,7 @@ fn share(running: f64, rate: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::tree::{AccountSpec, Budget, Capacity};
+    use crate::WEEK_S;
 
     fn tree(specs: &[(&str, Option<&str>, f64)]) -> OrgTree {
         let s: Vec<AccountSpec> = specs.iter().map(|&(n, p, pct)| AccountSpec::new(n, p, Some(Budget::Share(pct)))).collect();
@@ -479,7 +480,7 @@ mod tests {
     }
 
     fn ent(t: &OrgTree, gpus: u32, loads: &[(&str, u32, u32)]) -> Entitlement {
-        let alloc = Allocation::new(t, Capacity::new(gpus, 7 * 86_400)).unwrap();
+        let alloc = Allocation::new(t, Capacity::new(gpus, WEEK_S)).unwrap();
         let mut l = Load::new(t);
         for &(a, run, wait) in loads {
             let id = t.id(a).unwrap();

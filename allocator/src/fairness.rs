@@ -14,6 +14,7 @@
 //! Ai2 reported 98% overall, 13 of 15 teams ≥ 95%, the worst at 90%.
 
 use crate::ledger::Ledger;
+use crate::HOUR;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -239,8 +240,8 @@ impl OwedBook {
             let k = group(b * self.bucket_s);
             for (account, (asked, ran_gs)) in row {
                 let mut one = Owed::default();
-                one.delivery.add_hour(asked.entitled_gs / 3600.0, asked.asked_gs / 3600.0, ran_gs / 3600.0);
-                one.unallocated_gpu_hours = asked.unallocated_gs / 3600.0;
+                one.delivery.add_hour(asked.entitled_gs / HOUR, asked.asked_gs / HOUR, ran_gs / HOUR);
+                one.unallocated_gpu_hours = asked.unallocated_gs / HOUR;
                 // An account that was only entitled (asked and ran nothing)
                 // has nothing to show.
                 if one != Owed::default() {
@@ -310,14 +311,14 @@ mod tests {
     #[test]
     fn the_book_owes_per_bucket_and_credits_from_the_ledger() {
         use crate::ledger::UsageKey;
-        let h = 3600;
-        let mut book = OwedBook::new(h, 7 * 86_400);
+        let h = crate::HOUR_S;
+        let mut book = OwedBook::new(h, crate::WEEK_S);
         let team: Arc<str> = "t".into();
         // Rate 4 GPUs, demand 8 GPUs for 1.5 h from the start of bucket 10:
         // bucket 10 owes 4 GPU-h (asked 8), bucket 11 owes 2 (half an hour).
         let held = Held { rate_gpus: 4.0, demand_gpus: 8.0, unallocated_gpus: 2.0 };
         book.record(&team, held, 10 * h, 10 * h + h + h / 2);
-        let mut ledger = Ledger::new(h, 7 * 86_400).unwrap();
+        let mut ledger = Ledger::new(h, crate::WEEK_S).unwrap();
         // It ran 8 GPUs for the first hour (credited 4: owed caps it), and
         // 1 GPU for the half hour (credited 0.5 of 2).
         ledger.charge(&UsageKey::new("t", "u"), 8, 10 * h, 11 * h);
@@ -347,12 +348,12 @@ mod tests {
         assert_eq!(book.owed(&ledger, now), before);
         assert_eq!(book.entries().filter(|(_, a, _)| &***a == "idle").map(|(b, _, _)| b).collect::<Vec<_>>(), vec![12]);
         // The window moves on: bucket 10 leaves with the ledger's.
-        let later = 10 * h + 7 * 86_400;
+        let later = 10 * h + crate::WEEK_S;
         assert_eq!(book.owed(&ledger, later)["t"].delivery.owed_gpu_hours, 2.0);
         book.prune(later);
         assert_eq!(book.entries().count(), 1);
         // Two buckets merge into one of twice the size.
-        let two = book.rebucket(2 * h, 7 * 86_400);
+        let two = book.rebucket(2 * h, crate::WEEK_S);
         assert_eq!(two.entries().map(|(b, _, x)| (b, x.entitled_gs)).collect::<Vec<_>>(), vec![(5, 4.0 * 1800.0)]);
     }
 }

@@ -253,6 +253,7 @@ impl GpuWeights {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::HOUR_S;
 
     fn table() -> GpuWeights {
         GpuWeights::new([("h100", 1.0, Some(64)), ("b200", 2.2, None)]).unwrap()
@@ -293,7 +294,7 @@ mod tests {
         assert_eq!(pieces, w.unit_seconds(1, 0, 86_400));
         assert_eq!(pieces, (1.37f64 * 86_400.0).round() as u64);
         // Weight 1: GPUs × seconds, exactly.
-        assert_eq!(Weight::ONE.unit_seconds(8, 100, 3700), 8 * 3600);
+        assert_eq!(Weight::ONE.unit_seconds(8, 100, 3700), 8 * HOUR_S);
         assert_eq!(Weight::ONE.unit_seconds(u32::MAX, 0, u64::MAX), u64::MAX);
         assert_eq!(Weight::new(2.2).unwrap().unit_seconds(8, 0, 3600), 63_360);
         assert_eq!(Weight::new(2.2).unwrap().unit_seconds(8, 5, 5), 0);

@@ -13,6 +13,7 @@
 //! decays smoothly (unlike Slurm's half-life decay). Only allocated work is
 //! charged: callers never charge unallocated jobs (see [`crate::job`]).
 
+use crate::HOUR;
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -86,7 +87,7 @@ pub struct WindowUsage {
 
 impl WindowUsage {
     pub fn account_gpu_hours(&self, account: &str) -> f64 {
-        self.by_account.get(account).copied().unwrap_or(0.0) / 3600.0
+        self.by_account.get(account).copied().unwrap_or(0.0) / HOUR
     }
 }
 
@@ -97,7 +98,7 @@ pub struct UserUsage(pub BTreeMap<UsageKey, f64>);
 
 impl UserUsage {
     pub fn user_gpu_hours(&self, account: &str, user: &str) -> f64 {
-        self.0.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0) / 3600.0
+        self.0.get(&UsageKey::new(account, user)).copied().unwrap_or(0.0) / HOUR
     }
 }
 
@@ -302,11 +303,10 @@ impl Ledger {
 mod tests {
     use super::*;
 
-    const H: u64 = 3600;
-    const D: u64 = 86_400;
+    use crate::{DAY_S, HOUR_S, WEEK_S};
 
     fn ledger() -> Ledger {
-        Ledger::new(H, 7 * D).unwrap()
+        Ledger::new(HOUR_S, WEEK_S).unwrap()
     }
 
     #[test]
@@ -314,34 +314,34 @@ mod tests {
         let mut l = ledger();
         let k = UsageKey::new("nlp", "alice");
         // 2 GPUs from 00:30 to 02:15.
-        l.charge(&k, 2, H / 2, 2 * H + H / 4);
+        l.charge(&k, 2, HOUR_S / 2, 2 * HOUR_S + HOUR_S / 4);
         let e: Vec<_> = l.entries().map(|(b, _, v)| (b, v)).collect();
-        assert_eq!(e, vec![(0, 2.0 * 1800.0), (1, 2.0 * 3600.0), (2, 2.0 * 900.0)]);
-        assert_eq!(l.usage(3 * H).account_gpu_hours("nlp"), 3.5);
+        assert_eq!(e, vec![(0, 2.0 * 1800.0), (1, 2.0 * HOUR), (2, 2.0 * 900.0)]);
+        assert_eq!(l.usage(3 * HOUR_S).account_gpu_hours("nlp"), 3.5);
     }
 
     #[test]
     fn window_rolls_over_exactly_at_bucket_edges() {
         let mut l = ledger();
         let k = UsageKey::new("nlp", "alice");
-        l.charge(&k, 1, 0, H); // bucket 0
-        l.charge(&k, 1, H, 2 * H); // bucket 1
+        l.charge(&k, 1, 0, HOUR_S); // bucket 0
+        l.charge(&k, 1, HOUR_S, 2 * HOUR_S); // bucket 1
         let n = 7 * 24;
         // The last second at which bucket 0 is still inside.
-        assert_eq!(l.usage(n * H - 1).account_gpu_hours("nlp"), 2.0);
+        assert_eq!(l.usage(n * HOUR_S - 1).account_gpu_hours("nlp"), 2.0);
         // Exactly at the edge it is gone, bucket 1 stays.
-        assert_eq!(l.usage(n * H).account_gpu_hours("nlp"), 1.0);
-        assert_eq!(l.usage((n + 1) * H - 1).account_gpu_hours("nlp"), 1.0);
-        assert_eq!(l.usage((n + 1) * H).account_gpu_hours("nlp"), 0.0);
+        assert_eq!(l.usage(n * HOUR_S).account_gpu_hours("nlp"), 1.0);
+        assert_eq!(l.usage((n + 1) * HOUR_S - 1).account_gpu_hours("nlp"), 1.0);
+        assert_eq!(l.usage((n + 1) * HOUR_S).account_gpu_hours("nlp"), 0.0);
     }
 
     #[test]
     fn idle_for_eight_days_is_back_to_zero() {
         let mut l = ledger();
         let k = UsageKey::new("cv", "bob");
-        l.charge(&k, 8, 0, 3 * D);
-        assert!(l.usage(3 * D).account_gpu_hours("cv") > 0.0);
-        let later = 3 * D + 8 * D;
+        l.charge(&k, 8, 0, 3 * DAY_S);
+        assert!(l.usage(3 * DAY_S).account_gpu_hours("cv") > 0.0);
+        let later = 3 * DAY_S + 8 * DAY_S;
         assert_eq!(l.usage(later).account_gpu_hours("cv"), 0.0);
         l.prune(later);
         assert_eq!(l.entries().count(), 0);
@@ -349,22 +349,22 @@ mod tests {
 
     #[test]
     fn prune_keeps_what_is_in_window() {
-        let mut l = Ledger::new(H, 2 * H).unwrap();
+        let mut l = Ledger::new(HOUR_S, 2 * HOUR_S).unwrap();
         let k = UsageKey::new("a", "u");
-        l.charge(&k, 1, 0, 3 * H);
-        l.prune(3 * H - 1); // window = buckets 1..=2
+        l.charge(&k, 1, 0, 3 * HOUR_S);
+        l.prune(3 * HOUR_S - 1); // window = buckets 1..=2
         assert_eq!(l.entries().map(|(b, _, _)| b).collect::<Vec<_>>(), vec![1, 2]);
     }
 
     #[test]
     fn users_and_accounts_are_summed() {
         let mut l = ledger();
-        l.charge(&UsageKey::new("a", "u1"), 1, 0, H);
-        l.charge(&UsageKey::new("a", "u2"), 2, 0, H);
-        l.charge(&UsageKey::new("b", "u1"), 4, 0, H);
-        let u = l.usage(H);
+        l.charge(&UsageKey::new("a", "u1"), 1, 0, HOUR_S);
+        l.charge(&UsageKey::new("a", "u2"), 2, 0, HOUR_S);
+        l.charge(&UsageKey::new("b", "u1"), 4, 0, HOUR_S);
+        let u = l.usage(HOUR_S);
         assert_eq!(u.account_gpu_hours("a"), 3.0);
-        assert_eq!(l.user_usage(H).user_gpu_hours("a", "u2"), 2.0);
+        assert_eq!(l.user_usage(HOUR_S).user_gpu_hours("a", "u2"), 2.0);
         assert_eq!(u.account_gpu_hours("b"), 4.0);
         assert_eq!(u.account_gpu_hours("zzz"), 0.0);
     }
@@ -373,14 +373,14 @@ mod tests {
     fn geometry_is_checked() {
         assert!(Ledger::new(0, 10).is_err());
         assert!(Ledger::new(7, 10).is_err());
-        assert!(Ledger::new(H, 7 * D).is_ok());
+        assert!(Ledger::new(HOUR_S, WEEK_S).is_ok());
     }
 
     #[test]
     fn cached_window_sums_match_a_fresh_sum() {
         // Charges, prunes and queries in every order: the cached sums must
         // equal a sum from scratch (a fresh clone has no cache).
-        let mut l = Ledger::new(H, 4 * H).unwrap();
+        let mut l = Ledger::new(HOUR_S, 4 * HOUR_S).unwrap();
         let mut seed = 7u64;
         let mut rnd = |n: u64| {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -409,12 +409,12 @@ mod tests {
         // A whole number of units per second splits exactly as `charge`.
         let (mut a, mut b) = (ledger(), ledger());
         let k = UsageKey::new("nlp", "alice");
-        a.charge(&k, 3, H / 2, 2 * H + H / 4);
-        b.charge_units(&k, 3 * (2 * H + H / 4 - H / 2), H / 2, 2 * H + H / 4);
+        a.charge(&k, 3, HOUR_S / 2, 2 * HOUR_S + HOUR_S / 4);
+        b.charge_units(&k, 3 * (2 * HOUR_S + HOUR_S / 4 - HOUR_S / 2), HOUR_S / 2, 2 * HOUR_S + HOUR_S / 4);
         assert_eq!(a, b);
         // 2.2 units a second from 00:30 to 02:00: 3960, 7920 in buckets 0, 1.
         let mut c = ledger();
-        c.charge_units(&k, 11_880, H / 2, 2 * H);
+        c.charge_units(&k, 11_880, HOUR_S / 2, 2 * HOUR_S);
         assert_eq!(c.entries().map(|(b, _, v)| (b, v)).collect::<Vec<_>>(), vec![(0, 3960.0), (1, 7920.0)]);
         // Uneven: the pieces still add up.
         let mut d = ledger();

@@ -14,6 +14,7 @@
 //! whole window expires.
 
 use crate::ledger::Ledger;
+use crate::HOUR;
 
 /// The outlook of one account ([`back_under`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,7 +46,7 @@ pub fn back_under(ledger: &Ledger, account: &str, allocated_gpu_hours: f64, now:
             _ => buckets.push((b, gs)),
         }
     }
-    let allowed = if allocated_gpu_hours.is_finite() { (allocated_gpu_hours * 3600.0).max(0.0) } else { 0.0 };
+    let allowed = if allocated_gpu_hours.is_finite() { (allocated_gpu_hours * HOUR).max(0.0) } else { 0.0 };
     let mut used: u64 = buckets.iter().map(|&(_, gs)| gs).fold(0, u64::saturating_add);
     if used as f64 <= allowed {
         return BackUnder::Already;
@@ -65,8 +66,7 @@ mod tests {
     use super::*;
     use crate::ledger::UsageKey;
 
-    const H: u64 = 3600;
-    const D: u64 = 86_400;
+    use crate::{DAY_S, HOUR_S, WEEK_S};
 
     /// The same question asked of `Ledger::usage` second by second around
     /// the answer: the definitions agree.
@@ -88,24 +88,24 @@ mod tests {
 
     #[test]
     fn back_when_enough_buckets_left() {
-        let mut l = Ledger::new(H, 7 * D).unwrap();
+        let mut l = Ledger::new(HOUR_S, WEEK_S).unwrap();
         let k = UsageKey::new("nlp", "alice");
         // 8 GPUs for 10 h from hour 0, then 2 GPUs for 5 h from hour 20.
-        l.charge(&k, 8, 0, 10 * H);
-        l.charge(&k, 2, 20 * H, 25 * H);
-        l.charge(&UsageKey::new("cv", "bob"), 8, 0, 30 * H);
-        let now = 2 * D + 1234;
+        l.charge(&k, 8, 0, 10 * HOUR_S);
+        l.charge(&k, 2, 20 * HOUR_S, 25 * HOUR_S);
+        l.charge(&UsageKey::new("cv", "bob"), 8, 0, 30 * HOUR_S);
+        let now = 2 * DAY_S + 1234;
         // 90 GPU-hours used; 40 allowed: hours 0..=6 (56 GPU-h) must go,
         // hour 6 leaves at (6 + 168) h.
-        assert_eq!(check(&l, "nlp", 40.0, now), BackUnder::At((6 + 168) * H));
+        assert_eq!(check(&l, "nlp", 40.0, now), BackUnder::At((6 + 168) * HOUR_S));
         // 10 allowed: all of the 8-GPU hours (hour 9 leaves at 177 h).
-        assert_eq!(check(&l, "nlp", 10.0, now), BackUnder::At((9 + 168) * H));
+        assert_eq!(check(&l, "nlp", 10.0, now), BackUnder::At((9 + 168) * HOUR_S));
         // 0 allowed (an unfunded account with usage): the last bucket.
-        assert_eq!(check(&l, "nlp", 0.0, now), BackUnder::At((24 + 168) * H));
+        assert_eq!(check(&l, "nlp", 0.0, now), BackUnder::At((24 + 168) * HOUR_S));
         assert_eq!(check(&l, "nlp", 90.0, now), BackUnder::Already);
         assert_eq!(check(&l, "nobody", 0.0, now), BackUnder::Already);
         // Later, part of the window already left: the answer is the same edge.
-        assert_eq!(check(&l, "nlp", 10.0, 170 * H + 5), BackUnder::At((9 + 168) * H));
+        assert_eq!(check(&l, "nlp", 10.0, 170 * HOUR_S + 5), BackUnder::At((9 + 168) * HOUR_S));
     }
 
     #[test]
@@ -116,13 +116,13 @@ mod tests {
             (seed >> 33) % n
         };
         for _ in 0..200 {
-            let mut l = Ledger::new(H, 12 * H).unwrap();
+            let mut l = Ledger::new(HOUR_S, 12 * HOUR_S).unwrap();
             // Nothing is charged after `now` (the outlook's assumption).
-            let now = 10 * H + rnd(12 * H);
+            let now = 10 * HOUR_S + rnd(12 * HOUR_S);
             for _ in 0..rnd(6) {
                 let from = rnd(now);
                 let user = if rnd(2) == 0 { "u" } else { "v" };
-                l.charge(&UsageKey::new("a", user), 1 + rnd(8) as u32, from, (from + rnd(6 * H)).min(now));
+                l.charge(&UsageKey::new("a", user), 1 + rnd(8) as u32, from, (from + rnd(6 * HOUR_S)).min(now));
             }
             check(&l, "a", rnd(60) as f64, now);
         }

@@ -39,6 +39,7 @@ use crate::contract::ContractRules;
 use crate::entitlement::{Entitlement, Reclaim, ReclaimRefusal};
 use crate::job::Job;
 use crate::priority::PriorityRules;
+use crate::MINUTE_S;
 use std::sync::Arc;
 
 /// Why a victim may be taken (its place in step 1 of the victim order).
@@ -341,7 +342,7 @@ fn fit(victim_gpus: u32, preemptor_gpus: Option<u32>) -> u32 {
 
 /// [`victim_rank`]'s loss field.
 fn loss(victim: &Job, now: u64) -> u32 {
-    let minutes = victim.start_s.map_or(0, |s| now.saturating_sub(s) / 60);
+    let minutes = victim.start_s.map_or(0, |s| now.saturating_sub(s) / MINUTE_S);
     if victim.contract.resumable {
         (victim.restarts.min(63) << 18) | minutes.min((1 << 18) - 1) as u32
     } else {

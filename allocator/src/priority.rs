@@ -44,6 +44,7 @@ use crate::entitlement::{Entitlement, Need};
 use crate::fairshare::{FairShare, Standing};
 use crate::job::Job;
 use crate::tree::NodeId;
+use crate::MINUTE_S;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -110,11 +111,11 @@ pub struct PriorityRules {
 }
 
 /// The default of `[priority] quick_time_limit`.
-pub const DEFAULT_QUICK_TIME_LIMIT_S: u64 = 30 * 60;
+pub const DEFAULT_QUICK_TIME_LIMIT_S: u64 = 30 * MINUTE_S;
 /// The defaults of `[priority] debug_max_gpus` and `debug_max_contract`
 /// (Ai2's debug workloads: a few GPUs, a minimum runtime of 15 minutes or less).
 pub const DEFAULT_DEBUG_MAX_GPUS: u32 = 2;
-pub const DEFAULT_DEBUG_MAX_CONTRACT_S: u64 = 15 * 60;
+pub const DEFAULT_DEBUG_MAX_CONTRACT_S: u64 = 15 * MINUTE_S;
 
 impl Default for PriorityRules {
     fn default() -> Self {

@@ -346,6 +346,7 @@ mod tests {
     use super::*;
     use crate::job::Funded;
     use crate::tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree};
+    use crate::{HOUR, HOUR_S, WEEK_S};
 
     /// Owns the tree and its allocation; `Funded` borrows them.
     struct World(OrgTree, Allocation);
@@ -357,7 +358,7 @@ mod tests {
 
     fn tree() -> World {
         let t = OrgTree::new(&[AccountSpec::new("a", None, Some(Budget::Share(100.0)))]).unwrap();
-        let a = Allocation::new(&t, Capacity::new(8, 7 * 86_400)).unwrap();
+        let a = Allocation::new(&t, Capacity::new(8, WEEK_S)).unwrap();
         World(t, a)
     }
 
@@ -374,7 +375,7 @@ mod tests {
     #[test]
     fn suspended_time_is_not_charged() {
         // 60 s run, 59 min suspended, 60 s run: 120 run seconds × 2 GPUs.
-        let (w, mut l, mut b) = (tree(), Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (w, mut l, mut b) = (tree(), Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         let run = |run_s, at, active| Seen::Run { start_s: T, run_s, at, active, requeued_s: 0 };
         b.observe(&job(), run(30, T + 30, true), &w.funded(), &mut l);
         b.observe(&job(), run(60, T + 1800, false), &w.funded(), &mut l);
@@ -386,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_requeue_charges_the_tail_once_and_protection_carries_over() {
-        let (w, mut l, mut b) = (tree(), Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (w, mut l, mut b) = (tree(), Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         b.observe(&job(), Seen::Run { start_s: T, run_s: 60, at: T + 60, active: true, requeued_s: 0 }, &w.funded(), &mut l);
         // Requeued at T+119 (Slurm zeroed start and end); seen twice.
         b.observe(&job(), Seen::Requeued { at: T + 119 }, &w.funded(), &mut l);
@@ -406,7 +407,7 @@ mod tests {
         let w = tree();
         let run = |start_s, run_s, at, requeued_s| Seen::Run { start_s, run_s, at, active: true, requeued_s };
         // Told before the book saw the end.
-        let (mut l, mut b) = (Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (mut l, mut b) = (Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         b.observe(&job(), run(T, 4000, T + 4000, 0), &w.funded(), &mut l);
         assert!(b.preempted(7, T));
         assert!(!b.preempted(7, T), "told twice: nothing more");
@@ -415,7 +416,7 @@ mod tests {
         b.observe(&job(), run(T + 5000, 10, T + 5010, T + 4100), &w.funded(), &mut l);
         assert_eq!(b.get(7).unwrap().protection_used_s(T + 5000, T + 5010), 10);
         // Told after the next run had started: reset then.
-        let (mut l, mut b) = (Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (mut l, mut b) = (Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         b.observe(&job(), run(T, 4000, T + 4000, 0), &w.funded(), &mut l);
         b.observe(&job(), run(T + 5000, 10, T + 5010, T + 4100), &w.funded(), &mut l);
         assert_eq!(b.get(7).unwrap().earlier_s, 4100);
@@ -424,7 +425,7 @@ mod tests {
         // A book that holds the preempted run still open (a copy older than
         // the requeue, as preempt/tally may follow it) counts the next run
         // from its start too.
-        let (mut l2, mut b2) = (Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (mut l2, mut b2) = (Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         b2.observe(&job(), run(T, 4000, T + 4000, 0), &w.funded(), &mut l2);
         assert_eq!(b2.get(7).unwrap().protection_used_s(T + 5000, T + 5010), 4000 + 10);
         assert!(b2.preempted(7, T));
@@ -439,7 +440,7 @@ mod tests {
 
     #[test]
     fn a_run_nobody_saw_end_ends_at_its_requeue() {
-        let (w, mut l, mut b) = (tree(), Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (w, mut l, mut b) = (tree(), Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         b.observe(&job(), Seen::Run { start_s: T, run_s: 60, at: T + 60, active: true, requeued_s: 0 }, &w.funded(), &mut l);
         // Requeued at T+100 and restarted at T+300 between two looks.
         b.observe(&job(), Seen::Run { start_s: T + 300, run_s: 10, at: T + 310, active: true, requeued_s: T + 100 }, &w.funded(), &mut l);
@@ -449,7 +450,7 @@ mod tests {
 
     #[test]
     fn the_run_is_frozen_at_its_start() {
-        let (w, mut l, mut b) = (tree(), Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (w, mut l, mut b) = (tree(), Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         b.observe(&job(), Seen::Run { start_s: T, run_s: 10, at: T + 10, active: true, requeued_s: 0 }, &w.funded(), &mut l);
         // The comment now says contract=0 and the request 8 GPUs: still charged as started.
         let edited = Job::new(7, "a", "u").gpus(8);
@@ -463,8 +464,8 @@ mod tests {
         // 2 GPUs of weight 1.37 for an hour, looked at every 7 s, a
         // requeue's tail, and once: the same whole charge, rounded once.
         let w = Weight::new(1.37).unwrap();
-        let whole = (2.0f64 * 1.37 * 3600.0).round();
-        let (world, mut once, mut often) = (tree(), Ledger::new(3600, 7 * 86_400).unwrap(), Ledger::new(3600, 7 * 86_400).unwrap());
+        let whole = (2.0f64 * 1.37 * HOUR).round();
+        let (world, mut once, mut often) = (tree(), Ledger::new(HOUR_S, WEEK_S).unwrap(), Ledger::new(HOUR_S, WEEK_S).unwrap());
         let j = job().weight(w);
         let mut b = RunBook::new();
         b.observe(&j, Seen::Ended { start_s: T, end_s: T + 3600, run_s: 3600, requeued_s: 0 }, &world.funded(), &mut once);
@@ -482,7 +483,7 @@ mod tests {
 
     #[test]
     fn a_short_job_between_two_looks_is_charged_from_its_end() {
-        let (w, mut l, mut b) = (tree(), Ledger::new(3600, 7 * 86_400).unwrap(), RunBook::new());
+        let (w, mut l, mut b) = (tree(), Ledger::new(HOUR_S, WEEK_S).unwrap(), RunBook::new());
         let end = Seen::Ended { start_s: T, end_s: T + 50, run_s: 50, requeued_s: 0 };
         b.observe(&job(), end, &w.funded(), &mut l);
         b.observe(&job(), end, &w.funded(), &mut l);

@@ -395,6 +395,7 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{HOUR, HOUR_S, WEEK_S};
 
     fn parse(text: &str, b: u64, w: u64) -> Result<Snapshot, StateError> {
         Snapshot::parse(text, b, w).map(|p| p.snapshot)
@@ -402,7 +403,7 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let mut l = Ledger::new(3600, 7 * 86_400).unwrap();
+        let mut l = Ledger::new(HOUR_S, WEEK_S).unwrap();
         l.charge(&UsageKey::new("a", "u"), 2, 1000, 9000);
         l.charge(&UsageKey::new("b", "Jane Doe"), 1, 0, 10);
         l.charge(&UsageKey::new("c", ""), 1, 0, 10);
@@ -457,12 +458,12 @@ mod tests {
         assert!(text.contains(&sealed("requeue 42 500 500")), "{text}");
         assert!(text.contains(&sealed("run 44 2000 10 2010 1 8 3600 0 0 b u 2.2")), "{text}");
         assert!(text.ends_with(&format!("{}{}", sealed("gpus - 8"), &sealed("gpus b200 32")[1..])), "{text}");
-        assert_eq!(Snapshot::parse(&text, 3600, 7 * 86_400), Ok(Parsed { snapshot: s, skipped: vec![] }));
+        assert_eq!(Snapshot::parse(&text, 3600, WEEK_S), Ok(Parsed { snapshot: s, skipped: vec![] }));
     }
 
     #[test]
     fn a_torn_or_edited_record_is_found_not_believed() {
-        let mut l = Ledger::new(3600, 7 * 86_400).unwrap();
+        let mut l = Ledger::new(HOUR_S, WEEK_S).unwrap();
         l.charge(&UsageKey::new("pretrain", "alice"), 1, 0, 2_830);
         l.charge(&UsageKey::new("vision", "bob"), 1, 0, 100);
         let text = Snapshot::new(l).to_text();
@@ -472,7 +473,7 @@ mod tests {
         let edited = use_line.replace(" 2830 ", " 1 ");
         for bad in [cut.to_string(), edited] {
             let damaged = text.replace(use_line, &bad);
-            let p = Snapshot::parse(&damaged, 3600, 7 * 86_400).unwrap();
+            let p = Snapshot::parse(&damaged, 3600, WEEK_S).unwrap();
             assert_eq!(p.skipped.len(), 1, "{damaged}");
             assert!(p.skipped[0].1.contains("a torn or edited line"), "{:?}", p.skipped);
             let u = p.snapshot.ledger.usage(100);
@@ -480,7 +481,7 @@ mod tests {
             assert!(u.account_gpu_hours("vision") > 0.0, "the others are kept");
         }
         // Version 2 files (no checksums) are still read.
-        let v2 = Snapshot::parse("tally-state 2\nuse 0 a u 3600\n", 3600, 7 * 86_400).unwrap();
+        let v2 = Snapshot::parse("tally-state 2\nuse 0 a u 3600\n", 3600, WEEK_S).unwrap();
         assert!(v2.skipped.is_empty());
     }
 
@@ -534,7 +535,7 @@ mod tests {
         // Found by fuzzing (fuzz/corpus/state): sums past u64 saturate, damage is skipped.
         let q = Snapshot::parse("tally-state 2\nuse 0 a u 1e20\nuse 0 a u 1e15\nuse 0 a u 1e15\nuse 1 a u 1e15\n", 3600, 7200).unwrap();
         assert_eq!(q.skipped.len(), 1);
-        assert_eq!(q.snapshot.ledger.usage(3600).account_gpu_hours("a"), 3e15 / 3600.0);
+        assert_eq!(q.snapshot.ledger.usage(3600).account_gpu_hours("a"), 3e15 / HOUR);
         // What saturated saves and reads back the same (a sum of lines, or of
         // buckets merged by a new geometry, is never refused on reload).
         let r = Snapshot::parse("tally-state 2\nuse 0 a u 1.8e19\nuse 0 a u 1.8e19\nuse 1 a u 1e15\n", 3600, 7200).unwrap();

@@ -17,6 +17,7 @@
 //! capacity is in budget units ([`Capacity::units`], [`crate::gpu_types`])
 //! and so are the GPU-hours of every budget.
 
+use crate::HOUR;
 use rustc_hash::FxHashMap;
 use thiserror::Error;
 
@@ -310,10 +311,10 @@ impl Capacity {
 
     /// Budget units per window (GPU-hours when every GPU weighs 1).
     pub fn gpu_hours(&self) -> f64 {
-        self.units * self.window_s as f64 / 3600.0
+        self.units * self.window_s as f64 / HOUR
     }
     pub fn window_hours(&self) -> f64 {
-        self.window_s as f64 / 3600.0
+        self.window_s as f64 / HOUR
     }
 }
 
@@ -386,7 +387,7 @@ mod tests {
         let tree =
             OrgTree::new(&[share("ai", None, 60.0), share("nlp", Some("ai"), 50.0), share("vision", Some("ai"), 25.0), share("ops", None, 40.0)])
                 .unwrap();
-        let cap = Capacity::new(100, 7 * 86_400);
+        let cap = Capacity::new(100, crate::WEEK_S);
         let a = Allocation::new(&tree, cap).unwrap();
         let nlp = tree.id("nlp").unwrap();
         assert!((a.gpu_hours[nlp] - 0.6 * 0.5 * 100.0 * 168.0).abs() < 1e-9);
@@ -407,10 +408,10 @@ mod tests {
         ];
         let tree = OrgTree::new(&specs).unwrap();
         // ai has 10% of 8 GPUs × 168 h = 134.4 GPU-hours: 200 does not fit.
-        let err = Allocation::new(&tree, Capacity::new(8, 7 * 86_400)).unwrap_err();
+        let err = Allocation::new(&tree, Capacity::new(8, crate::WEEK_S)).unwrap_err();
         assert!(matches!(err, TreeError::GpuHoursOverParent { ref parent, .. } if parent == "ai"), "{err}");
         // On 64 GPUs it does (1075.2 GPU-hours).
-        let a = Allocation::new(&tree, Capacity::new(64, 7 * 86_400)).unwrap();
+        let a = Allocation::new(&tree, Capacity::new(64, crate::WEEK_S)).unwrap();
         assert!((a.gpu_hours[tree.id("cv").unwrap()] - 100.0).abs() < 1e-9);
     }
 

@@ -65,9 +65,9 @@ fn build_jobs(w: &World, specs: &[JobSpec]) -> Vec<Job> {
         .enumerate()
         .map(|(i, (acct, gpus, run, alloc, within))| {
             let j = Job::new(i as u64, acct.get(&accounts).as_str(), "u").gpus(*gpus).within_team(*within);
-            let j = if *alloc { j.contract(3600, false) } else { j };
+            let j = if *alloc { j.contract(HOUR_S, false) } else { j };
             if *run {
-                j.started(NOW - 2 * H)
+                j.started(NOW - 2 * HOUR_S)
             } else {
                 j
             }
@@ -141,15 +141,15 @@ proptest! {
     #[test]
     fn preemption_never_inside_a_contract(
         contract in 1u64..28_800, ran in 0u64..40_000, resumable in any::<bool>(), restarts in 0u32..3,
-        a_gpus in 0u32..64, b_gpus in 0u32..64, limit in prop::option::of(600u64..86_400), kind in 0u8..3,
+        a_gpus in 0u32..64, b_gpus in 0u32..64, limit in prop::option::of(600u64..DAY_S), kind in 0u8..3,
     ) {
         let w = World::new(64).share("a", None, 50.0).share("b", None, 50.0);
         let mut v = Job::new(2, "a", "v").gpus(8).contract(contract, resumable).started(NOW - ran).restarts(restarts);
         v.time_limit_s = limit;
-        let mut jobs = vec![v.clone(), running(3, "a", a_gpus, H, true, H), running(4, "b", b_gpus, H, true, H)];
+        let mut jobs = vec![v.clone(), running(3, "a", a_gpus, HOUR_S, true, HOUR_S), running(4, "b", b_gpus, HOUR_S, true, HOUR_S)];
         // A 4-GPU job of b, a debug job of b, or a debug job of a.
         let p = match kind {
-            0 => Job::new(1, "b", "u").gpus(4).contract(3600, false),
+            0 => Job::new(1, "b", "u").gpus(4).contract(HOUR_S, false),
             1 => Job::new(1, "b", "u").gpus(1).contract(600, false),
             _ => Job::new(1, "a", "u").gpus(1).contract(600, false),
         };
@@ -165,10 +165,10 @@ proptest! {
             // b (rate 32) restores from a only if b is short, a keeps its
             // rate, and a run that cannot checkpoint is past the maximum.
             let (a_run, b_run) = (f64::from(a_gpus + 8), f64::from(b_gpus));
-            let ok = b_run < 32.0 && a_run - 8.0 >= 32.0 && (b_run + 4.0) <= a_run - 8.0 && (resumable || ran >= 8 * H);
+            let ok = b_run < 32.0 && a_run - 8.0 >= 32.0 && (b_run + 4.0) <= a_run - 8.0 && (resumable || ran >= 8 * HOUR_S);
             prop_assert_eq!(d.allowed(), ok, "{:?}", d);
         } else {
-            let long = !resumable && limit.is_none_or(|l| l > 8 * H);
+            let long = !resumable && limit.is_none_or(|l| l > 8 * HOUR_S);
             let quick = limit.is_some_and(|l| l <= 30 * 60);
             if kind == 2 {
                 // Its own team: a debug job takes any job past its contract
@@ -205,7 +205,7 @@ proptest! {
         // every job has a time limit within the contract maximum, so jobs
         // that cannot checkpoint are time-sliced too.
         for (j, &d) in jobs.iter_mut().zip(debug.iter().cycle()) {
-            j.time_limit_s = Some(4 * H);
+            j.time_limit_s = Some(4 * HOUR_S);
             if d && j.start_s.is_none() && j.contract.is_allocated() {
                 j.gpus = 1;
                 j.contract = Contract::new(600, false);
@@ -252,7 +252,7 @@ proptest! {
             // (1) later (every contract over), no loser team's waiting job
             // takes a running job of the winner's team, nor a victim the
             // job that took it.
-            let later = Moment { now: NOW + 8 * H, ..moment(&ent) };
+            let later = Moment { now: NOW + 8 * HOUR_S, ..moment(&ent) };
             for (id, loser) in &losers {
                 let victim = jobs.iter().find(|q| q.id == *id).expect("a job");
                 let d = may_preempt(victim, &jobs[p], &later);
@@ -325,10 +325,10 @@ mod gpu_types {
         let tree = w.tree();
         let alloc = w.alloc();
         let funded = Funded::new(&tree, &alloc);
-        let a = Job::new(1, "alpha", "u").gpus(8).contract(H, false).weight(weights.of(Some("b200")));
-        let b = Job::new(2, "beta", "u").gpus(8).contract(H, false).weight(weights.of(Some("h100")));
-        assert!(a.charge(&funded, &mut w.ledger, NOW - 10 * H, NOW));
-        assert!(b.charge(&funded, &mut w.ledger, NOW - 10 * H, NOW));
+        let a = Job::new(1, "alpha", "u").gpus(8).contract(HOUR_S, false).weight(weights.of(Some("b200")));
+        let b = Job::new(2, "beta", "u").gpus(8).contract(HOUR_S, false).weight(weights.of(Some("h100")));
+        assert!(a.charge(&funded, &mut w.ledger, NOW - 10 * HOUR_S, NOW));
+        assert!(b.charge(&funded, &mut w.ledger, NOW - 10 * HOUR_S, NOW));
         let usage = w.ledger.usage(NOW);
         assert_eq!(usage.account_gpu_hours("alpha"), 8.0 * 10.0 * 2.2);
         assert_eq!(usage.account_gpu_hours("beta"), 8.0 * 10.0);
@@ -338,14 +338,14 @@ mod gpu_types {
         let mut u = World::new(24).share("alpha", None, 50.0).share("beta", None, 50.0);
         let ualloc = u.alloc();
         let ufunded = Funded::new(&tree, &ualloc);
-        a.clone().weight(Weight::ONE).charge(&ufunded, &mut u.ledger, NOW - 10 * H, NOW);
-        plain.charge(&ufunded, &mut u.ledger, NOW - 10 * H, NOW);
+        a.clone().weight(Weight::ONE).charge(&ufunded, &mut u.ledger, NOW - 10 * HOUR_S, NOW);
+        plain.charge(&ufunded, &mut u.ledger, NOW - 10 * HOUR_S, NOW);
         assert_eq!(ranking(&u.fs()), vec!["alpha", "beta", "root"]);
         // Now: alpha runs 4 B200s (8.8 units of a 20.8-unit rate), beta
         // 8 H100s: alpha is further below its rate, so its next job goes first.
         let ent = w.ent(&[
-            Job::new(3, "alpha", "u").gpus(4).contract(H, false).weight(weights.of(Some("b200"))).started(NOW),
-            running(4, "beta", 8, H, false, H),
+            Job::new(3, "alpha", "u").gpus(4).contract(HOUR_S, false).weight(weights.of(Some("b200"))).started(NOW),
+            running(4, "beta", 8, HOUR_S, false, HOUR_S),
         ]);
         let rate = ent.team("alpha").unwrap().rate;
         assert!((rate - (16.0 + 8.0 * 2.2) / 2.0).abs() < 1e-9, "{rate}");

@@ -80,22 +80,22 @@ fn unallocated_jobs_are_never_charged() {
     let w = World::new(8).share("a", None, 50.0).share("parent", None, 50.0).share("child", Some("parent"), 100.0);
     let (tree, alloc) = (w.tree(), w.alloc());
     let funded = Funded::new(&tree, &alloc);
-    let mut ledger = Ledger::new(H, WEEK).unwrap();
+    let mut ledger = Ledger::new(HOUR_S, WEEK_S).unwrap();
     let cases = [
-        (Job::new(1, "a", "u").gpus(4), false),                          // contract 0
-        (Job::new(2, "nope", "u").gpus(4).contract(3600, false), false), // account not in tree
-        (Job::new(3, "a", "u").gpus(4).contract(3600, false), true),
-        (Job::new(4, "root", "u").gpus(4).contract(3600, false), false), // root is never a team
-        (Job::new(5, "parent", "u").gpus(4).contract(3600, false), false), // no own budget
-        (Job::new(6, "child", "u").gpus(4).contract(3600, false), true),
+        (Job::new(1, "a", "u").gpus(4), false),                            // contract 0
+        (Job::new(2, "nope", "u").gpus(4).contract(HOUR_S, false), false), // account not in tree
+        (Job::new(3, "a", "u").gpus(4).contract(HOUR_S, false), true),
+        (Job::new(4, "root", "u").gpus(4).contract(HOUR_S, false), false), // root is never a team
+        (Job::new(5, "parent", "u").gpus(4).contract(HOUR_S, false), false), // no own budget
+        (Job::new(6, "child", "u").gpus(4).contract(HOUR_S, false), true),
     ];
     for (job, charged) in cases {
-        assert_eq!(job.charge(&funded, &mut ledger, 0, H), charged, "job {}", job.id);
+        assert_eq!(job.charge(&funded, &mut ledger, 0, HOUR_S), charged, "job {}", job.id);
         // The entitlement and the ranking agree on who is funded.
         assert_eq!(job.is_allocated(&w.ent(&[])), charged, "job {}", job.id);
         assert_eq!(job.is_allocated(&w.fs()), charged, "job {}", job.id);
     }
-    let u = ledger.usage(H);
+    let u = ledger.usage(HOUR_S);
     assert_eq!(u.account_gpu_hours("a"), 4.0);
     assert_eq!(u.account_gpu_hours("nope"), 0.0);
 }
@@ -119,15 +119,15 @@ fn teams_below_their_rate_come_first_least_served_first() {
         .used("c", "u", 500.0);
     let fs = w.fs();
     let jobs = [
-        running(1, "a", 12, H, false, H), // a above its rate (12 > 10)
-        running(2, "b", 2, H, false, H),  // b at 0.2 of its rate
-        running(3, "c", 6, H, false, H),  // c at 0.6
-        Job::new(4, "a", "u").gpus(10).contract(H, false),
-        Job::new(5, "b", "u").gpus(10).contract(H, false),
-        Job::new(6, "c", "u").gpus(10).contract(H, false),
+        running(1, "a", 12, HOUR_S, false, HOUR_S), // a above its rate (12 > 10)
+        running(2, "b", 2, HOUR_S, false, HOUR_S),  // b at 0.2 of its rate
+        running(3, "c", 6, HOUR_S, false, HOUR_S),  // c at 0.6
+        Job::new(4, "a", "u").gpus(10).contract(HOUR_S, false),
+        Job::new(5, "b", "u").gpus(10).contract(HOUR_S, false),
+        Job::new(6, "c", "u").gpus(10).contract(HOUR_S, false),
     ];
     let ent = w.ent(&jobs);
-    let p = |acct: &str, ahead: f64| prio(&fs, &ent, &Job::new(9, acct, "u").gpus(2).contract(H, false), ahead);
+    let p = |acct: &str, ahead: f64| prio(&fs, &ent, &Job::new(9, acct, "u").gpus(2).contract(HOUR_S, false), ahead);
     let (a, b, c) = (p("a", 0.0), p("b", 0.0), p("c", 0.0));
     assert_eq!((a.need, b.need, c.need), (priority::NEED_FAIR, priority::NEED_OWED, priority::NEED_OWED));
     // b (0.2) before c (0.6) before a, though a has the best 7-day ratio.
@@ -149,9 +149,9 @@ fn surplus_is_shared_by_the_seven_day_ranking() {
     // Both teams at their rate: the 7-day ratio decides (b used less).
     let w = World::new(20).share("a", None, 50.0).share("b", None, 50.0).used("a", "u", 800.0).used("b", "u", 100.0);
     let fs = w.fs();
-    let ent = w.ent(&[running(1, "a", 10, H, false, H), running(2, "b", 10, H, false, H)]);
-    let a = prio(&fs, &ent, &Job::new(3, "a", "u").contract(H, false).within_team(100), 0.0);
-    let b = prio(&fs, &ent, &Job::new(4, "b", "u").contract(H, false).within_team(-100), 0.0);
+    let ent = w.ent(&[running(1, "a", 10, HOUR_S, false, HOUR_S), running(2, "b", 10, HOUR_S, false, HOUR_S)]);
+    let a = prio(&fs, &ent, &Job::new(3, "a", "u").contract(HOUR_S, false).within_team(100), 0.0);
+    let b = prio(&fs, &ent, &Job::new(4, "b", "u").contract(HOUR_S, false).within_team(-100), 0.0);
     assert_eq!((a.need, b.need), (priority::NEED_NONE, priority::NEED_NONE));
     assert!(b.value > a.value, "nice never lifts a over b");
 }
@@ -160,8 +160,8 @@ fn surplus_is_shared_by_the_seven_day_ranking() {
 fn priority_bit_layout() {
     let w = World::new(100).share("a", None, 50.0).share("b", None, 50.0).used("a", "u", 800.0);
     let fs = w.fs();
-    let ent = w.ent(&[running(1, "b", 10, H, false, H)]);
-    let j = Job::new(2, "b", "u").contract(H, false).within_team(-3).time_limit(600);
+    let ent = w.ent(&[running(1, "b", 10, HOUR_S, false, HOUR_S)]);
+    let j = Job::new(2, "b", "u").contract(HOUR_S, false).within_team(-3).time_limit(600);
     let p = prio(&fs, &ent, &j, 15.0);
     // b: rate 50, running 10 + 15 ahead → share 0.5 → level 1023 − 511;
     // rank 0 → team 1023; nice field −3 + 64; quick (a 10 min limit ≤ 30 min).
@@ -174,7 +174,7 @@ fn priority_bit_layout() {
     let planned = p.planned(true);
     assert_eq!(planned.value, p.value | (1 << 30));
     assert_eq!(planned.planned(false), p);
-    let a = prio(&fs, &ent, &Job::new(4, "a", "u").contract(H, false), 60.0);
+    let a = prio(&fs, &ent, &Job::new(4, "a", "u").contract(HOUR_S, false), 60.0);
     // The debug lane (on by default) lifts a debug job (2 GPUs at most, a
     // contract of 15 minutes at most, with or without a time limit) over
     // every other allocated job.
@@ -186,7 +186,7 @@ fn priority_bit_layout() {
     let no_lane = job_priority(&debug_a, fs.standing("a"), TeamLoad { ent: &ent, ahead_gpus: 60.0 }, &off);
     assert_eq!((no_lane.need, no_lane.quick), (priority::NEED_NONE, true));
     // Wider, or a longer contract, or quick only by its time limit: not debug.
-    for (id, gpus, contract, limit) in [(6, 4, 15 * 60, None), (8, 1, 16 * 60, None), (9, 1, H, Some(600))] {
+    for (id, gpus, contract, limit) in [(6, 4, 15 * 60, None), (8, 1, 16 * 60, None), (9, 1, HOUR_S, Some(600))] {
         let mut j = Job::new(id, "a", "u").contract(contract, false).gpus(gpus);
         j.time_limit_s = limit;
         assert_ne!(prio(&fs, &ent, &j, 60.0).need, priority::NEED_LANE, "job {id}");
@@ -215,16 +215,16 @@ fn preemption_rule_table() {
     let w = World::new(32).share("a", None, 50.0).share("b", None, 50.0);
 
     let world = [
-        running(20, "a", 8, H, true, 2 * H),
-        running(21, "a", 8, H, true, 2 * H),
-        running(22, "a", 8, H, true, 2 * H),
-        running(23, "b", 8, H, true, 2 * H),
+        running(20, "a", 8, HOUR_S, true, 2 * HOUR_S),
+        running(21, "a", 8, HOUR_S, true, 2 * HOUR_S),
+        running(22, "a", 8, HOUR_S, true, 2 * HOUR_S),
+        running(23, "b", 8, HOUR_S, true, 2 * HOUR_S),
     ];
     let ent = w.ent(&world);
     let m = moment(&ent);
-    let p_b = Job::new(100, "b", "u").gpus(8).contract(H, false).submitted(NOW);
-    let p_b16 = Job::new(103, "b", "u").gpus(16).contract(H, false).submitted(NOW);
-    let p_a = Job::new(101, "a", "u").gpus(8).contract(H, false).submitted(NOW);
+    let p_b = Job::new(100, "b", "u").gpus(8).contract(HOUR_S, false).submitted(NOW);
+    let p_b16 = Job::new(103, "b", "u").gpus(16).contract(HOUR_S, false).submitted(NOW);
+    let p_a = Job::new(101, "a", "u").gpus(8).contract(HOUR_S, false).submitted(NOW);
     let p_unalloc = Job::new(102, "b", "u").gpus(8).submitted(NOW);
     let v = |id, acct: &str, gpus, contract: u64, resumable: bool, ran: u64| running(id, acct, gpus, contract, resumable, ran);
     let no_reclaim = |r: ReclaimRefusal| Decision::No(Refusal::Reclaim(r));
@@ -233,46 +233,51 @@ fn preemption_rule_table() {
         ("unallocated victim", &p_b, v(1, "a", 8, 0, false, 10), Decision::Yes(VictimClass::Unallocated)),
         ("unallocated victim of own team", &p_b, v(2, "b", 8, 0, false, 10), Decision::Yes(VictimClass::Unallocated)),
         ("unallocated preemptor", &p_unalloc, v(3, "a", 8, 0, false, 10), Decision::No(Refusal::PreemptorUnallocated)),
-        ("inside contract", &p_b, v(4, "a", 8, H, false, H - 1), Decision::No(Refusal::InsideContract(1))),
-        ("contract ends exactly now", &p_b, v(5, "a", 8, H, true, H), Decision::Yes(VictimClass::PastContractResumable)),
-        ("short team takes from the team above its rate", &p_b, v(6, "a", 8, H, true, 2 * H), Decision::Yes(VictimClass::PastContractResumable)),
+        ("inside contract", &p_b, v(4, "a", 8, HOUR_S, false, HOUR_S - 1), Decision::No(Refusal::InsideContract(1))),
+        ("contract ends exactly now", &p_b, v(5, "a", 8, HOUR_S, true, HOUR_S), Decision::Yes(VictimClass::PastContractResumable)),
+        (
+            "short team takes from the team above its rate",
+            &p_b,
+            v(6, "a", 8, HOUR_S, true, 2 * HOUR_S),
+            Decision::Yes(VictimClass::PastContractResumable),
+        ),
         (
             "a restoration never throws away a run shorter than the contract maximum",
             &p_b,
-            v(7, "a", 8, H, false, 2 * H),
-            Decision::No(Refusal::NotResumable { ran_s: 2 * H, max_s: 8 * H }),
+            v(7, "a", 8, HOUR_S, false, 2 * HOUR_S),
+            Decision::No(Refusal::NotResumable { ran_s: 2 * HOUR_S, max_s: 8 * HOUR_S }),
         ),
-        ("past the contract maximum it does", &p_b, v(8, "a", 8, H, false, 9 * H), Decision::Yes(VictimClass::PastContract)),
-        ("resumable: no requeue budget", &p_b, v(9, "a", 8, H, true, 2 * H).restarts(5), Decision::Yes(VictimClass::PastContractResumable)),
+        ("past the contract maximum it does", &p_b, v(8, "a", 8, HOUR_S, false, 9 * HOUR_S), Decision::Yes(VictimClass::PastContract)),
+        ("resumable: no requeue budget", &p_b, v(9, "a", 8, HOUR_S, true, 2 * HOUR_S).restarts(5), Decision::Yes(VictimClass::PastContractResumable)),
         (
             "victim team would fall below its rate",
             &p_b,
-            v(10, "a", 16, H, true, 2 * H),
+            v(10, "a", 16, HOUR_S, true, 2 * HOUR_S),
             no_reclaim(ReclaimRefusal::VictimBelowRate { account: "a".into(), after: 8.0, rate: 16.0 }),
         ),
         (
             "team at its rate never restores",
             &p_a,
-            v(11, "b", 8, H, true, 2 * H),
+            v(11, "b", 8, HOUR_S, true, 2 * HOUR_S),
             no_reclaim(ReclaimRefusal::PreemptorNotShort { running: 24.0, rate: 16.0 }),
         ),
-        ("same team, no debug job", &p_b, v(12, "b", 8, H, true, 2 * H), Decision::No(Refusal::TeamOrder)),
+        ("same team, no debug job", &p_b, v(12, "b", 8, HOUR_S, true, 2 * HOUR_S), Decision::No(Refusal::TeamOrder)),
         (
             "preemptor would end above the victim's share",
             &p_b16,
-            v(13, "a", 8, H, true, 2 * H),
+            v(13, "a", 8, HOUR_S, true, 2 * HOUR_S),
             no_reclaim(ReclaimRefusal::ShareNotLower { preemptor_after: 1.5, victim_after: 1.0 }),
         ),
         ("pending victim", &p_b, Job::new(14, "a", "v"), Decision::No(Refusal::VictimNotRunning)),
         ("itself", &p_b, p_b.clone().started(NOW), Decision::No(Refusal::SameJob)),
-        ("victim in unknown account", &p_b, v(15, "nope", 8, H, false, 10), Decision::Yes(VictimClass::Unallocated)),
+        ("victim in unknown account", &p_b, v(15, "nope", 8, HOUR_S, false, 10), Decision::Yes(VictimClass::Unallocated)),
     ];
     for (name, p, v, want) in cases {
         assert_eq!(may_preempt(p, &v, &m), want, "{name}");
     }
     // A site's requeue budget: a job that cannot checkpoint, requeued once.
     let m1 = Moment { contracts: &budget, ..m };
-    assert_eq!(may_preempt(&p_b, &v(16, "a", 8, H, false, 9 * H).restarts(1), &m1), Decision::No(Refusal::RequeuesSpent(1)));
+    assert_eq!(may_preempt(&p_b, &v(16, "a", 8, HOUR_S, false, 9 * HOUR_S).restarts(1), &m1), Decision::No(Refusal::RequeuesSpent(1)));
 }
 
 /// Time-slicing: past its contract a job yields to a debug job of its own
@@ -283,20 +288,20 @@ fn debug_jobs_time_slice_by_the_victim_rule() {
     // 48 GPUs, a, b, c a third each (rate 16, and every team asks for more:
     // fair = rate). a runs at its rate, b 8 above it, c 8 below it.
     let w = World::new(48).share("a", None, 100.0 / 3.0).share("b", None, 100.0 / 3.0).share("c", None, 100.0 / 3.0);
-    let small = |id: u64, acct: &str, resumable: bool, ran: u64| running(id, acct, 1, H, resumable, ran).time_limit(4 * H);
+    let small = |id: u64, acct: &str, resumable: bool, ran: u64| running(id, acct, 1, HOUR_S, resumable, ran).time_limit(4 * HOUR_S);
     let mut world = vec![
-        running(1, "a", 8, H, true, 2 * H),
-        running(2, "a", 8, 4 * H, true, 2 * H), // inside its contract
-        running(3, "b", 8, H, true, 2 * H),
-        running(4, "b", 8, H, true, 2 * H),
-        running(5, "c", 8, H, true, 2 * H),
+        running(1, "a", 8, HOUR_S, true, 2 * HOUR_S),
+        running(2, "a", 8, 4 * HOUR_S, true, 2 * HOUR_S), // inside its contract
+        running(3, "b", 8, HOUR_S, true, 2 * HOUR_S),
+        running(4, "b", 8, HOUR_S, true, 2 * HOUR_S),
+        running(5, "c", 8, HOUR_S, true, 2 * HOUR_S),
     ];
-    world.extend((10..15).map(|id| small(id, "b", true, 2 * H)));
-    world.push(small(16, "b", false, 2 * H)); // cannot checkpoint, a 4 h limit
-    world.push(running(17, "b", 1, H, false, 2 * H)); // cannot checkpoint, no limit: a long job
-    world.push(small(18, "b", true, H / 2)); // inside its contract
+    world.extend((10..15).map(|id| small(id, "b", true, 2 * HOUR_S)));
+    world.push(small(16, "b", false, 2 * HOUR_S)); // cannot checkpoint, a 4 h limit
+    world.push(running(17, "b", 1, HOUR_S, false, 2 * HOUR_S)); // cannot checkpoint, no limit: a long job
+    world.push(small(18, "b", true, HOUR_S / 2)); // inside its contract
     for (id, acct) in [(30, "a"), (31, "b"), (32, "c")] {
-        world.push(Job::new(id, acct, "u").gpus(16).contract(H, true)); // every team asks for more
+        world.push(Job::new(id, acct, "u").gpus(16).contract(HOUR_S, true)); // every team asks for more
     }
     let ent = w.ent(&world);
     assert_eq!(ent.team("a").map(|t| (t.running, t.rate, t.fair)), Some((16.0, 16.0, 16.0)));
@@ -306,7 +311,7 @@ fn debug_jobs_time_slice_by_the_victim_rule() {
     let find = |id: u64| world.iter().find(|j| j.id == id).expect("in the world");
     let cases: Vec<(&str, &Job, u64, Decision)> = vec![
         ("debug takes its own team's job past its contract", &d_a, 1, Decision::Yes(VictimClass::PastContractResumable)),
-        ("never inside a contract", &d_a, 2, Decision::No(Refusal::InsideContract(2 * H))),
+        ("never inside a contract", &d_a, 2, Decision::No(Refusal::InsideContract(2 * HOUR_S))),
         (
             "another team's 8-GPU job: b without it (16/16) would keep less than a with the debug job (17/16)",
             &d_a,
@@ -315,8 +320,13 @@ fn debug_jobs_time_slice_by_the_victim_rule() {
         ),
         ("another team's 1-GPU job: b without it (23/16) keeps more", &d_a, 10, Decision::Yes(VictimClass::PastContractResumable)),
         ("one that cannot checkpoint, within the contract maximum: its owner chose", &d_a, 16, Decision::Yes(VictimClass::PastContract)),
-        ("a long job that cannot checkpoint is not time-sliced", &d_a, 17, Decision::No(Refusal::NotResumable { ran_s: 2 * H, max_s: 8 * H })),
-        ("never inside a contract, across teams", &d_a, 18, Decision::No(Refusal::InsideContract(H / 2))),
+        (
+            "a long job that cannot checkpoint is not time-sliced",
+            &d_a,
+            17,
+            Decision::No(Refusal::NotResumable { ran_s: 2 * HOUR_S, max_s: 8 * HOUR_S }),
+        ),
+        ("never inside a contract, across teams", &d_a, 18, Decision::No(Refusal::InsideContract(HOUR_S / 2))),
         (
             "a team below its rate is never time-sliced",
             &d_a,
@@ -329,18 +339,18 @@ fn debug_jobs_time_slice_by_the_victim_rule() {
         assert_eq!(may_preempt(p, find(v), &m), want, "{name}");
     }
     // A job that is neither debug nor quick takes nothing by time-slicing.
-    let p = Job::new(102, "a", "u").gpus(1).contract(H, false);
+    let p = Job::new(102, "a", "u").gpus(1).contract(HOUR_S, false);
     assert_eq!(may_preempt(&p, find(1), &m), Decision::No(Refusal::TeamOrder));
     assert!(matches!(may_preempt(&p, find(10), &m), Decision::No(Refusal::Reclaim(ReclaimRefusal::PreemptorNotShort { .. }))));
     // Inside a team: a debug job never takes a debug job, nor a job that
     // comes before it by nice.
-    let own_debug = debug(19, "a").started(NOW - H).time_limit(30 * 60);
+    let own_debug = debug(19, "a").started(NOW - HOUR_S).time_limit(30 * 60);
     let mut world_a = world.clone();
     world_a.push(own_debug.clone());
     let ent_a = w.ent(&world_a);
     let m_a = moment(&ent_a);
     assert_eq!(may_preempt(&d_a, &own_debug, &m_a), Decision::No(Refusal::TeamOrder));
-    let urgent = running(20, "a", 8, H, true, 2 * H).within_team(5);
+    let urgent = running(20, "a", 8, HOUR_S, true, 2 * HOUR_S).within_team(5);
     assert_eq!(may_preempt(&d_a, &urgent, &m_a), Decision::No(Refusal::TeamOrder));
     assert!(may_preempt(&d_a.clone().within_team(5), &urgent, &m_a).allowed());
     // The victims a debug job may take, in its order: the closest in size first.
@@ -357,22 +367,22 @@ fn eligible_victims_are_cumulative_and_ordered() {
     let w = World::new(64).share("a", None, 50.0).share("b", None, 50.0);
 
     let victims = vec![
-        running(1, "a", 8, H, false, 10 * H), // cannot checkpoint, past the 8 h maximum: 80 GPU-h lost
-        running(2, "a", 4, H, true, 5 * H),   // resumable: nothing lost
-        running(3, "a", 0, 0, false, 5 * H),  // unallocated
-        running(4, "a", 8, H, false, 9 * H),  // 72 GPU-h lost
-        running(5, "a", 8, 8 * H, false, H),  // inside contract
-        running(6, "a", 8, H, false, 11 * H), // 88 GPU-h lost
-        running(7, "a", 8, H, false, 12 * H), // 96 GPU-h lost
-        running(8, "b", 8, H, false, 4 * H),  // the preemptor's own team
-        running(9, "a", 8, H, false, 5 * H),  // cannot checkpoint, within the maximum: not restored
+        running(1, "a", 8, HOUR_S, false, 10 * HOUR_S), // cannot checkpoint, past the 8 h maximum: 80 GPU-h lost
+        running(2, "a", 4, HOUR_S, true, 5 * HOUR_S),   // resumable: nothing lost
+        running(3, "a", 0, 0, false, 5 * HOUR_S),       // unallocated
+        running(4, "a", 8, HOUR_S, false, 9 * HOUR_S),  // 72 GPU-h lost
+        running(5, "a", 8, 8 * HOUR_S, false, HOUR_S),  // inside contract
+        running(6, "a", 8, HOUR_S, false, 11 * HOUR_S), // 88 GPU-h lost
+        running(7, "a", 8, HOUR_S, false, 12 * HOUR_S), // 96 GPU-h lost
+        running(8, "b", 8, HOUR_S, false, 4 * HOUR_S),  // the preemptor's own team
+        running(9, "a", 8, HOUR_S, false, 5 * HOUR_S),  // cannot checkpoint, within the maximum: not restored
     ];
     let ent = w.ent(&victims);
     // a runs 52 allocated GPUs (rate 32): at most 20 may go, in victim
     // order: job 2 (4 GPUs, resumable), then the cheapest losses 4 (8
     // GPUs), 1 (8 GPUs): 52 − 4 − 8 − 8 = 32. Job 3 is unallocated:
     // always eligible.
-    let p = Job::new(100, "b", "u").gpus(4).contract(H, false);
+    let p = Job::new(100, "b", "u").gpus(4).contract(HOUR_S, false);
     let ids: Vec<u64> = eligible_victims(&p, &victims, &moment(&ent)).iter().map(|j| j.id).collect();
     assert_eq!(ids, vec![3, 2, 4, 1]);
     // The victim rank: class, then the fit to the preemptor, then GPU-minutes lost.
@@ -396,18 +406,30 @@ fn hierarchy_decides_where_the_paths_part() {
 
     // t1a idle: t1b runs 14 (above its own 10) but p1 runs 14 < 20: t1b may
     // take from t2 (26 → 22 ≥ 20).
-    let world = [running(1, "t1b", 14, H, true, 2 * H), running(2, "t2", 4, H, true, 2 * H), running(3, "t2", 22, H, true, 2 * H)];
+    let world = [
+        running(1, "t1b", 14, HOUR_S, true, 2 * HOUR_S),
+        running(2, "t2", 4, HOUR_S, true, 2 * HOUR_S),
+        running(3, "t2", 22, HOUR_S, true, 2 * HOUR_S),
+    ];
     let ent = w.ent(&world);
-    let p = Job::new(100, "t1b", "u").gpus(4).contract(H, false);
+    let p = Job::new(100, "t1b", "u").gpus(4).contract(HOUR_S, false);
     assert!(may_preempt(&p, &world[1], &moment(&ent)).allowed());
     // …but not from its sibling-less programme once p1 reached its rate.
-    let world = [running(1, "t1b", 20, H, true, 2 * H), running(2, "t2", 4, H, true, 2 * H), running(3, "t2", 22, H, true, 2 * H)];
+    let world = [
+        running(1, "t1b", 20, HOUR_S, true, 2 * HOUR_S),
+        running(2, "t2", 4, HOUR_S, true, 2 * HOUR_S),
+        running(3, "t2", 22, HOUR_S, true, 2 * HOUR_S),
+    ];
     let ent = w.ent(&world);
     assert!(!may_preempt(&p, &world[1], &moment(&ent)).allowed());
     // Inside p1, t1a (short) takes from t1b (above its rate).
-    let a = Job::new(101, "t1a", "u").gpus(4).contract(H, false);
+    let a = Job::new(101, "t1a", "u").gpus(4).contract(HOUR_S, false);
     assert!(!may_preempt(&a, &world[0], &moment(&ent)).allowed(), "a 20-GPU victim would leave t1b at 0");
-    let world = [running(1, "t1b", 16, H, true, 2 * H), running(4, "t1b", 4, H, true, 2 * H), running(3, "t2", 20, H, true, 2 * H)];
+    let world = [
+        running(1, "t1b", 16, HOUR_S, true, 2 * HOUR_S),
+        running(4, "t1b", 4, HOUR_S, true, 2 * HOUR_S),
+        running(3, "t2", 20, HOUR_S, true, 2 * HOUR_S),
+    ];
     let ent = w.ent(&world);
     assert!(may_preempt(&a, &world[1], &moment(&ent)).allowed());
 }

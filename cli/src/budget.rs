@@ -7,7 +7,7 @@ use crate::table::{Column, Table};
 use indicatif::ProgressBar;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tally_allocator::Delivery;
+use tally_allocator::{Delivery, DAY_S};
 use tally_config::Config;
 use tally_sim::sim::{run, Policy, PolicyResult, Settings};
 use tally_sim::trace;
@@ -63,7 +63,7 @@ pub fn run_cmd(a: BudgetArgs) -> Result<(), String> {
         ..Settings::default()
     };
     let (mp, style) = crate::sim::replay_bars(a.quiet)?;
-    let days = (trace.span_s() as f64 / 86_400.0).max(1.0).ceil() as u64;
+    let days = (trace.span_s() as f64 / DAY_S as f64).max(1.0).ceil() as u64;
     let origin = trace.jobs[0].submit_s;
     let [before, after] = std::thread::scope(|scope| {
         [("current", &current), ("proposed", &proposed)]
@@ -73,7 +73,7 @@ pub fn run_cmd(a: BudgetArgs) -> Result<(), String> {
                 bar.set_prefix(name);
                 let (trace, s) = (&trace, settings(config));
                 scope.spawn(move || {
-                    let r = run(trace, config, policy, s, &mut |t| bar.set_position((t - origin) / 86_400));
+                    let r = run(trace, config, policy, s, &mut |t| bar.set_position((t - origin) / DAY_S));
                     bar.finish();
                     r.map_err(|e| format!("{name} ({}): {e}", config.source))
                 })

@@ -12,7 +12,6 @@ use tally_allocator::*;
 /// Usage in the past week as a multiple of each team's allocation, in team
 /// order (cycled).
 const USAGE_FACTORS: [f64; 7] = [1.35, 0.55, 1.0, 0.2, 0.85, 1.15, 0.0];
-const H: u64 = 3600;
 /// "Now": 2026-12-01 00:00 UTC, a bucket edge.
 const NOW: u64 = 1_796_083_200;
 
@@ -29,7 +28,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     for (i, &id) in teams.iter().enumerate() {
         let gpu_hours = alloc.gpu_hours[id] * USAGE_FACTORS[i % USAGE_FACTORS.len()];
         let gpus_busy = (gpu_hours / alloc.capacity.window_hours()).round() as u32;
-        let job = Job::new(i as u64, &tree.node(id).name, "demo").contract(H, false).gpus(gpus_busy);
+        let job = Job::new(i as u64, &tree.node(id).name, "demo").contract(HOUR_S, false).gpus(gpus_busy);
         job.charge(&tally_allocator::Funded::new(tree, &alloc), &mut ledger, start, NOW);
     }
     let fs = FairShare::compute(tree, &alloc, &ledger.usage(NOW));
@@ -56,7 +55,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     for (i, &id) in teams.iter().enumerate() {
         let gpus_busy = (alloc.rate_gpus(id) * USAGE_FACTORS[i % USAGE_FACTORS.len()]).round() as u32;
         if gpus_busy > 0 {
-            let job = Job::new(10 + i as u64, &tree.node(id).name, "demo").contract(H, true).gpus(gpus_busy).started(NOW - 2 * H);
+            let job = Job::new(10 + i as u64, &tree.node(id).name, "demo").contract(HOUR_S, true).gpus(gpus_busy).started(NOW - 2 * HOUR_S);
             load.run(id, gpus_busy);
             running.push(job);
         }
@@ -85,12 +84,12 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     // 3. A queue of the most short and the most over-served team.
     let rules = config.contracts;
     let queue = [
-        (1, &over, "contract=8h", 0, 3 * H),
-        (2, &short, "contract=2h,resumable", 0, 10 * 60),
-        (3, &short, "", 0, 5 * H),
+        (1, &over, "contract=8h", 0, 3 * HOUR_S),
+        (2, &short, "contract=2h,resumable", 0, 10 * MINUTE_S),
+        (3, &short, "", 0, 5 * HOUR_S),
         (4, &over, "contract=30m", -100, 60),
         (5, &short, "contract=15m", 0, 30),
-        (6, &over, "", 0, 6 * H),
+        (6, &over, "", 0, 6 * HOUR_S),
     ];
     let mut jobs = Vec::new();
     for (id, account, comment, nice, waited) in queue {
@@ -130,11 +129,11 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
     print!("{table}");
 
     // 4. A debug job of the most short team meets a full cluster.
-    let debug = Job::new(100, &short, "demo").contract(15 * 60, false).gpus(2).submitted(NOW);
+    let debug = Job::new(100, &short, "demo").contract(15 * MINUTE_S, false).gpus(2).submitted(NOW);
     running.extend([
-        Job::new(90, &over, "demo").gpus(2).started(NOW - 3 * H),
-        Job::new(91, &over, "demo").contract(8 * H, false).gpus(2).started(NOW - H),
-        Job::new(92, &over, "demo").contract(H, true).gpus(2).started(NOW - 2 * H),
+        Job::new(90, &over, "demo").gpus(2).started(NOW - 3 * HOUR_S),
+        Job::new(91, &over, "demo").contract(8 * HOUR_S, false).gpus(2).started(NOW - HOUR_S),
+        Job::new(92, &over, "demo").contract(HOUR_S, true).gpus(2).started(NOW - 2 * HOUR_S),
     ]);
     let m = Moment { ent: &ent, rules: &config.priority, contracts: &rules, now: NOW };
     println!("\n== Debug job {} of `{}` (2 GPUs, contract=15m) meets a full cluster ==\n", debug.id, short);

@@ -7,6 +7,7 @@
 use crate::table::{Column, Table};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use tally_allocator::{DAY_S, HOUR, HOUR_S, WEEK_S};
 use tally_planner::predict::{
     demand_curve, level_counts, mae, predict_online, weekly_profiles, JobKey, Outcome, PastJob, PredictRules, ServiceRun, HOURS_PER_WEEK,
 };
@@ -82,7 +83,7 @@ pub fn key_of(j: &trace::TraceJob) -> JobKey {
 }
 
 fn hours(s: f64) -> String {
-    format!("{:.2}h", s / 3600.0)
+    format!("{:.2}h", s / HOUR)
 }
 
 /// `tally history predict --trace FILE`.
@@ -169,7 +170,7 @@ const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 /// `tally history profile --trace FILE [--from T] [--week-offset D] [--week]`.
 pub fn run_profile(a: ProfileArgs) -> Result<(), String> {
     let offset = tally_allocator::parse_duration(&a.week_offset).map_err(|e| format!("--week-offset: {e}"))?;
-    if offset >= 7 * 86_400 {
+    if offset >= WEEK_S {
         return Err(format!("--week-offset must be below a week (7d), found {}", a.week_offset));
     }
     let trace = read_trace(&a.trace)?;
@@ -192,8 +193,8 @@ pub fn run_profile(a: ProfileArgs) -> Result<(), String> {
     let from_s = runs.iter().map(|r| r.start_s).min().unwrap_or(0);
     let to_s = runs.iter().map(|r| r.end_s).max().unwrap_or(0);
     let profiles = weekly_profiles(&runs, from_s, to_s, offset);
-    let start = a.from.unwrap_or(to_s.div_ceil(3600) * 3600);
-    let week_hour = ((start + offset) % (7 * 86_400)) / 3600;
+    let start = a.from.unwrap_or(to_s.div_ceil(HOUR_S) * HOUR_S);
+    let week_hour = ((start + offset) % WEEK_S) / HOUR_S;
     println!(
         "Weekly profiles of {} realtime services in {} ({} jobs over {:.1} days; a service is a job name, else an account;\n\
          a job held its GPUs from its submission for its duration). Demand from t = {start} ({} {:02}:00), 24 steps of 1 h,\n\
@@ -201,13 +202,13 @@ pub fn run_profile(a: ProfileArgs) -> Result<(), String> {
         profiles.len(),
         a.trace.display(),
         runs.len(),
-        (to_s - from_s) as f64 / 86_400.0,
+        (to_s - from_s) as f64 / DAY_S as f64,
         DAYS[(week_hour / 24) as usize],
         week_hour % 24
     );
     let width = profiles.iter().map(|p| p.service.len()).max().unwrap_or(7).max(7);
     for p in &profiles {
-        let curve = demand_curve(p, start, offset, 24, 3600);
+        let curve = demand_curve(p, start, offset, 24, HOUR_S);
         let mean = p.mean_gpus.iter().sum::<f64>() / HOURS_PER_WEEK as f64;
         let (peak_h, peak) = p.mean_gpus.iter().enumerate().fold((0, 0.0f64), |best, (h, &g)| if g > best.1 { (h, g) } else { best });
         println!(

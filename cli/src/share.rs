@@ -19,7 +19,7 @@ use crate::live;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use tally_allocator::{format_duration, Budget, Entitlement, FairShare, Load, Owed, Snapshot, Standing};
+use tally_allocator::{format_duration, Budget, Entitlement, FairShare, Load, Owed, Snapshot, Standing, DAY_S, HOUR};
 use tally_config::Config;
 
 /// What a row can show. Each is one of sshare's fields or one of Tally's.
@@ -357,12 +357,12 @@ fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) -> Result<Rep
                 if pick.users.as_ref().is_some_and(|u| !u.contains(&*key.user)) {
                     continue;
                 }
-                rows.push(Row { account: node.name.clone(), depth, user: Some(key.user.to_string()), used: Some(gs / 3600.0), ..Row::default() });
+                rows.push(Row { account: node.name.clone(), depth, user: Some(key.user.to_string()), used: Some(gs / HOUR), ..Row::default() });
             }
         }
     }
     let shown: BTreeSet<&str> = rows.iter().map(|r| r.account.as_str()).collect();
-    let by_day = snap.owed.owed_by(&snap.ledger, now, |t| t / 86_400);
+    let by_day = snap.owed.owed_by(&snap.ledger, now, |t| t / DAY_S);
     let days = tree
         .leaves()
         .map(|id| tree.node(id).name.clone())
@@ -508,10 +508,9 @@ pub fn run(args: Args) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tally_allocator::{Held, UsageKey};
+    use tally_allocator::{Held, UsageKey, HOUR_S};
 
-    const H: u64 = 3600;
-    const NOW: u64 = 1_796_083_200 + 10 * H; // 10 h after a day's start
+    const NOW: u64 = 1_796_083_200 + 10 * HOUR_S; // 10 h after a day's start
 
     const CONFIG: &str = r#"
 [cluster]
@@ -539,14 +538,19 @@ gpu_hours = 336
         let mut snap = Snapshot::new(config.new_ledger());
         let alloc = config.allocation(16).unwrap();
         let rate = |a: &str| alloc.rate_gpus(config.tree.id(a).unwrap());
-        snap.ledger.charge(&UsageKey::new("nlp", "alice"), 6, NOW - 6 * H, NOW);
-        snap.ledger.charge(&UsageKey::new("nlp", "bob"), 2, NOW - 6 * H, NOW);
-        snap.ledger.charge(&UsageKey::new("vision-and-robotics-long-name", "carol"), 2, NOW - 2 * H, NOW);
+        snap.ledger.charge(&UsageKey::new("nlp", "alice"), 6, NOW - 6 * HOUR_S, NOW);
+        snap.ledger.charge(&UsageKey::new("nlp", "bob"), 2, NOW - 6 * HOUR_S, NOW);
+        snap.ledger.charge(&UsageKey::new("vision-and-robotics-long-name", "carol"), 2, NOW - 2 * HOUR_S, NOW);
         let held = |r, d, u| Held { rate_gpus: r, demand_gpus: d, unallocated_gpus: u };
-        snap.owed.record(&"nlp".into(), held(rate("nlp"), 12.0, 0.0), NOW - 6 * H, NOW);
-        snap.owed.record(&"vision-and-robotics-long-name".into(), held(rate("vision-and-robotics-long-name"), 2.0, 4.0), NOW - 2 * H, NOW - H);
-        snap.owed.record(&"vision-and-robotics-long-name".into(), held(rate("vision-and-robotics-long-name"), 2.0, 0.0), NOW - H, NOW);
-        snap.owed.record(&"ops".into(), held(rate("ops"), 0.0, 0.0), NOW - 6 * H, NOW);
+        snap.owed.record(&"nlp".into(), held(rate("nlp"), 12.0, 0.0), NOW - 6 * HOUR_S, NOW);
+        snap.owed.record(
+            &"vision-and-robotics-long-name".into(),
+            held(rate("vision-and-robotics-long-name"), 2.0, 4.0),
+            NOW - 2 * HOUR_S,
+            NOW - HOUR_S,
+        );
+        snap.owed.record(&"vision-and-robotics-long-name".into(), held(rate("vision-and-robotics-long-name"), 2.0, 0.0), NOW - HOUR_S, NOW);
+        snap.owed.record(&"ops".into(), held(rate("ops"), 0.0, 0.0), NOW - 6 * HOUR_S, NOW);
         snap.load.insert("nlp".into(), (8.0, 4.0));
         snap.load.insert("vision-and-robotics-long-name".into(), (2.0, 0.0));
         snap.saved_at = NOW;

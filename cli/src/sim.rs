@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 use std::iter::once;
 use std::path::PathBuf;
 use std::time::Instant;
-use tally_allocator::{format_duration, parse_duration, GpuWeights};
+use tally_allocator::{format_duration, parse_duration, GpuWeights, DAY_S, HOUR, HOUR_S};
 use tally_config::Config;
 use tally_sim::cluster::GpuGroup;
 use tally_sim::metrics::Scored;
@@ -95,9 +95,9 @@ fn dur(s: Option<u64>) -> String {
     match s {
         None => "-".to_string(),
         Some(0) => "0s".to_string(),
-        Some(s) if s < 3600 => format_duration(s),
+        Some(s) if s < HOUR_S => format_duration(s),
         // Hours with one decimal: long waits read better that way.
-        Some(s) => format!("{:.1}h", s as f64 / 3600.0),
+        Some(s) => format!("{:.1}h", s as f64 / HOUR),
     }
 }
 
@@ -144,7 +144,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     };
 
     // One thread per policy, a progress bar each (in simulated days).
-    let span_days = (trace.span_s() as f64 / 86_400.0).max(1.0);
+    let span_days = (trace.span_s() as f64 / DAY_S as f64).max(1.0);
     let (mp, style) = replay_bars(a.quiet)?;
     let origin = trace.jobs[0].submit_s;
     let started = Instant::now();
@@ -158,7 +158,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
                 let (trace, config) = (&trace, &config);
                 scope.spawn(move || {
                     let t0 = Instant::now();
-                    let r = run(trace, config, p, settings, &mut |t| bar.set_position((t - origin) / 86_400));
+                    let r = run(trace, config, p, settings, &mut |t| bar.set_position((t - origin) / DAY_S));
                     bar.finish();
                     (p, r.map_err(|e| format!("{}: {e}", p.name())), t0.elapsed().as_secs_f64())
                 })
@@ -170,7 +170,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     for (p, r, secs) in results {
         ok.push((p, r?, secs));
     }
-    let demand = trace.gpu_hours() / (f64::from(gpus) * trace.span_s() as f64 / 3600.0).max(1e-9);
+    let demand = trace.gpu_hours() / (f64::from(gpus) * trace.span_s() as f64 / HOUR).max(1e-9);
 
     if let Some(dir) = &a.plots {
         write_plots(dir, &ok)?;
@@ -364,7 +364,7 @@ fn print_table(
         "Replay of {} ({} jobs over {:.1} days, {:.0} GPU-hours) with {}",
         file.display(),
         trace.jobs.len(),
-        trace.span_s() as f64 / 86_400.0,
+        trace.span_s() as f64 / DAY_S as f64,
         trace.gpu_hours(),
         config
     );
@@ -411,13 +411,13 @@ fn print_table(
     row("  of which allocated work", &|r| format!("{:.0}", r.score.lost_allocated_gpu_hours));
     row("contract violations", &|r| r.contract_violations.to_string());
     row("priority-weighted value", &|r| format!("{:.0}", r.score.value));
-    row("makespan (days)", &|r| format!("{:.1}", r.score.makespan_s as f64 / 86_400.0));
+    row("makespan (days)", &|r| format!("{:.1}", r.score.makespan_s as f64 / DAY_S as f64));
     row("jobs completed", &|r| r.score.completed.to_string());
     row("jobs unfinished (drain limit)", &|r| r.unfinished().to_string());
     row("too big for the cluster", &|r| r.unrunnable.to_string());
     row("events", &|r| r.events.to_string());
     if rs.iter().any(|(_, r, _)| r.belief_mae.is_some()) {
-        let hours = |x: f64| format!("{:.2}h", x / 3600.0);
+        let hours = |x: f64| format!("{:.2}h", x / HOUR);
         row("planned durations: MAE", &|r| r.belief_mae.map_or("-".into(), |m| hours(m.predicted_s)));
         row("  time limits' MAE (jobs with one)", &|r| r.belief_mae.filter(|m| m.with_limit > 0).map_or("-".into(), |m| hours(m.limit_s)));
     }

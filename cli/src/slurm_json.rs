@@ -13,6 +13,7 @@
 //! JSON's `preempt_time` is the victim's side.
 
 use serde_json::Value;
+use tally_allocator::MINUTE_S;
 use tally_engine::view::{gpu_count, gpu_type, GpuAsk, JobView, Names, NodeState, RunState};
 
 /// One job of `squeue --json`: the engine's view and what Slurm says of it.
@@ -205,7 +206,7 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
         None => asked.gpu_type(),
     };
     let gpu_type = typ.map(|t| names.intern(t));
-    let time_limit_s = number(j, "time_limit").map_err(|e| format!("job {job_id}: {e}"))?.map(|m| m * 60);
+    let time_limit_s = number(j, "time_limit").map_err(|e| format!("job {job_id}: {e}"))?.map(|m| m * MINUTE_S);
     let array_task_id = number(j, "array_task_id").map_err(|e| format!("job {job_id}: {e}"))?.map(|t| u32_of(Some(t)));
     let view = JobView {
         job_id,
@@ -294,6 +295,7 @@ fn text_field(v: &Value, key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tally_allocator::HOUR_S;
 
     /// Captured on the test bed (Slurm 22.05.8, 4 nodes × 8 fake GPUs),
     /// trimmed to the fields read.
@@ -329,7 +331,7 @@ mod tests {
         let j = by_id(&jobs, 17);
         assert_eq!((j.view.state, j.view.gpus, j.reason.as_str()), (RunState::Pending, 8, "Resources"));
         let dave = by_id(&jobs, 19);
-        assert_eq!((dave.view.nice, dave.view.time_limit_s, dave.view.comment.clone()), (10, Some(3 * 3600), None));
+        assert_eq!((dave.view.nice, dave.view.time_limit_s, dave.view.comment.clone()), (10, Some(3 * HOUR_S), None));
         let held = by_id(&jobs, 21);
         assert_eq!((held.view.priority, held.reason.as_str()), (0, "JobHeldUser"));
         let dep = by_id(&jobs, 22);

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use tally_allocator::parse_duration;
+use tally_allocator::{parse_duration, HOUR, HOUR_S, MINUTE_S};
 use tally_sim::import::elasticflow;
 use tally_sim::metrics::ceiling;
 use tally_sim::sim::{job_meta, run, Policy, PolicyResult, Settings};
@@ -81,9 +81,9 @@ fn pct(x: f64) -> String {
 fn dur(s: Option<u64>) -> String {
     match s {
         None => "-".into(),
-        Some(s) if s < 60 => format!("{s}s"),
-        Some(s) if s < 3600 => format!("{}m", s / 60),
-        Some(s) => format!("{:.1}h", s as f64 / 3600.0),
+        Some(s) if s < MINUTE_S => format!("{s}s"),
+        Some(s) if s < HOUR_S => format!("{}m", s / MINUTE_S),
+        Some(s) => format!("{:.1}h", s as f64 / HOUR),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::table::{Column, Table};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use tally_allocator::{DAY_S, HOUR};
 use tally_sim::augment::{self, AugmentError, AugmentOptions};
 use tally_sim::import::{self, SwfOptions};
 use tally_sim::trace::{self, Class, Trace};
@@ -207,7 +208,7 @@ fn describe(trace: &Trace) -> String {
     format!(
         "{} jobs over {:.1} days, {:.0} GPU-hours (mean {:.1} GPUs busy{sizing})",
         trace.jobs.len(),
-        trace.span_s() as f64 / 86_400.0,
+        trace.span_s() as f64 / DAY_S as f64,
         trace.gpu_hours(),
         busy
     )
@@ -345,7 +346,7 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
     let teams = augment::teams(&input, &config, &opts);
     let mut demand: BTreeMap<&str, f64> = BTreeMap::new();
     for j in &out.jobs {
-        *demand.entry(j.account.as_str()).or_default() += f64::from(j.gpus) * j.duration_s as f64 / 3600.0;
+        *demand.entry(j.account.as_str()).or_default() += f64::from(j.gpus) * j.duration_s as f64 / HOUR;
     }
     let total = out.gpu_hours().max(f64::MIN_POSITIVE);
     eprintln!("teams: {} (allocation at {gpus} GPUs; demand = share of the trace's GPU-hours)", teams.len());

@@ -1,6 +1,7 @@
 //! The `tally` binary as a user runs it.
 
 use std::process::Command;
+use tally_allocator::HOUR;
 
 fn tally(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tally"))
@@ -267,7 +268,7 @@ fn a_new_install_seeds_its_ledger_from_the_history() {
             (f.len() == 5 && f[0] == "use" && f[2] == "pretrain").then(|| f[4].parse::<f64>().unwrap())
         })
         .sum();
-    assert_eq!(gpu_s, 8.0 * 3600.0, "{text}");
+    assert_eq!(gpu_s, 8.0 * HOUR, "{text}");
     // Never over an existing ledger.
     fails_with(&args, "an existing ledger is never overwritten");
     let _ = std::fs::remove_file(&state);

@@ -40,7 +40,7 @@ use crate::{ConfigError, Problem};
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
-use tally_allocator::format_duration;
+use tally_allocator::{format_duration, HOUR_S};
 use tally_planner::{validate::check_block, PlanJob, Scenario, Service};
 use toml::Spanned;
 
@@ -171,7 +171,7 @@ pub fn parse(text: &str, file: &str) -> Result<Scenario, ConfigError> {
         bad("horizon.steps".into(), steps_line, format!("{} steps: 1 to {MAX_STEPS} are allowed (e.g. steps = 24)", h.steps.get_ref().0));
     }
     let steps = if steps_ok { h.steps.get_ref().0 as usize } else { 0 };
-    let step_s = h.step.as_ref().map_or(3600, |d| d.get_ref().0);
+    let step_s = h.step.as_ref().map_or(HOUR_S, |d| d.get_ref().0);
     if step_s == 0 {
         let line = h.step.as_ref().map(|d| line_of(d.span().start));
         bad("horizon.step".into(), line, "must be longer than 0 (e.g. step = \"1h\")".into());

@@ -1,6 +1,7 @@
 //! Every problem a config file can have, with the message a user sees.
 
 use super::*;
+use tally_allocator::{HOUR_S, WEEK_S};
 
 const GOOD: &str = r#"
 [cluster]
@@ -27,7 +28,7 @@ alice = "nlp"
 #[test]
 fn good_config_validates() {
     let c = Config::parse(GOOD, "good.toml").unwrap();
-    assert_eq!(c.window_s, 7 * 86_400);
+    assert_eq!(c.window_s, WEEK_S);
     assert_eq!(c.calc_period_s, 30);
     assert_eq!(c.contracts.missing, MissingContract::Default(Contract::new(3600, false)));
     assert_eq!(c.tree.len(), 4);
@@ -41,7 +42,7 @@ fn good_config_validates() {
 #[test]
 fn empty_file_gets_documented_defaults() {
     let c = Config::parse("", "empty.toml").unwrap();
-    assert_eq!((c.window_s, c.bucket_s, c.calc_period_s), (7 * 86_400, 3600, 60));
+    assert_eq!((c.window_s, c.bucket_s, c.calc_period_s), (WEEK_S, 3600, 60));
     assert_eq!(c.contracts, ContractRules::default());
     assert!(c.submit.require_funded_account);
     assert!(!c.submit.power_of_two_gpus);
@@ -450,7 +451,7 @@ fn unallocated_below_above_the_maximum_is_refused_with_its_line() {
     // The default maximum (8h) counts too; equal to it is allowed.
     assert!(Config::parse("[contracts]\nunallocated_below = \"8h1s\"\n", "t.toml").is_err());
     let c = Config::parse("[contracts]\nunallocated_below = \"8h\"\n", "t.toml").unwrap();
-    assert_eq!(c.contracts.unallocated_below_s, 8 * 3600);
+    assert_eq!(c.contracts.unallocated_below_s, 8 * HOUR_S);
 }
 
 #[test]
@@ -501,7 +502,7 @@ fn gpu_types_weigh_gpus_into_budget_units() {
     let c = Config::parse(GOOD, "good.toml").unwrap();
     assert!(c.cluster.gpu_types.is_empty());
     assert_eq!(c.capacity_with(64, &nodes), c.capacity(64));
-    assert_eq!(c.capacity(64), tally_allocator::Capacity::new(64, 7 * 86_400));
+    assert_eq!(c.capacity(64), tally_allocator::Capacity::new(64, WEEK_S));
     // Some types without a count and no [cluster] gpus: the size is unknown.
     let c = Config::parse("[cluster.gpu_types]\nh100 = { gpus = 64 }\nb200 = 2.2\n", "t.toml").unwrap();
     assert_eq!(c.cluster.gpus, None);

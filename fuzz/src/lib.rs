@@ -22,8 +22,7 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use tally_allocator::{
-    format_duration, parse_comment, parse_duration, Contract, ContractRules, LongJobVerdict, LongJobs, MissingContract,
-    Snapshot,
+    format_duration, parse_comment, parse_duration, Contract, ContractRules, LongJobVerdict, LongJobs, MissingContract, Snapshot, HOUR_S, WEEK_S,
 };
 
 pub mod smoke;
@@ -52,19 +51,14 @@ fn rule_sets() -> [ContractRules; 4] {
     [
         d,
         ContractRules {
-            max_s: 3600,
+            max_s: HOUR_S,
             unallocated_below_s: 600,
             missing: MissingContract::Default(Contract::new(1800, false)),
             max_requeues: Some(2),
             long_jobs: LongJobs::Warn,
         },
         ContractRules { missing: MissingContract::Reject, long_jobs: LongJobs::Reject, max_requeues: Some(1), ..d },
-        ContractRules {
-            max_s: u64::MAX,
-            unallocated_below_s: u64::MAX,
-            missing: MissingContract::Default(Contract::new(u64::MAX, true)),
-            ..d
-        },
+        ContractRules { max_s: u64::MAX, unallocated_below_s: u64::MAX, missing: MissingContract::Default(Contract::new(u64::MAX, true)), ..d },
     ]
 }
 
@@ -225,13 +219,12 @@ pub fn scenario(data: &[u8]) {
 pub fn state(data: &[u8]) {
     use tally_allocator::state::{escape, unescape};
     let s = text(data);
-    for (bucket_s, window_s) in [(3600, 7 * 86_400), (7200, 7 * 86_400)] {
+    for (bucket_s, window_s) in [(HOUR_S, WEEK_S), (2 * HOUR_S, WEEK_S)] {
         match Snapshot::parse(&s, bucket_s, window_s) {
             Ok(parsed) => {
                 let snap = &parsed.snapshot;
                 let t = snap.to_text();
-                let again = Snapshot::parse(&t, bucket_s, window_s)
-                    .unwrap_or_else(|e| panic!("to_text output does not parse: {e}\n{t}"));
+                let again = Snapshot::parse(&t, bucket_s, window_s).unwrap_or_else(|e| panic!("to_text output does not parse: {e}\n{t}"));
                 assert!(again.skipped.is_empty(), "to_text output has bad lines {:?}\n{t}", again.skipped);
                 assert_eq!(&again.snapshot, snap, "round trip changed the snapshot\n{t}");
                 assert_eq!(again.snapshot.to_text(), t);

@@ -68,8 +68,8 @@ fn every_target_has_a_smoke_and_a_libfuzzer_binary() {
 #[test]
 fn state_seed_is_what_the_code_writes() {
     use tally_allocator::runs::RunRecord;
-    use tally_allocator::{Contract, Ledger, Snapshot, UsageKey, Weight};
-    let mut l = Ledger::new(3600, 7 * 86_400).unwrap();
+    use tally_allocator::{Contract, Ledger, Snapshot, UsageKey, Weight, HOUR_S, WEEK_S};
+    let mut l = Ledger::new(HOUR_S, WEEK_S).unwrap();
     l.charge(&UsageKey::new("pretrain", "alice"), 8, 1_796_080_000, 1_796_083_140);
     l.charge(&UsageKey::new("climate", "carol smith"), 2, 1_796_079_000, 1_796_083_200);
     l.charge(&UsageKey::new("vision", "dave"), 1, 1_795_500_000, 1_795_503_600);

@@ -5,6 +5,7 @@
 //! a fixed seed; no assertions (speed is measured here, not in tests).
 
 use std::time::Instant;
+use tally_planner::time::HOUR_S;
 use tally_planner::{fast, fifo, validate, PlanJob, Scenario, Service};
 
 struct Lcg(u64);
@@ -39,7 +40,7 @@ fn scenario(gpus: u32, jobs: usize, steps: usize, seed: u64) -> Scenario {
         })
         .collect();
     let services = vec![Service { name: "chat".into(), demand, swap_cap: (gpus / 32).max(1), weight: 10.0 }];
-    Scenario { gpus, gpus_per_node: 8, steps, step_s: 3600, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services }
+    Scenario { gpus, gpus_per_node: 8, steps, step_s: HOUR_S, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services }
 }
 
 fn main() {

@@ -1,6 +1,7 @@
 //! Builders shared by the planner's test modules.
 
 use super::{PlanJob, Scenario, Service};
+use crate::time::HOUR_S;
 
 pub(crate) fn job(id: u64, gpus: u32, dur: usize, priority: f64, arrival: usize) -> PlanJob {
     PlanJob { id, gpus, duration_steps: dur, priority, arrival_step: arrival, pinned: None }
@@ -8,7 +9,7 @@ pub(crate) fn job(id: u64, gpus: u32, dur: usize, priority: f64, arrival: usize)
 
 /// Nodes of 8 GPUs (or one node, if smaller), 1 h steps, decay 0.95, penalty 8.
 pub(crate) fn scenario(gpus: u32, steps: usize, jobs: Vec<PlanJob>, services: Vec<Service>) -> Scenario {
-    Scenario { gpus, gpus_per_node: 8.min(gpus), steps, step_s: 3600, decay: 0.95, penalty: 8.0, must_finish: true, jobs, services }
+    Scenario { gpus, gpus_per_node: 8.min(gpus), steps, step_s: HOUR_S, decay: 0.95, penalty: 8.0, must_finish: true, jobs, services }
 }
 
 /// A service of weight 10.

@@ -24,6 +24,7 @@
 
 use super::rng::Rng;
 use super::{PlanJob, Scenario, Service};
+use crate::time::HOUR_S;
 
 /// A scenario family: one of the shipped scenarios, drawn again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +183,7 @@ pub fn instance(f: Family, seed: u64) -> Scenario {
             .collect();
         services.push(Service { name: (*name).into(), demand, swap_cap: c.cap, weight });
     }
-    Scenario { gpus: m.gpus, gpus_per_node: m.per_node, steps, step_s: 3600, decay: 0.97, penalty, must_finish: true, jobs, services }
+    Scenario { gpus: m.gpus, gpus_per_node: m.per_node, steps, step_s: HOUR_S, decay: 0.97, penalty, must_finish: true, jobs, services }
 }
 
 /// The `n` instances measured against (README, docs/planner.md): seeds 1,

@@ -42,6 +42,7 @@ mod grid;
 pub mod predict;
 pub mod queue;
 mod rng;
+pub mod time;
 pub mod validate;
 
 pub use grid::last_start;

@@ -19,6 +19,7 @@
 //!   step — the jobs "the plan starts now".
 
 use super::{fast, PlanJob, Scenario};
+use crate::time::HOUR_S;
 use std::collections::BTreeMap;
 
 /// The planner's settings (`[planner]` in tally.toml).
@@ -38,7 +39,7 @@ pub struct QueueRules {
 
 impl Default for QueueRules {
     fn default() -> Self {
-        QueueRules { step_s: 3600, steps: 24, decay: 0.97, max_jobs: 300, default_duration_s: 3600 }
+        QueueRules { step_s: HOUR_S, steps: 24, decay: 0.97, max_jobs: 300, default_duration_s: HOUR_S }
     }
 }
 
@@ -173,14 +174,16 @@ mod tests {
     use super::*;
 
     fn w(id: u64, gpus: u32, hours: u64) -> WaitingJob {
-        WaitingJob { id, gpus, duration_s: Some(hours * 3600), value: None }
+        WaitingJob { id, gpus, duration_s: Some(hours * HOUR_S), value: None }
     }
 
     #[test]
     fn a_job_that_fits_the_hole_starts_now_and_a_bigger_one_waits() {
         // 2 nodes × 8: node 0 full for 5 h, node 1 half full for 10 h.
-        let running =
-            vec![RunningJob { nodes: vec![(0, 8)], remaining_s: Some(5 * 3600) }, RunningJob { nodes: vec![(1, 4)], remaining_s: Some(10 * 3600) }];
+        let running = vec![
+            RunningJob { nodes: vec![(0, 8)], remaining_s: Some(5 * HOUR_S) },
+            RunningJob { nodes: vec![(1, 4)], remaining_s: Some(10 * HOUR_S) },
+        ];
         // First in the order: a whole-node job (no node is free now); then a 4-GPU job.
         let p = plan_queue(16, 8, &QueueRules::default(), &running, &[w(7, 8, 2), w(9, 3, 1)]);
         assert_eq!(p.start_step.get(&7), Some(&5), "the 8-GPU job waits for node 0");

@@ -5,6 +5,7 @@
 use super::fixtures::{job, scenario, svc};
 use super::grid::dilate;
 use super::rng::Rng;
+use super::time::HOUR_S;
 use super::*;
 
 #[test]
@@ -106,7 +107,7 @@ fn random_scenario(seed: u64) -> Scenario {
             weight: 10.0,
         })
         .collect();
-    Scenario { gpus, gpus_per_node: per_node, steps, step_s: 3600, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services }
+    Scenario { gpus, gpus_per_node: per_node, steps, step_s: HOUR_S, decay: 0.97, penalty: 8.0, must_finish: true, jobs, services }
 }
 
 #[test]

@@ -194,7 +194,7 @@ mod tests {
             gpus: 16,
             gpus_per_node: 8,
             steps: 2,
-            step_s: 3600,
+            step_s: crate::time::HOUR_S,
             decay: 1.0,
             penalty: 8.0,
             must_finish: true,

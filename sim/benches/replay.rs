@@ -7,6 +7,7 @@
 //! supply).
 
 use std::time::Instant;
+use tally_allocator::DAY_S;
 use tally_config::Config;
 use tally_sim::augment::{augment, AugmentOptions};
 use tally_sim::import::elasticflow;
@@ -31,7 +32,7 @@ fn main() {
     println!(
         "trace: {} jobs, {:.1} days, {:.0} GPU-hours (import + augment {:.2} s); cluster {} GPUs",
         trace.jobs.len(),
-        trace.span_s() as f64 / 86_400.0,
+        trace.span_s() as f64 / DAY_S as f64,
         trace.gpu_hours(),
         prep,
         gpus

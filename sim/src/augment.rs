@@ -80,6 +80,7 @@
 use crate::trace::{Class, Trace, TraceJob};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tally_allocator::{DAY_S, HOUR_S, MINUTE_S, WEEK_S};
 use thiserror::Error;
 
 /// Zipf exponent of team demand over the seeded permutation of the teams.
@@ -92,11 +93,11 @@ pub const USERS_PER_TEAM: (u32, u32) = (3, 8);
 pub const REALTIME_FRACTION: f64 = 0.03;
 pub const REALTIME_MAX_GPUS: u32 = 8;
 /// `interactive`: shorter than this and at most [`INTERACTIVE_MAX_GPUS`].
-pub const INTERACTIVE_MAX_DURATION_S: u64 = 3600;
+pub const INTERACTIVE_MAX_DURATION_S: u64 = HOUR_S;
 pub const INTERACTIVE_MAX_GPUS: u32 = 2;
 /// `training`: at least this many GPUs or at least this long.
 pub const TRAINING_MIN_GPUS: u32 = 8;
-pub const TRAINING_MIN_DURATION_S: u64 = 12 * 3600;
+pub const TRAINING_MIN_DURATION_S: u64 = 12 * HOUR_S;
 /// The rest: cumulative probabilities of batch_inference, quantization,
 /// training (60% / 25% / 15%).
 pub const MIX: [(Class, f64); 3] = [(Class::BatchInference, 0.60), (Class::Quantization, 0.85), (Class::Training, 1.0)];
@@ -108,8 +109,8 @@ pub const RESUMABLE: [(Class, f64); 3] = [(Class::Training, 0.6), (Class::BatchI
 pub const PRIORITY_ZERO: f64 = 0.8;
 pub const PRIORITY_MAX: i32 = 10;
 /// Working hours of debug arrivals, seconds after midnight (09:00-18:00).
-pub const WORK_START_S: u64 = 9 * 3600;
-pub const WORK_END_S: u64 = 18 * 3600;
+pub const WORK_START_S: u64 = 9 * HOUR_S;
+pub const WORK_END_S: u64 = 18 * HOUR_S;
 /// Working days: the first 5 of the week (Monday-Friday).
 pub const WORK_DAYS: u64 = 5;
 /// Debug jobs: GPUs and duration ranges (inclusive).
@@ -138,8 +139,6 @@ pub const DEMAND_OVER_SUPPLY: f64 = 2.5;
 /// terabytes.
 pub const MAX_DEBUG_JOBS: u64 = 10_000_000;
 
-const DAY_S: u64 = 86_400;
-const WEEK_S: u64 = 7 * DAY_S;
 const WORKING_DAY_S: u64 = WORK_END_S - WORK_START_S;
 
 /// What [`augment`] adds, and how much.
@@ -319,7 +318,7 @@ fn habits(teams: &[Team], seed: u64) -> std::collections::HashMap<String, Habit>
 
 /// A job's time limit under a user's factor (rule 8).
 pub fn time_limit(duration_s: u64, limit_factor: Option<f64>) -> u64 {
-    let hour = |s: u64| s.div_ceil(3600).max(1) * 3600;
+    let hour = |s: u64| s.div_ceil(HOUR_S).max(1) * HOUR_S;
     let asked = match limit_factor {
         Some(f) => hour((duration_s as f64 * f).ceil() as u64).min(MAX_TIME_LIMIT_S),
         None => MAX_TIME_LIMIT_S,
@@ -488,7 +487,7 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
         } else {
             let (lo, hi) = CONTRACT_FRACTION;
             let raw = ((lo + (hi - lo) * u_frac) * job.duration_s as f64) as u64;
-            config.contracts.longest_accepted((raw / 60 * 60).max(60))
+            config.contracts.longest_accepted((raw / MINUTE_S * MINUTE_S).max(MINUTE_S))
         };
         let resumable = job.duration_s > max_s || RESUMABLE.iter().any(|&(c, p)| c == class && u_res < p);
         let (u_noise, u_shift) = (unit(&mut rng_names), unit(&mut rng_names));
@@ -570,6 +569,7 @@ pub fn augment(trace: &Trace, config: &tally_config::Config, opts: &AugmentOptio
 mod tests {
     use super::*;
     use crate::trace::to_csv;
+    use tally_allocator::HOUR;
 
     fn config() -> tally_config::Config {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tally.toml");
@@ -580,7 +580,7 @@ mod tests {
     /// sizes and durations cycling through the class table's corners.
     fn bare(n: u64) -> Trace {
         let sizes = [1u32, 1, 2, 4, 8, 16, 64];
-        let durations = [600u64, 1800, 3 * 3600, 11 * 3600, 13 * 3600, 40 * 3600];
+        let durations = [600u64, 1800, 3 * HOUR_S, 11 * HOUR_S, 13 * HOUR_S, 40 * HOUR_S];
         let jobs = (0..n)
             .map(|i| TraceJob::bare(i + 1, 3600 + i * 600, durations[(i as usize) % durations.len()], sizes[(i as usize / 3) % sizes.len()]))
             .collect();
@@ -631,7 +631,7 @@ mod tests {
         let (trace, config) = (bare(6000), config());
         let out = augment(&trace, &config, &AugmentOptions::default());
         let max_s = config.contracts.max_s;
-        assert_eq!(max_s, 8 * 3600);
+        assert_eq!(max_s, 8 * HOUR_S);
         let orig: Vec<&TraceJob> = out.jobs.iter().filter(|j| j.class != Class::Debug).collect();
         let mut unallocated = 0;
         for j in &orig {
@@ -648,15 +648,15 @@ mod tests {
                 Class::Realtime => assert!(j.gpus <= 8),
                 Class::Interactive => assert!(j.duration_s < 3600 && j.gpus <= 2),
                 Class::BatchInference | Class::Quantization => {
-                    assert!(j.gpus < 8 && j.duration_s < 12 * 3600 && (j.duration_s >= 3600 || j.gpus > 2))
+                    assert!(j.gpus < 8 && j.duration_s < 12 * HOUR_S && (j.duration_s >= 3600 || j.gpus > 2))
                 }
                 Class::Training => assert!(!(j.duration_s < 3600 && j.gpus <= 2), "{j:?}"),
                 Class::Debug => unreachable!(),
             }
             if matches!(j.class, Class::Realtime | Class::Interactive) {
-                assert_eq!(j.resumable, j.duration_s > 8 * 3600, "{j:?}");
+                assert_eq!(j.resumable, j.duration_s > 8 * HOUR_S, "{j:?}");
             }
-            if j.duration_s > 8 * 3600 {
+            if j.duration_s > 8 * HOUR_S {
                 assert!(j.resumable, "longer than any contract: must checkpoint");
             }
             assert!((0..=10).contains(&j.priority));
@@ -703,7 +703,7 @@ mod tests {
     #[test]
     fn debug_jobs_only_in_working_hours() {
         let (trace, config) = (bare(4000), config()); // 3600 + 4000 x 600 s ≈ 27.8 days
-        for (offset, per_day) in [(0, 40.0), (3 * DAY_S + 5 * 3600, 100.0)] {
+        for (offset, per_day) in [(0, 40.0), (3 * DAY_S + 5 * HOUR_S, 100.0)] {
             let opts = AugmentOptions { week_offset_s: offset, debug_per_day: per_day, ..Default::default() };
             let out = augment(&trace, &config, &opts);
             let debug: Vec<&TraceJob> = out.jobs.iter().filter(|j| j.class == Class::Debug).collect();
@@ -717,7 +717,7 @@ mod tests {
                     working_s += b.saturating_sub(a);
                 }
             }
-            let expected = per_day * working_s as f64 / (9.0 * 3600.0);
+            let expected = per_day * working_s as f64 / (9.0 * HOUR);
             let n = debug.len() as f64;
             assert!((n - expected).abs() < 4.0 * expected.sqrt(), "{n} debug jobs, expected about {expected}");
             for j in &debug {
@@ -768,12 +768,12 @@ mod tests {
             }
         }
         // Users are consistent: a user's 3-hour jobs all get one limit.
-        let three_h: Vec<&TraceJob> = out.jobs.iter().filter(|j| j.duration_s == 3 * 3600).collect();
+        let three_h: Vec<&TraceJob> = out.jobs.iter().filter(|j| j.duration_s == 3 * HOUR_S).collect();
         for j in &three_h {
             assert!(three_h.iter().filter(|k| k.user == j.user).all(|k| k.time_limit_s == j.time_limit_s), "{j:?}");
         }
         // Several habits across users, some at the partition maximum.
-        let long: std::collections::BTreeSet<u64> = out.jobs.iter().filter(|j| j.duration_s == 3 * 3600).filter_map(|j| j.time_limit_s).collect();
+        let long: std::collections::BTreeSet<u64> = out.jobs.iter().filter(|j| j.duration_s == 3 * HOUR_S).filter_map(|j| j.time_limit_s).collect();
         assert!(long.len() >= 4, "{long:?}");
         assert!(long.contains(&MAX_TIME_LIMIT_S));
         // Names carry the duration: most jobs' bucket is their own.
@@ -785,8 +785,8 @@ mod tests {
         let share = own.count() as f64 / others;
         assert!((0.65..0.80).contains(&share), "share with their own bucket {share}");
         assert_eq!(time_limit(600, Some(1.5)), 3600);
-        assert_eq!(time_limit(3 * 3600, Some(1.5)), 5 * 3600);
-        assert_eq!(time_limit(3 * 3600, None), MAX_TIME_LIMIT_S);
+        assert_eq!(time_limit(3 * HOUR_S, Some(1.5)), 5 * HOUR_S);
+        assert_eq!(time_limit(3 * HOUR_S, None), MAX_TIME_LIMIT_S);
         assert_eq!(time_limit(5 * DAY_S, Some(4.0)), MAX_TIME_LIMIT_S);
         assert_eq!(time_limit(8 * DAY_S + 1, Some(2.0)), 8 * DAY_S + 3600, "a job longer than the maximum");
         assert_eq!((name_bucket(1), name_bucket(1199), name_bucket(1200), name_bucket(4800)), (0, 0, 1, 3));
@@ -824,9 +824,9 @@ mod tests {
             let offset = next(WEEK_S);
             assert_eq!(working_seconds(start, end, offset), working_by_days(start, end, offset), "{start} {end} {offset}");
         }
-        assert_eq!(working_seconds(0, WEEK_S, 0), 5 * 9 * 3600);
+        assert_eq!(working_seconds(0, WEEK_S, 0), 5 * 9 * HOUR_S);
         // No loop over days: a span of 10^13 years is as quick as a week.
-        assert_eq!(working_seconds(0, u64::MAX / 2, 0) / (45 * 3600), (u64::MAX / 2) / WEEK_S);
+        assert_eq!(working_seconds(0, u64::MAX / 2, 0) / (45 * HOUR_S), (u64::MAX / 2) / WEEK_S);
     }
 
     #[test]

@@ -165,10 +165,9 @@ pub fn forecast(config: &Config, m: &Moment, target: u64) -> Result<Forecast, Si
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tally_allocator::UsageKey;
+    use tally_allocator::{UsageKey, HOUR_S, WEEK_S};
 
-    const H: u64 = 3600;
-    const NOW: u64 = 1_000 * H;
+    const NOW: u64 = 1_000 * HOUR_S;
 
     fn config() -> Config {
         Config::parse("[cluster]\ngpus = 16\ngpus_per_node = 8\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "f.toml").unwrap()
@@ -182,16 +181,16 @@ mod tests {
             gpus,
             submit_s: NOW - 100 + id,
             eligible_s: NOW - 100 + id,
-            contract: Contract::new(H, false),
+            contract: Contract::new(HOUR_S, false),
             within_team: 0,
-            time_limit_s: limit_h.map(|h| h * H),
+            time_limit_s: limit_h.map(|h| h * HOUR_S),
             started_s: started,
             gpu_type: None,
         }
     }
 
     fn moment(jobs: Vec<ForecastJob>, ledger: Ledger) -> Moment {
-        Moment { now: NOW, jobs, ledger, gpus: 16, gpus_per_node: 8, horizon_s: 7 * 24 * H, default_duration_s: 2 * H }
+        Moment { now: NOW, jobs, ledger, gpus: 16, gpus_per_node: 8, horizon_s: WEEK_S, default_duration_s: 2 * HOUR_S }
     }
 
     #[test]
@@ -199,8 +198,8 @@ mod tests {
         let config = config();
         // Two nodes busy: a's job ends in 3 h (4 h limit, 1 h run), b's in 1 h.
         let jobs = vec![
-            job(1, "a", 8, Some(4), Some(NOW - H)),
-            job(2, "b", 8, Some(2), Some(NOW - H)),
+            job(1, "a", 8, Some(4), Some(NOW - HOUR_S)),
+            job(2, "b", 8, Some(2), Some(NOW - HOUR_S)),
             // Waiting: b's 8-GPU job (first in line: b is below its rate after
             // its job ends), then a's 8-GPU job.
             job(3, "b", 8, Some(5), None),
@@ -208,8 +207,8 @@ mod tests {
         ];
         let f = forecast(&config, &moment(jobs.clone(), config.new_ledger()), 4).unwrap();
         // Job 2's node frees at +1 h and job 3 (b) takes it; job 1's frees at +3 h: job 4 starts then.
-        assert_eq!(f.estimate, Estimate::StartsAt(NOW + 3 * H));
-        assert_eq!(forecast(&config, &moment(jobs.clone(), config.new_ledger()), 3).unwrap().estimate, Estimate::StartsAt(NOW + H));
+        assert_eq!(f.estimate, Estimate::StartsAt(NOW + 3 * HOUR_S));
+        assert_eq!(forecast(&config, &moment(jobs.clone(), config.new_ledger()), 3).unwrap().estimate, Estimate::StartsAt(NOW + HOUR_S));
         assert_eq!(f.jobs, 4);
         assert!(f.defaulted.is_empty());
     }
@@ -231,26 +230,26 @@ mod tests {
             job(3, "a", 8, Some(1), None),
             job(4, "b", 8, Some(1), None),
         ];
-        let free_at = NOW - 60 + H;
+        let free_at = NOW - 60 + HOUR_S;
         let mut heavy = config.new_ledger();
-        heavy.charge(&UsageKey::new("a", "ua"), 16, NOW - 48 * H, NOW - 24 * H);
+        heavy.charge(&UsageKey::new("a", "ua"), 16, NOW - 48 * HOUR_S, NOW - 24 * HOUR_S);
         assert_eq!(forecast(&config, &moment(jobs.clone(), heavy), 4).unwrap().estimate, Estimate::StartsAt(free_at));
         // Without a's usage the two tie and a goes first (by name): b waits
         // for a's 1 h job.
         let f = forecast(&config, &moment(jobs, config.new_ledger()), 4).unwrap();
-        assert_eq!(f.estimate, Estimate::StartsAt(free_at + H));
+        assert_eq!(f.estimate, Estimate::StartsAt(free_at + HOUR_S));
     }
 
     #[test]
     fn defaults_and_horizons_are_said() {
         let config = config();
-        let jobs = vec![job(1, "a", 16, None, Some(NOW - 5 * H)), job(2, "b", 8, Some(1), None), job(3, "b", 32, Some(1), None)];
+        let jobs = vec![job(1, "a", 16, None, Some(NOW - 5 * HOUR_S)), job(2, "b", 8, Some(1), None), job(3, "b", 32, Some(1), None)];
         let mut m = moment(jobs, config.new_ledger());
         // No limit: it runs the default (2 h) from now.
         let f = forecast(&config, &m, 2).unwrap();
-        assert_eq!((f.estimate.clone(), f.defaulted.clone()), (Estimate::StartsAt(NOW + 2 * H), vec![1]));
-        m.horizon_s = H;
-        assert_eq!(forecast(&config, &m, 2).unwrap().estimate, Estimate::NotWithin { horizon_end: NOW + H });
+        assert_eq!((f.estimate.clone(), f.defaulted.clone()), (Estimate::StartsAt(NOW + 2 * HOUR_S), vec![1]));
+        m.horizon_s = HOUR_S;
+        assert_eq!(forecast(&config, &m, 2).unwrap().estimate, Estimate::NotWithin { horizon_end: NOW + HOUR_S });
         assert_eq!(forecast(&config, &m, 3).unwrap().estimate, Estimate::NeverFits);
     }
 }

@@ -31,9 +31,7 @@
 
 use crate::trace::Class;
 use std::collections::BTreeMap;
-use tally_allocator::{summarize, Delivery, FairnessSummary, Weight};
-
-const H: u64 = 3600;
+use tally_allocator::{summarize, Delivery, FairnessSummary, Weight, HOUR, HOUR_S};
 
 /// A step function integrated per hour.
 #[derive(Debug, Clone, Default)]
@@ -50,8 +48,8 @@ impl Hourly {
         }
         let mut t = from;
         while t < to {
-            let h = (t / H) as usize;
-            let end = ((h as u64 + 1) * H).min(to);
+            let h = (t / HOUR_S) as usize;
+            let end = ((h as u64 + 1) * HOUR_S).min(to);
             if self.buckets.len() <= h {
                 self.buckets.resize(h + 1, 0.0);
             }
@@ -61,7 +59,7 @@ impl Hourly {
     }
     /// Per-hour values in hours (GPU-hours for a GPU level).
     pub fn hours(&self, n: usize) -> Vec<f64> {
-        (0..n).map(|h| self.buckets.get(h).copied().unwrap_or(0.0) / H as f64).collect()
+        (0..n).map(|h| self.buckets.get(h).copied().unwrap_or(0.0) / HOUR).collect()
     }
 }
 
@@ -203,8 +201,8 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
     let origin = jobs.iter().map(|j| j.submit_s).min().unwrap_or(0);
     let last_submit = jobs.iter().map(|j| j.submit_s).max().unwrap_or(origin);
     let end_s = end_s.max(last_submit);
-    let hours = ((end_s - origin) / H + 1) as usize;
-    let window_hours = (((last_submit - origin) / H) as usize + 1).min(hours);
+    let hours = ((end_s - origin) / HOUR_S + 1) as usize;
+    let window_hours = (((last_submit - origin) / HOUR_S) as usize + 1).min(hours);
     let rel = |t: u64| t.saturating_sub(origin);
 
     let mut busy = Hourly::default();
@@ -308,9 +306,9 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
         fairness_trace,
         drain,
         waits,
-        lost_gpu_hours: lost_s / 3600.0,
-        lost_allocated_gpu_hours: lost_alloc_s / 3600.0,
-        useful_gpu_hours: useful_s / 3600.0,
+        lost_gpu_hours: lost_s / HOUR,
+        lost_allocated_gpu_hours: lost_alloc_s / HOUR,
+        useful_gpu_hours: useful_s / HOUR,
         value: value.hours(window_hours).iter().sum(),
         completed: done_at.iter().filter(|d| d.is_some()).count(),
         unfinished: done_at.iter().filter(|d| d.is_none()).count(),
@@ -338,14 +336,14 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
 pub fn ceiling(jobs: &[JobMeta], teams: &[(String, f64)], gpus: u32) -> Option<f64> {
     let origin = jobs.iter().map(|j| j.submit_s).min()?;
     let last = jobs.iter().map(|j| j.submit_s).max()?;
-    let hours = ((last - origin) / H + 1) as usize;
+    let hours = ((last - origin) / HOUR_S + 1) as usize;
     let mut demand = vec![Hourly::default(); teams.len()];
     let mut smallest = vec![vec![u32::MAX; hours]; teams.len()];
     for j in jobs.iter().filter(|j| j.asks) {
         let (a, b) = (j.submit_s - origin, j.submit_s - origin + j.duration_s.max(1));
         demand[j.team].add(a, b, f64::from(j.gpus));
-        let end = ((b.saturating_sub(1) / H) as usize).min(hours.saturating_sub(1));
-        for m in &mut smallest[j.team][(a / H) as usize..=end] {
+        let end = ((b.saturating_sub(1) / HOUR_S) as usize).min(hours.saturating_sub(1));
+        for m in &mut smallest[j.team][(a / HOUR_S) as usize..=end] {
             *m = (*m).min(j.gpus);
         }
     }

@@ -16,7 +16,7 @@ use crate::trace::{Class, Trace, TraceJob};
 use std::collections::BTreeMap;
 use tally_allocator::text::clip;
 use tally_allocator::tres::{gpu_count, gpu_type};
-use tally_allocator::{comment_tokens, parse_comment, ContractRules, GpuWeights};
+use tally_allocator::{comment_tokens, parse_comment, ContractRules, GpuWeights, DAY_S, HOUR, HOUR_S, MINUTE_S};
 use tally_planner::predict::{CommentMeta, MetaError};
 use thiserror::Error;
 
@@ -135,12 +135,12 @@ pub fn parse_time_limit(s: &str) -> Result<Option<u64>, String> {
     };
     let parts: Vec<u64> = rest.split(':').map(num).collect::<Result<_, _>>()?;
     let secs = match (days, parts.as_slice()) {
-        (None, [m]) => m * 60,
-        (None, [m, sec]) => m * 60 + sec,
-        (None, [h, m, sec]) => h * 3600 + m * 60 + sec,
-        (Some(d), [h]) => d * 86_400 + h * 3600,
-        (Some(d), [h, m]) => d * 86_400 + h * 3600 + m * 60,
-        (Some(d), [h, m, sec]) => d * 86_400 + h * 3600 + m * 60 + sec,
+        (None, [m]) => m * MINUTE_S,
+        (None, [m, sec]) => m * MINUTE_S + sec,
+        (None, [h, m, sec]) => h * HOUR_S + m * MINUTE_S + sec,
+        (Some(d), [h]) => d * DAY_S + h * HOUR_S,
+        (Some(d), [h, m]) => d * DAY_S + h * HOUR_S + m * MINUTE_S,
+        (Some(d), [h, m, sec]) => d * DAY_S + h * HOUR_S + m * MINUTE_S + sec,
         _ => return Err(bad()),
     };
     Ok(Some(secs))
@@ -417,7 +417,7 @@ pub fn seed_ledger(runs: &[HistoryRun], config: &tally_config::Config, now: u64)
         seeded.runs += 1;
     }
     ledger.prune(now);
-    seeded.gpu_hours = ledger.usage(now).by_account.values().sum::<f64>() / 3600.0;
+    seeded.gpu_hours = ledger.usage(now).by_account.values().sum::<f64>() / HOUR;
     Ok((ledger, seeded))
 }
 
@@ -574,12 +574,12 @@ mod history_tests {
     fn time_limits_in_every_form_sacct_prints() {
         let cases = [
             ("1-00:00:00", Some(86_400)),
-            ("2-03:04:05", Some(2 * 86_400 + 3 * 3600 + 4 * 60 + 5)),
+            ("2-03:04:05", Some(2 * DAY_S + 3 * HOUR_S + 4 * 60 + 5)),
             ("02:00:00", Some(7200)),
             ("30:00", Some(1800)),
             ("45", Some(2700)),
-            ("1-12", Some(86_400 + 12 * 3600)),
-            ("1-12:30", Some(86_400 + 12 * 3600 + 1800)),
+            ("1-12", Some(86_400 + 12 * HOUR_S)),
+            ("1-12:30", Some(86_400 + 12 * HOUR_S + 1800)),
             ("UNLIMITED", None),
             ("Partition_Limit", None),
             ("", None),

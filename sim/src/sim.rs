@@ -47,7 +47,7 @@ use tally_allocator::priority::InsideKey;
 use tally_allocator::tree::NodeId;
 use tally_allocator::{
     charge_from_mark, inside_key, order_queue, protection_after, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder,
-    QueueWalk, Requeue, Standing, VictimPool, Weight,
+    QueueWalk, Requeue, Standing, VictimPool, Weight, DAY_S, HOUR_S, WEEK_S,
 };
 use tally_config::Config;
 use tally_planner::predict::{mae, JobKey, Mae, Outcome, PredictRules, Predictor};
@@ -159,8 +159,8 @@ impl Default for Settings {
             gpus_per_node: 8,
             replan_s: 300,
             backfill_depth: 100,
-            half_life_s: 7 * 86_400,
-            drain_limit_s: 365 * 86_400,
+            half_life_s: WEEK_S,
+            drain_limit_s: 365 * DAY_S,
             requeue_delay_s: 121,
             plan_interval_s: 1800,
             plan_durations: PlanDurations::True,
@@ -525,7 +525,7 @@ impl<'a> Sim<'a> {
         let u = if total > 0.0 { self.usage[j.team] / total } else { 0.0 };
         let share = self.shares[j.team];
         let f = if share > 0.0 { 2f64.powf(-u / share) } else { 0.0 };
-        let age = (now.saturating_sub(j.job.submit_s) as f64 / (7.0 * 86_400.0)).min(1.0);
+        let age = (now.saturating_sub(j.job.submit_s) as f64 / WEEK_S as f64).min(1.0);
         let qos = if high_qos(j.class) { 1.0 } else { 0.0 };
         (10_000.0 * f + 1000.0 * age + 2000.0 * qos).round() as i64
     }
@@ -643,7 +643,7 @@ impl<'a> Sim<'a> {
     // ---- starting, ending, preempting ----------------------------------------------
 
     fn fifo_reserve(&self, now: u64) -> u32 {
-        let day = ((now - self.origin) / 86_400) as usize;
+        let day = ((now - self.origin) / DAY_S) as usize;
         self.rt_reserve.get(day).copied().unwrap_or(0)
     }
 
@@ -1061,7 +1061,7 @@ impl<'a> Sim<'a> {
 /// The planner policy's horizon: 24 steps of 1 h, for at most this many of
 /// the oldest waiting jobs.
 const PLAN_STEPS: usize = 24;
-const PLAN_STEP_S: u64 = 3600;
+const PLAN_STEP_S: u64 = HOUR_S;
 const PLAN_JOBS: usize = 100;
 
 /// Jobs that do not fit and may try to preempt in one scheduling pass (at a
@@ -1089,7 +1089,7 @@ fn realtime_daily_peaks(trace: &Trace, origin: u64) -> Vec<u32> {
     let mut level: i64 = 0;
     for (t, d) in points {
         level += d;
-        let day = ((t.saturating_sub(origin)) / 86_400) as usize;
+        let day = ((t.saturating_sub(origin)) / DAY_S) as usize;
         if peaks.len() <= day {
             peaks.resize(day + 1, 0);
         }
@@ -1224,7 +1224,7 @@ fn run_inner(
     // FIFO re-plans its realtime hold daily; Tally at the plugin's
     // calc_period (the config's); multifactor and the planner every replan_s.
     let tick = match policy {
-        Policy::Fifo => 86_400,
+        Policy::Fifo => DAY_S,
         Policy::Tally | Policy::TallyPlanner => config.calc_period_s.max(1),
         Policy::Multifactor | Policy::Planner => s.replan_s.max(1),
     };

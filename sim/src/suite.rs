@@ -23,10 +23,8 @@ use crate::augment::{augment, AugmentOptions};
 use crate::trace::{Class, Trace, TraceJob};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tally_allocator::{DAY_S, HOUR, HOUR_S};
 use tally_config::Config;
-
-const H: u64 = 3600;
-const DAY: u64 = 86_400;
 
 /// One case of the suite.
 #[derive(Debug, Clone)]
@@ -52,7 +50,7 @@ pub const WINDOW_DAYS: u64 = 14;
 /// submission.
 pub fn window(trace: &Trace, from_day: u64, days: u64) -> Trace {
     let origin = trace.jobs.first().map_or(0, |j| j.submit_s);
-    let (a, b) = (origin + from_day * DAY, origin + (from_day + days) * DAY);
+    let (a, b) = (origin + from_day * DAY_S, origin + (from_day + days) * DAY_S);
     Trace { jobs: trace.jobs.iter().filter(|j| j.submit_s >= a && j.submit_s < b).cloned().collect() }
 }
 
@@ -98,7 +96,7 @@ fn equal_teams(n: usize, gpus: u32) -> Config {
 /// Exponential inter-arrival times at `per_hour` jobs an hour.
 fn next_arrival(rng: &mut ChaCha8Rng, per_hour: f64) -> u64 {
     let u: f64 = rng.gen_range(f64::EPSILON..1.0);
-    (-u.ln() / per_hour * 3600.0) as u64
+    (-u.ln() / per_hour * HOUR) as u64
 }
 
 /// A job template drawn per arrival: (GPUs, duration, resumable, contract).
@@ -137,7 +135,7 @@ fn debug_jobs(rng: &mut ChaCha8Rng, teams: &[String], days: u64, per_day: f64, j
             let d = r.gen_range(120..=900);
             (r.gen_range(1..=2), d, false, d)
         };
-        arrivals(rng, t, (0, days * DAY), per_team, Class::Debug, &draw, jobs);
+        arrivals(rng, t, (0, days * DAY_S), per_team, Class::Debug, &draw, jobs);
     }
 }
 
@@ -174,7 +172,7 @@ fn four_teams_of_day_jobs(seed: u64, resumable: bool, name: &str, about: &str) -
     let mut jobs = Vec::new();
     let rate = per_team_rate(1.5, gpus, teams.len(), 8.0 * 24.0);
     for t in &teams {
-        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &|_: &mut ChaCha8Rng| (8, 24 * H, resumable, 8 * H), &mut jobs);
+        arrivals(&mut rng, t, (0, days * DAY_S), rate, Class::Training, &|_: &mut ChaCha8Rng| (8, 24 * HOUR_S, resumable, 8 * HOUR_S), &mut jobs);
     }
     debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
     synthetic(name, about, equal_teams(4, gpus), gpus, jobs)
@@ -190,8 +188,8 @@ pub fn symmetric(seed: u64) -> Case {
 /// time, contract a quarter to all of the duration (at most 8 h).
 fn mixed(r: &mut ChaCha8Rng) -> (u32, u64, bool, u64) {
     let gpus = [1, 2, 4, 8][r.gen_range(0..4)];
-    let d = r.gen_range(H..=12 * H);
-    let c = ((d as f64 * r.gen_range(0.25..1.0)) as u64).clamp(60, 8 * H);
+    let d = r.gen_range(HOUR_S..=12 * HOUR_S);
+    let c = ((d as f64 * r.gen_range(0.25..1.0)) as u64).clamp(60, 8 * HOUR_S);
     (gpus, d, r.gen_bool(0.5), c)
 }
 
@@ -205,8 +203,8 @@ pub fn idle_returns(seed: u64) -> Case {
     // Mean GPU-hours of `mixed`: E[gpus] 3.75 × E[duration] 6.5 h.
     let rate = per_team_rate(2.0, gpus, teams.len(), 3.75 * 6.5);
     for (i, t) in teams.iter().enumerate() {
-        let from = if i == 0 { 5 * DAY } else { 0 };
-        arrivals(&mut rng, t, (from, days * DAY), rate, Class::Training, &mixed, &mut jobs);
+        let from = if i == 0 { 5 * DAY_S } else { 0 };
+        arrivals(&mut rng, t, (from, days * DAY_S), rate, Class::Training, &mixed, &mut jobs);
     }
     debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
     synthetic("idle-returns", "4 equal teams, one idle for 5 days then back; mixed jobs", equal_teams(4, gpus), gpus, jobs)
@@ -221,13 +219,13 @@ pub fn small_teams_big_jobs(seed: u64) -> Case {
     let mut jobs = Vec::new();
     let big = |r: &mut ChaCha8Rng| {
         let g = [8, 16, 32][r.gen_range(0..3)];
-        let d = r.gen_range(2 * H..=12 * H);
-        let c = ((d as f64 * r.gen_range(0.25..1.0)) as u64).clamp(60, 8 * H);
+        let d = r.gen_range(2 * HOUR_S..=12 * HOUR_S);
+        let c = ((d as f64 * r.gen_range(0.25..1.0)) as u64).clamp(60, 8 * HOUR_S);
         (g, d, r.gen_bool(0.6), c)
     };
     let rate = per_team_rate(1.5, gpus, teams.len(), (56.0 / 3.0) * 7.0);
     for t in &teams {
-        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &big, &mut jobs);
+        arrivals(&mut rng, t, (0, days * DAY_S), rate, Class::Training, &big, &mut jobs);
     }
     debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
     synthetic("small-teams-big-jobs", "12 teams with 8-GPU rates, jobs of 8-32 GPUs, demand 1.5x", equal_teams(12, gpus), gpus, jobs)
@@ -254,14 +252,14 @@ pub fn debug_on_short_contracts(seed: u64) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let teams = team_names(4);
     let mut jobs = Vec::new();
-    let draw = |r: &mut ChaCha8Rng| ([1, 2, 4, 8][r.gen_range(0..4)], 8 * H, false, 2 * H);
+    let draw = |r: &mut ChaCha8Rng| ([1, 2, 4, 8][r.gen_range(0..4)], 8 * HOUR_S, false, 2 * HOUR_S);
     // Mean GPU-hours: E[gpus] 3.75 × 8 h.
     let rate = per_team_rate(1.5, gpus, teams.len(), 3.75 * 8.0);
     for t in &teams {
-        arrivals(&mut rng, t, (0, days * DAY), rate, Class::Training, &draw, &mut jobs);
+        arrivals(&mut rng, t, (0, days * DAY_S), rate, Class::Training, &draw, &mut jobs);
     }
     for j in &mut jobs {
-        j.time_limit_s = Some(8 * H);
+        j.time_limit_s = Some(8 * HOUR_S);
     }
     debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
     synthetic(
@@ -285,8 +283,8 @@ pub fn bare_window(hours: u64, busy: f64, seed: u64) -> Trace {
     let mean_hours = (10.0 / 60.0 + 6.0) / 2.0;
     let per_hour = busy / (mean_gpus * mean_hours);
     let mut jobs = Vec::new();
-    let draw = |r: &mut ChaCha8Rng| (SIZES[r.gen_range(0..SIZES.len())], r.gen_range(600..=6 * H), false, 0);
-    arrivals(&mut rng, "-", (0, hours * H), per_hour, Class::Training, &draw, &mut jobs);
+    let draw = |r: &mut ChaCha8Rng| (SIZES[r.gen_range(0..SIZES.len())], r.gen_range(600..=6 * HOUR_S), false, 0);
+    arrivals(&mut rng, "-", (0, hours * HOUR_S), per_hour, Class::Training, &draw, &mut jobs);
     for j in &mut jobs {
         j.user = "-".into();
     }
@@ -319,11 +317,11 @@ mod tests {
 
     #[test]
     fn windows_and_sizes() {
-        let jobs = (0..100u64).map(|i| TraceJob::bare(i + 1, i * DAY / 2, 12 * H, 8)).collect();
+        let jobs = (0..100u64).map(|i| TraceJob::bare(i + 1, i * DAY_S / 2, 12 * HOUR_S, 8)).collect();
         let t = Trace { jobs };
         let w = window(&t, 7, 14);
         assert_eq!(w.jobs.len(), 28);
-        assert_eq!(w.jobs[0].submit_s, 7 * DAY);
+        assert_eq!(w.jobs[0].submit_s, 7 * DAY_S);
         // 2688 GPU-hours over 13.5 days: 8.3 GPUs busy on average.
         assert!((w.mean_busy_gpus() - 8.3).abs() < 0.01);
         assert_eq!(gpus_for(&w, 2.0, 8), 8);

@@ -29,6 +29,7 @@
 
 use std::fmt;
 use tally_allocator::text::clip;
+use tally_allocator::{DAY_S, HOUR, HOUR_S, MINUTE_S};
 use thiserror::Error;
 
 /// What kind of work a job is.
@@ -135,7 +136,7 @@ impl Trace {
 
     /// GPU-hours the trace asks for: Σ gpus × duration_s / 3600.
     pub fn gpu_hours(&self) -> f64 {
-        self.jobs.iter().map(|j| f64::from(j.gpus) * j.duration_s as f64).sum::<f64>() / 3600.0
+        self.jobs.iter().map(|j| f64::from(j.gpus) * j.duration_s as f64).sum::<f64>() / HOUR
     }
 
     /// Mean GPUs busy if every job ran at once on arrival: GPU-hours over the
@@ -144,7 +145,7 @@ impl Trace {
     pub fn mean_busy_gpus(&self) -> f64 {
         match self.span_s() {
             0 => 0.0,
-            span => self.gpu_hours() * 3600.0 / span as f64,
+            span => self.gpu_hours() * HOUR / span as f64,
         }
     }
 
@@ -464,7 +465,7 @@ pub fn to_csv(trace: &Trace) -> String {
 
 /// Unix seconds as `YYYY-MM-DDTHH:MM:SS` in UTC (sacct and sbatch times with TZ=UTC, the reports' dates).
 pub fn utc_iso(unix: u64) -> String {
-    let (days, secs) = (unix / 86_400, unix % 86_400);
+    let (days, secs) = (unix / DAY_S, unix % DAY_S);
     // Civil from days (H. Hinnant's algorithm), days since 1970-01-01.
     let z = days as i64 + 719_468;
     let era = z.div_euclid(146_097);
@@ -475,7 +476,7 @@ pub fn utc_iso(unix: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, (secs / 60) % 60, secs % 60)
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / HOUR_S, secs % HOUR_S / MINUTE_S, secs % MINUTE_S)
 }
 
 #[cfg(test)]

@@ -1,11 +1,10 @@
 //! GPU types in the replay (`[cluster.gpu_types]`): typed nodes, typed
 //! jobs, and every charge, rate and figure in budget units.
 
+use tally_allocator::HOUR_S;
 use tally_config::Config;
 use tally_sim::sim::{run_logged, Happening, Policy, PolicyResult, Settings, SimError};
 use tally_sim::trace::{Class, Trace, TraceJob};
-
-const H: u64 = 3600;
 
 /// Two teams of 50% on 8 H100s and 8 B200s (`b200` weighs `w`).
 fn config(w: f64) -> Config {
@@ -30,7 +29,7 @@ fn trace(rows: &[Row]) -> Trace {
             account: team.into(),
             user: format!("{team}-u1"),
             class: Class::Training,
-            contract_s: H,
+            contract_s: HOUR_S,
             gpu_type: gpu_type.map(str::to_string),
             ..TraceJob::bare(job_id, submit_s, duration_s, gpus)
         })
@@ -50,7 +49,7 @@ fn delivered(r: &PolicyResult, team: &str) -> f64 {
 
 #[test]
 fn a_b200_job_is_charged_its_weight_times_an_h100_job_of_the_same_length() {
-    let tr = trace(&[(1, 0, H, 8, "alpha", Some("h100")), (2, 0, H, 8, "beta", Some("b200"))]);
+    let tr = trace(&[(1, 0, HOUR_S, 8, "alpha", Some("h100")), (2, 0, HOUR_S, 8, "beta", Some("b200"))]);
     let (r, log) = tally(&tr, &config(2.2));
     // Each on the nodes of its type: node 0 holds the B200s (table order: b200, h100).
     assert!(log.contains(&Happening::Start { t: 0, job: 2, nodes: vec![0] }), "{log:?}");
@@ -71,15 +70,15 @@ fn a_team_that_used_b200s_queues_behind_one_that_used_as_many_h100_hours() {
     // Hour 0: alpha runs 8 B200s, beta 8 H100s. At 2 h both want the 8
     // H100s for an hour: the team that spent less budget goes first.
     let tr = trace(&[
-        (1, 0, H, 8, "alpha", Some("b200")),
-        (2, 0, H, 8, "beta", Some("h100")),
-        (3, 2 * H, H, 8, "alpha", Some("h100")),
-        (4, 2 * H, H, 8, "beta", Some("h100")),
+        (1, 0, HOUR_S, 8, "alpha", Some("b200")),
+        (2, 0, HOUR_S, 8, "beta", Some("h100")),
+        (3, 2 * HOUR_S, HOUR_S, 8, "alpha", Some("h100")),
+        (4, 2 * HOUR_S, HOUR_S, 8, "beta", Some("h100")),
     ]);
     let first_at_2h = |c: &Config| {
         let (_, log) = tally(&tr, c);
         log.iter().find_map(|h| match h {
-            Happening::Start { t, job, .. } if *t == 2 * H => Some(*job),
+            Happening::Start { t, job, .. } if *t == 2 * HOUR_S => Some(*job),
             _ => None,
         })
     };
@@ -99,10 +98,10 @@ fn weights_of_one_and_untyped_jobs_change_nothing() {
         jobs.push(TraceJob {
             account: team.into(),
             user: format!("{team}-u{}", i % 2),
-            contract_s: if i % 4 == 0 { 0 } else { H },
+            contract_s: if i % 4 == 0 { 0 } else { HOUR_S },
             resumable: i % 3 == 1,
             class: if i % 7 == 0 { Class::Debug } else { Class::Training },
-            ..TraceJob::bare(i + 1, i * 900, H / 2 + (i * 977) % (6 * H), gpus)
+            ..TraceJob::bare(i + 1, i * 900, HOUR_S / 2 + (i * 977) % (6 * HOUR_S), gpus)
         });
     }
     let tr = Trace { jobs };
@@ -126,7 +125,7 @@ fn weights_of_one_and_untyped_jobs_change_nothing() {
 #[test]
 fn an_untyped_job_is_charged_by_the_gpus_it_lands_on() {
     // Only B200s free: an untyped job takes them and is charged 2.2 a GPU.
-    let tr = trace(&[(1, 0, 2 * H, 8, "alpha", Some("h100")), (2, 0, H, 8, "beta", None)]);
+    let tr = trace(&[(1, 0, 2 * HOUR_S, 8, "alpha", Some("h100")), (2, 0, HOUR_S, 8, "beta", None)]);
     let (r, _) = tally(&tr, &config(2.2));
     assert!((delivered(&r, "beta") - 8.0 * 2.2).abs() < 1e-9);
     // (The arrival window is hour 0: alpha's first hour on its H100s.)
@@ -135,7 +134,7 @@ fn an_untyped_job_is_charged_by_the_gpus_it_lands_on() {
 
 #[test]
 fn a_type_the_cluster_lacks_never_runs_and_is_never_owed() {
-    let tr = trace(&[(1, 0, H, 8, "alpha", Some("a100")), (2, 0, H, 16, "beta", Some("b200")), (3, 0, H, 8, "beta", Some("b200"))]);
+    let tr = trace(&[(1, 0, HOUR_S, 8, "alpha", Some("a100")), (2, 0, HOUR_S, 16, "beta", Some("b200")), (3, 0, HOUR_S, 8, "beta", Some("b200"))]);
     let (r, log) = tally(&tr, &config(2.2));
     assert_eq!(r.unrunnable, 2);
     assert_eq!(log.iter().filter(|h| matches!(h, Happening::Start { .. })).count(), 1);
@@ -145,7 +144,7 @@ fn a_type_the_cluster_lacks_never_runs_and_is_never_owed() {
 
 #[test]
 fn more_typed_gpus_than_the_cluster_is_an_error() {
-    let tr = trace(&[(1, 0, H, 8, "alpha", None)]);
+    let tr = trace(&[(1, 0, HOUR_S, 8, "alpha", None)]);
     let err = run_logged(&tr, &config(2.2), Policy::Tally, Settings { gpus: 12, ..settings() }).unwrap_err();
     assert_eq!(err, SimError::TypedGpus { typed: 16, gpus: 12 });
     assert_eq!(err.to_string(), "[cluster.gpu_types] counts 16 typed GPUs, more than the 12 GPUs simulated: give more GPUs or smaller counts");

@@ -1,6 +1,7 @@
 //! Hand-computable micro-traces: two teams, four GPUs on one node; the exact
 //! schedule each policy must produce.
 
+use tally_allocator::{HOUR, HOUR_S};
 use tally_config::Config;
 use tally_sim::sim::{run_logged, Happening, Policy, Settings};
 use tally_sim::trace::{Class, Trace, TraceJob};
@@ -126,7 +127,7 @@ fn tally_protects_a_contract_then_restores_what_is_owed() {
     );
     assert_eq!((r.score.preemptions, r.contract_violations), (1, 0));
     // Not resumable: the 60 s job 2 ran on 2 GPUs were lost.
-    assert!((r.score.lost_gpu_hours - 2.0 * 60.0 / 3600.0).abs() < 1e-9);
+    assert!((r.score.lost_gpu_hours - 2.0 * 60.0 / HOUR).abs() < 1e-9);
     // FIFO and multifactor never preempt here (no high-QOS class).
     assert!(!schedule(Policy::Fifo, &tr).iter().any(|h| matches!(h, Preempt { .. })));
     assert_eq!(schedule(Policy::Multifactor, &tr), schedule(Policy::Fifo, &tr));
@@ -335,7 +336,7 @@ mod plan_durations {
     #[test]
     fn the_predictor_learns_each_script_and_beats_loose_limits() {
         // Every limit is 10 h; each user's script always runs (user + 1) × 30 min.
-        let tr = stream(|_| Some(10 * 3600));
+        let tr = stream(|_| Some(10 * HOUR_S));
         let limit = run(&tr, &config(), Policy::Planner, with(PlanDurations::Limit), &mut |_| {}).unwrap().belief_mae.unwrap();
         let mean_duration = tr.jobs.iter().map(|j| j.duration_s as f64).sum::<f64>() / 60.0;
         assert!((limit.predicted_s - (36_000.0 - mean_duration)).abs() < 1e-6, "{limit:?}");

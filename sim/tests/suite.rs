@@ -5,6 +5,7 @@
 //! whole contract — each on several seeds (other instances of the same
 //! generators).
 
+use tally_allocator::{DAY_S, HOUR_S};
 use tally_config::Config;
 use tally_sim::sim::{run, run_logged, Happening, Policy, Settings};
 use tally_sim::suite::{debug_on_short_contracts, idle_returns, long_not_resumable, symmetric, Case};
@@ -60,7 +61,7 @@ fn two_equal_teams_never_preempt_a_job_twice() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let mut jobs = Vec::new();
         let mut t = 0;
-        while t < 10 * 86_400 {
+        while t < 10 * DAY_S {
             t += rng.gen_range(600..5400);
             let team = if t > 86_400 && rng.gen_bool(0.5) { "a" } else { "b" };
             jobs.push(TraceJob {
@@ -106,7 +107,7 @@ fn debug_jobs_start_at_once_where_contracts_allow() {
 #[test]
 fn every_run_after_a_preemption_keeps_its_whole_contract() {
     for case in [debug_on_short_contracts(1), idle_returns(1)] {
-        let contract: std::collections::BTreeMap<u64, u64> = case.trace.jobs.iter().map(|j| (j.job_id, j.contract_s.min(8 * 3600))).collect();
+        let contract: std::collections::BTreeMap<u64, u64> = case.trace.jobs.iter().map(|j| (j.job_id, j.contract_s.min(8 * HOUR_S))).collect();
         let s = Settings { gpus: case.gpus, gpus_per_node: 8, ..Settings::default() };
         let (_, log) = run_logged(&case.trace, &case.config, Policy::Tally, s).unwrap();
         let mut started: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();

@@ -66,6 +66,7 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use tally_allocator::{HOUR, MINUTE_S, WEEK_S};
 use tally_sim::trace::{parse_csv, Class, Trace};
 
 /// Fake GPUs per test-bed node.
@@ -253,7 +254,7 @@ pub fn plan(trace: &Trace, speedup: f64, policy: Policy) -> Vec<PlannedJob> {
                 gpus_per_node: per_node,
                 at_s: j.submit_s as f64 / speedup,
                 work_s: ((j.duration_s as f64 / speedup).round() as u64).max(1),
-                time_limit_min: ((longest + TIME_LIMIT_MARGIN_S) / 60.0).ceil() as u64,
+                time_limit_min: ((longest + TIME_LIMIT_MARGIN_S) / MINUTE_S as f64).ceil() as u64,
                 comment: comment_of(j.contract_s, j.resumable, speedup),
                 qos: (policy == Policy::Multifactor).then(|| qos_of(j.class, j.contract_s)),
                 nice: (policy == Policy::Tally && nice > 0).then(|| nice.min(i64::from(u32::MAX)) as u32),
@@ -335,7 +336,7 @@ echo "done at $(date +%s)"
 /// PriorityMaxAge, which Slurm reads in minutes): `secs` rounded to the
 /// nearest minute, at least 1.
 pub fn slurm_minutes(secs: f64) -> String {
-    let m = ((secs / 60.0).round() as u64).max(1);
+    let m = ((secs / MINUTE_S as f64).round() as u64).max(1);
     format!("{}-{:02}:{:02}:00", m / 1440, (m / 60) % 24, m % 60)
 }
 
@@ -355,7 +356,7 @@ pub fn slurm_extra(policy: Policy, speedup: f64) -> String {
     s.push_str("MinJobAge=10\n");
     match policy {
         Policy::Multifactor => {
-            let week = slurm_minutes(7.0 * 86_400.0 / speedup);
+            let week = slurm_minutes(WEEK_S as f64 / speedup);
             let _ = writeln!(s, "PriorityDecayHalfLife={week}");
             // Slurm's minimum: 1 minute (= 3 trace hours at K = 180).
             s.push_str("PriorityCalcPeriod=1\n");
@@ -773,7 +774,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutput, String> {
         "[replay] {}: {} jobs, {:.1} trace hours ({:.0} s real at K={k}), {} GPUs; bed up in {bring_up_s:.1}s",
         opts.policy.name(),
         plan.len(),
-        trace.span_s() as f64 / 3600.0,
+        trace.span_s() as f64 / HOUR,
         trace.span_s() as f64 / k,
         opts.gpus
     );
@@ -873,7 +874,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutput, String> {
                 eprintln!(
                     "[replay] real {:>5.0}s trace {:>5.2}h: submitted {}/{}, done {done}, running {running}, pending {pending}, refused {}",
                     now - start_unix,
-                    (now - t0) * k / 3600.0,
+                    (now - t0) * k / HOUR,
                     received,
                     plan.len(),
                     refused.len()
@@ -1289,8 +1290,8 @@ mod tests {
 
     #[test]
     fn slurm_settings() {
-        assert_eq!(slurm_minutes(7.0 * 86_400.0 / 180.0), "0-00:56:00");
-        assert_eq!(slurm_minutes(7.0 * 86_400.0), "7-00:00:00");
+        assert_eq!(slurm_minutes(WEEK_S as f64 / 180.0), "0-00:56:00");
+        assert_eq!(slurm_minutes(WEEK_S as f64), "7-00:00:00");
         assert_eq!(slurm_minutes(10.0), "0-00:01:00");
         let m = slurm_extra(Policy::Multifactor, 180.0);
         for l in [

@@ -13,6 +13,9 @@
 //! - [`docs_name_no_machine_path`]: no document names a path of somebody's
 //!   machine (`/work/…`, `/home/<user>/…`, `/tmp/…`, an absolute
 //!   `…/target/release/…`).
+//! - [`crate_graph_is_the_cargo_one`]: ARCHITECTURE.md's crate graph states
+//!   exactly each crate's normal dependencies on the repository's crates,
+//!   as its `Cargo.toml` has them, with the short names of [`GRAPH_NAMES`].
 //!
 //! Each check reports every offender, with file:line, in one failure.
 
@@ -39,6 +42,27 @@ const UNSAFE_EXCEPTIONS: &[(&str, Policy)] = &[
     // The bindings generator (its own workspace, run by
     // scripts/gen-bindings.sh): uses none, declares nothing.
     ("slurm-sys-gen", Policy::Allowed),
+];
+
+/// The short names ARCHITECTURE.md's crate graph (between
+/// `<!-- tidy:crate-graph -->` markers) gives the packages: every package
+/// has one, and the graph uses no other.
+const GRAPH_NAMES: &[(&str, &str)] = &[
+    ("allocator", "tally-allocator"),
+    ("planner", "tally-planner"),
+    ("config", "tally-config"),
+    ("sim", "tally-sim"),
+    ("engine", "tally-engine"),
+    ("cli", "tally-cli"),
+    ("slurm-sys", "slurm-sys"),
+    ("ffi", "tally-ffi"),
+    ("priority", "tally-priority"),
+    ("job_submit", "tally-job-submit"),
+    ("preempt", "tally-preempt"),
+    ("fakehost", "tally-fakehost"),
+    ("tests", "tally-tests"),
+    ("fuzz", "tally-fuzz"),
+    ("slurm-sys/gen", "slurm-sys-gen"),
 ];
 
 /// Paths in the documents that need not exist in a checkout, by prefix.
@@ -127,12 +151,56 @@ fn fail_if_any(what: &str, offenders: &[String]) {
 
 // ---- 1. unsafe code -------------------------------------------------------------
 
-/// A package: its name, directory, and crate roots (library and binaries).
+/// A package: its name, directory, crate roots (library and binaries), and
+/// normal dependencies on the repository's crates.
 #[derive(Debug)]
 struct Package {
     name: String,
     manifest: PathBuf,
     roots: Vec<PathBuf>,
+    /// `[dependencies]` (also `[target.….dependencies]`) that are crates of
+    /// the repository, `tally-*` or `slurm-sys`, in the manifest's order.
+    deps: Vec<String>,
+}
+
+/// Whether a `Cargo.toml` section holds normal dependencies
+/// (`dependencies`, `target.'cfg(…)'.dependencies`): `Some(None)` for such
+/// a table, `Some(Some(name))` for a `[dependencies.NAME]` table.
+fn dependency_section(section: &str) -> Option<Option<String>> {
+    let s = match section.strip_prefix("target.") {
+        Some(rest) => {
+            // The target: a quoted `cfg(…)` (which may hold dots) or a triple.
+            let after = match rest.chars().next() {
+                Some(q @ ('\'' | '"')) => &rest[1..][rest[1..].find(q)? + 1..],
+                _ => &rest[rest.find('.')?..],
+            };
+            after.strip_prefix('.')?
+        }
+        None => section,
+    };
+    if s == "dependencies" {
+        return Some(None);
+    }
+    s.strip_prefix("dependencies.").map(|name| Some(name.trim_matches(['"', '\'']).to_string()))
+}
+
+/// The quoted value of `key = "…"` in an inline table (`{ a = "…", key = "…" }`).
+fn inline_value<'a>(table: &'a str, key: &str) -> Option<&'a str> {
+    let mut rest = table;
+    while let Some(i) = rest.find(key) {
+        let before = rest[..i].trim_end();
+        let after = rest[i + key.len()..].trim_start();
+        if (before.ends_with('{') || before.ends_with(',')) && after.starts_with('=') {
+            return after[1..].split('"').nth(1);
+        }
+        rest = &rest[i + key.len()..];
+    }
+    None
+}
+
+/// Whether a dependency is one of the repository's crates.
+fn is_repo_crate(name: &str) -> bool {
+    name.starts_with("tally-") || name == "slurm-sys"
 }
 
 /// Every `[package]` under the repository (workspace members, and the
@@ -146,17 +214,37 @@ fn packages() -> Vec<Package> {
         let mut section = String::new();
         let mut name = None;
         let mut roots = BTreeSet::new();
+        let mut deps = Vec::new();
+        let mut add_dep = |dep: &str| {
+            if is_repo_crate(dep) && !deps.iter().any(|d| d == dep) {
+                deps.push(dep.to_string());
+            }
+        };
         for line in text.lines() {
             let line = line.trim();
-            if line.starts_with('[') {
-                section = line.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            if line.starts_with('#') {
                 continue;
             }
-            let Some((key, value)) = line.split_once('=') else { continue };
+            if line.starts_with('[') {
+                section = line.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+                if let Some(Some(dep)) = dependency_section(&section) {
+                    add_dep(&dep);
+                }
+                continue;
+            }
+            let Some((key, raw)) = line.split_once('=') else { continue };
             // `key = "value"  # a comment`: the first quoted string.
-            let value = value.split('"').nth(1).unwrap_or("");
+            let value = raw.split('"').nth(1).unwrap_or("");
+            if dependency_section(&section) == Some(None) {
+                // `x.workspace = true`, `x = { path = "…" }`, `y = { package = "x", … }`.
+                let key = key.trim().split('.').next().unwrap_or("").trim_matches(['"', '\'']);
+                add_dep(inline_value(raw, "package").unwrap_or(key));
+                continue;
+            }
             match (section.as_str(), key.trim()) {
                 ("package", "name") => name = Some(value.to_string()),
+                // `[dependencies.alias]` with `package = "x"`.
+                (s, "package") if matches!(dependency_section(s), Some(Some(_))) => add_dep(value),
                 ("lib" | "bin", "path") => {
                     roots.insert(dir.join(value));
                 }
@@ -181,7 +269,7 @@ fn packages() -> Vec<Package> {
                 }
             }
         }
-        out.push(Package { name, manifest, roots: roots.into_iter().collect() });
+        out.push(Package { name, manifest, roots: roots.into_iter().collect(), deps });
     }
     out
 }
@@ -643,4 +731,231 @@ fn machine_path_recognition() {
     ] {
         assert_eq!(machine_paths(line), want, "{line}");
     }
+}
+
+// ---- 5. the crate graph -----------------------------------------------------------
+
+const ARROW: &str = "──►";
+
+/// An entry of ARCHITECTURE.md's crate graph: the crates it names (short
+/// names), whether it has an arrow, the crates they depend on, its line.
+#[derive(Debug, PartialEq)]
+struct GraphEntry {
+    crates: Vec<String>,
+    arrow: bool,
+    deps: Vec<String>,
+    line: usize,
+}
+
+/// The comma-separated names at the start of `text` (`a, b, c`: words of
+/// letters, digits, `_`, `-`, `/`), and the rest, what follows the last.
+fn graph_names(text: &str) -> (Vec<String>, &str) {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/');
+    let mut names = Vec::new();
+    let mut rest = text;
+    loop {
+        let next = if names.is_empty() { Some(rest) } else { rest.strip_prefix(',').map(|r| r.trim_start_matches(' ')) };
+        let Some(next) = next else { break };
+        let end = next.find(|c| !is_name(c)).unwrap_or(next.len());
+        if end == 0 {
+            break;
+        }
+        names.push(next[..end].to_string());
+        rest = &next[end..];
+    }
+    (names, rest.trim_start())
+}
+
+/// ARCHITECTURE.md's crate graph, from the block between its markers. An
+/// entry starts on a line with no indent: `NAMES`, or `NAMES ──► DEPS`,
+/// where NAMES and DEPS are comma-separated short names (`a, b`), and a
+/// description may follow (the first word not after a comma ends the
+/// names). The `──► DEPS` may instead start the next line, indented. Other
+/// indented lines continue the description; fences and blank lines are
+/// skipped.
+fn parse_crate_graph(first_line: usize, block: &str) -> (Vec<GraphEntry>, Vec<String>) {
+    let known: BTreeSet<&str> = GRAPH_NAMES.iter().map(|&(short, _)| short).collect();
+    let mut entries: Vec<GraphEntry> = Vec::new();
+    let mut problems = Vec::new();
+    // Whether the previous line was an entry's first: a `──►` line may follow.
+    let mut after_head = false;
+    for (i, line) in block.lines().enumerate() {
+        let line_no = first_line + i;
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with("```") {
+            after_head = false;
+            continue;
+        }
+        let rest = if line.starts_with(char::is_whitespace) {
+            let was_after_head = std::mem::replace(&mut after_head, false);
+            if !trimmed.starts_with(ARROW) {
+                continue; // the description goes on
+            }
+            match entries.last_mut() {
+                Some(e) if was_after_head && !e.arrow => {
+                    e.arrow = true;
+                    trimmed
+                }
+                _ => {
+                    problems.push(format!("ARCHITECTURE.md:{line_no}: a `{ARROW}` line that follows no entry's first line (or a second arrow)"));
+                    continue;
+                }
+            }
+        } else {
+            let (crates, rest) = graph_names(line);
+            after_head = true;
+            entries.push(GraphEntry { crates, arrow: false, deps: Vec::new(), line: line_no });
+            match rest.strip_prefix(ARROW) {
+                Some(_) => {
+                    entries.last_mut().unwrap().arrow = true;
+                    rest
+                }
+                None => continue,
+            }
+        };
+        let (deps, _) = graph_names(rest[ARROW.len()..].trim_start());
+        let e = entries.last_mut().unwrap();
+        if deps.is_empty() {
+            problems.push(format!("ARCHITECTURE.md:{line_no}: `{ARROW}` names no crate (leave the arrow out of a crate that depends on none)"));
+        }
+        e.deps = deps;
+    }
+    for e in &entries {
+        if e.crates.is_empty() {
+            problems.push(format!("ARCHITECTURE.md:{}: an entry that names no crate", e.line));
+        }
+        for name in e.crates.iter().chain(&e.deps) {
+            if !known.contains(name.as_str()) {
+                problems.push(format!("ARCHITECTURE.md:{}: `{name}` is no short name of tidy.rs's GRAPH_NAMES", e.line));
+            }
+        }
+    }
+    (entries, problems)
+}
+
+/// `a, b, c`, or `none`.
+fn listing(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+#[test]
+fn crate_graph_is_the_cargo_one() {
+    let packages = packages();
+    assert!(packages.len() >= 10, "tidy: found only {} packages under {}: the walk is broken", packages.len(), repo().display());
+    let (first_line, block) = architecture_block("crate-graph");
+    let (entries, mut offenders) = parse_crate_graph(first_line, &block);
+    let short_of: BTreeMap<&str, &str> = GRAPH_NAMES.iter().map(|&(short, package)| (package, short)).collect();
+    let names: BTreeSet<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    for (short, package) in GRAPH_NAMES {
+        if !names.contains(package) {
+            offenders.push(format!("tidy.rs: GRAPH_NAMES gives `{package}` the short name `{short}`, but it is no package here"));
+        }
+    }
+
+    // Each crate's stated dependencies; and "each crate depends only on
+    // crates above it".
+    let mut stated: BTreeMap<&str, &GraphEntry> = BTreeMap::new();
+    let mut above: BTreeSet<&str> = BTreeSet::new();
+    for e in &entries {
+        for dep in &e.deps {
+            if !above.contains(dep.as_str()) {
+                offenders.push(format!("ARCHITECTURE.md:{}: {} ──► {dep}, which is not above it in the graph", e.line, e.crates.join(", ")));
+            }
+        }
+        for c in &e.crates {
+            if let Some(earlier) = stated.insert(c, e) {
+                offenders.push(format!("ARCHITECTURE.md:{}: `{c}` is in the graph twice (also line {})", e.line, earlier.line));
+            }
+        }
+        above.extend(e.crates.iter().map(String::as_str));
+    }
+
+    for p in &packages {
+        let manifest = rel(&p.manifest);
+        let actual: Vec<&str> = p.deps.iter().map(|d| short_of.get(d.as_str()).copied().unwrap_or(d)).collect();
+        let Some(&short) = short_of.get(p.name.as_str()) else {
+            offenders.push(format!(
+                "{manifest}: `{}` has no short name in tidy.rs's GRAPH_NAMES: give it one, and add it to ARCHITECTURE.md's crate graph",
+                p.name
+            ));
+            continue;
+        };
+        let Some(e) = stated.get(short) else {
+            offenders.push(format!("ARCHITECTURE.md: the crate graph does not list `{short}` ({manifest}): add it, ──► {}", listing(&actual)));
+            continue;
+        };
+        let claimed: Vec<&str> = e.deps.iter().map(String::as_str).collect();
+        let (claimed_set, actual_set): (BTreeSet<&str>, BTreeSet<&str>) = (claimed.iter().copied().collect(), actual.iter().copied().collect());
+        if claimed_set != actual_set {
+            let false_claims: Vec<&str> = claimed_set.difference(&actual_set).copied().collect();
+            let omitted: Vec<&str> = actual_set.difference(&claimed_set).copied().collect();
+            let mut why = Vec::new();
+            if !false_claims.is_empty() {
+                why.push(format!("no dependency: {}", listing(&false_claims)));
+            }
+            if !omitted.is_empty() {
+                why.push(format!("not stated: {}", listing(&omitted)));
+            }
+            offenders.push(format!(
+                "ARCHITECTURE.md:{}: {short}: stated {}; {manifest} says {} ({})",
+                e.line,
+                listing(&claimed),
+                listing(&actual),
+                why.join("; "),
+            ));
+        }
+    }
+    fail_if_any(
+        "ARCHITECTURE.md's crate graph (<!-- tidy:crate-graph -->) states each crate's normal dependencies on the repository's crates",
+        &offenders,
+    );
+}
+
+#[test]
+fn crate_graph_parsing() {
+    let block = "\n```text\n\
+        allocator, planner      the rules\n\
+        config      ──► allocator, planner     the config,\n\
+        \x20                                       read  ──► here is prose\n\
+        slurm-sys bindings only, the first word not after a comma ends the names\n\
+        priority, job_submit\n\
+        \x20           ──► config, slurm-sys\n\
+        \x20                                      cdylibs\n\
+        ```\n";
+    let (entries, problems) = parse_crate_graph(10, block);
+    assert_eq!(problems, Vec::<String>::new());
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        entries,
+        vec![
+            GraphEntry { crates: strings(&["allocator", "planner"]), arrow: false, deps: vec![], line: 12 },
+            GraphEntry { crates: strings(&["config"]), arrow: true, deps: strings(&["allocator", "planner"]), line: 13 },
+            GraphEntry { crates: strings(&["slurm-sys"]), arrow: false, deps: vec![], line: 15 },
+            GraphEntry { crates: strings(&["priority", "job_submit"]), arrow: true, deps: strings(&["config", "slurm-sys"]), line: 16 },
+        ]
+    );
+    for bad in ["cfg ──► allocator\n", "config ──►\n", "config\n\n    ──► allocator\n", "config ──► allocator\n    ──► planner\n"]
+    {
+        assert!(!parse_crate_graph(1, bad).1.is_empty(), "not a problem: {bad:?}");
+    }
+
+    for (section, want) in [
+        ("dependencies", Some(None)),
+        ("target.'cfg(fuzzing)'.dependencies", Some(None)),
+        ("target.'cfg(target_os = \"linux\")'.dependencies", Some(None)),
+        ("target.x86_64-unknown-linux-gnu.dependencies", Some(None)),
+        ("dependencies.tally-config", Some(Some("tally-config".to_string()))),
+        ("dev-dependencies", None),
+        ("build-dependencies", None),
+        ("target.'cfg(unix)'.dev-dependencies", None),
+        ("workspace.dependencies", None),
+    ] {
+        assert_eq!(dependency_section(section), want, "{section}");
+    }
+    assert_eq!(inline_value(r#"{ path = "../package", package = "tally-x" }"#, "package"), Some("tally-x"));
+    assert_eq!(inline_value(r#"{ path = "../package" }"#, "package"), None);
 }

@@ -3,11 +3,8 @@
 
 use tally_allocator::*;
 
-pub const H: u64 = 3600;
-pub const D: u64 = 86_400;
-pub const WEEK: u64 = 7 * D;
 /// An arbitrary "now" far from 0 so windows are full.
-pub const NOW: u64 = 100 * D;
+pub const NOW: u64 = 100 * DAY_S;
 
 #[derive(Debug, Clone)]
 pub struct World {
@@ -21,7 +18,7 @@ pub struct World {
 
 impl World {
     pub fn new(gpus: u32) -> World {
-        World { specs: vec![], gpus, ledger: Ledger::new(H, WEEK).unwrap(), now: NOW, unit: 1.0 }
+        World { specs: vec![], gpus, ledger: Ledger::new(HOUR_S, WEEK_S).unwrap(), now: NOW, unit: 1.0 }
     }
     /// An account with a share of its parent (percent).
     pub fn share(mut self, name: &str, parent: Option<&str>, pct: f64) -> World {
@@ -35,20 +32,20 @@ impl World {
     }
     /// `gpu_hours` of usage by `account`/`user` in the hour before now.
     pub fn used(mut self, account: &str, user: &str, gpu_hours: f64) -> World {
-        let b = self.now / H - 1;
-        self.ledger.add(b, &UsageKey::new(account, user), gpu_hours * 3600.0);
+        let b = self.now / HOUR_S - 1;
+        self.ledger.add(b, &UsageKey::new(account, user), gpu_hours * HOUR);
         self
     }
     pub fn tree(&self) -> OrgTree {
         OrgTree::new(&self.specs).expect("valid tree")
     }
     pub fn alloc(&self) -> Allocation {
-        Allocation::new(&self.tree(), Capacity::weighted(self.gpus, f64::from(self.gpus) * self.unit, WEEK)).expect("fits")
+        Allocation::new(&self.tree(), Capacity::weighted(self.gpus, f64::from(self.gpus) * self.unit, WEEK_S)).expect("fits")
     }
     /// The same world on GPUs that all weigh `w` (a whole number): the
     /// capacity and every amount of usage × `w`.
     pub fn scaled(&self, w: u32) -> World {
-        let mut ledger = Ledger::new(H, WEEK).unwrap();
+        let mut ledger = Ledger::new(HOUR_S, WEEK_S).unwrap();
         for (b, key, gs) in self.ledger.whole_entries() {
             ledger.add_whole(b, key, gs * u64::from(w));
         }

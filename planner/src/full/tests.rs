@@ -302,7 +302,7 @@ mod exact_model {
                 gpus: 8,
                 gpus_per_node: 8,
                 steps,
-                step_s: 3600,
+                step_s: crate::time::HOUR_S,
                 decay: 0.97,
                 penalty: 8.0,
                 must_finish: true,

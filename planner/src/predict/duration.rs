@@ -26,6 +26,7 @@
 //! [`predict_online`] does that over a list of past jobs, each predicted at
 //! its submission from the jobs that ended at or before it.
 
+use crate::time::HOUR_S;
 use std::collections::{HashMap, VecDeque};
 
 /// How predictions are made.
@@ -43,7 +44,7 @@ pub struct PredictRules {
 
 impl Default for PredictRules {
     fn default() -> Self {
-        PredictRules { window: 20, quantile: 0.5, min_samples: 2, default_s: 3600 }
+        PredictRules { window: 20, quantile: 0.5, min_samples: 2, default_s: HOUR_S }
     }
 }
 
@@ -282,7 +283,7 @@ mod tests {
         let mut p = Predictor::new(PredictRules::default());
         let alice_sft = key("alice", "nlp", Some("sft"), "training");
         assert_eq!(p.predict(&alice_sft, Some(7200)), Prediction { duration_s: 7200, level: Level::Limit, samples: 0 });
-        assert_eq!(p.predict(&alice_sft, None), Prediction { duration_s: 3600, level: Level::Default, samples: 0 });
+        assert_eq!(p.predict(&alice_sft, None), Prediction { duration_s: HOUR_S, level: Level::Default, samples: 0 });
         // Bob's training jobs in the same account: the account level.
         p.observe(&key("bob", "nlp", Some("pre"), "training"), 1000);
         assert_eq!(p.predict(&alice_sft, None).level, Level::Default, "one sample is not enough");

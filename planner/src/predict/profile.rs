@@ -16,13 +16,13 @@
 //! takes the mean of the covered hours at the same time of day, else the
 //! mean of all covered hours.
 
+use crate::time::{DAY_S, HOUR_S, WEEK_S};
 use std::collections::BTreeMap;
 
-pub const HOURS_PER_WEEK: usize = 168;
-const H: u64 = 3600;
-const WEEK_S: u64 = HOURS_PER_WEEK as u64 * H;
+pub const HOURS_PER_WEEK: usize = (WEEK_S / HOUR_S) as usize;
+const HOURS_PER_DAY: usize = (DAY_S / HOUR_S) as usize;
 /// Unix time 0 (Thursday 1970-01-01 00:00 UTC) is three days after a Monday 00:00.
-pub const UNIX_WEEK_OFFSET_S: u64 = 3 * 86_400;
+pub const UNIX_WEEK_OFFSET_S: u64 = 3 * DAY_S;
 
 /// A run of a realtime service: it held `gpus` GPUs over `[start_s, end_s)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,8 +49,8 @@ fn by_hour(from: u64, to: u64, offset: u64, mut f: impl FnMut(usize, u64)) {
     let mut t = from;
     while t < to {
         let w = t + offset;
-        let next = ((w / H + 1) * H - offset).min(to);
-        f(((w / H) % HOURS_PER_WEEK as u64) as usize, next - t);
+        let next = ((w / HOUR_S + 1) * HOUR_S - offset).min(to);
+        f(((w / HOUR_S) % HOURS_PER_WEEK as u64) as usize, next - t);
         t = next;
     }
 }
@@ -77,7 +77,7 @@ pub fn weekly_profiles(runs: &[ServiceRun], from_s: u64, to_s: u64, week_offset_
             let mean_gpus = (0..HOURS_PER_WEEK)
                 .map(|h| {
                     covered[h].unwrap_or_else(|| {
-                        let same: Vec<f64> = (0..7).filter_map(|d| covered[d * 24 + h % 24]).collect();
+                        let same: Vec<f64> = (0..7).filter_map(|d| covered[d * HOURS_PER_DAY + h % HOURS_PER_DAY]).collect();
                         if same.is_empty() {
                             overall
                         } else {
@@ -119,11 +119,11 @@ mod tests {
     fn means_per_hour_of_the_week_pro_rata() {
         // Two weeks from Monday 00:00. "chat": 4 GPUs Monday 09:00-10:30 in
         // week 1 only; 2 GPUs every Tuesday 00:00-01:00.
-        let day = 24 * H;
+        let day = DAY_S;
         let runs = vec![
-            run("chat", 9 * H, 10 * H + 1800, 4),
-            run("chat", day, day + H, 2),
-            run("chat", WEEK_S + day, WEEK_S + day + H, 2),
+            run("chat", 9 * HOUR_S, 10 * HOUR_S + 1800, 4),
+            run("chat", day, day + HOUR_S, 2),
+            run("chat", WEEK_S + day, WEEK_S + day + HOUR_S, 2),
             run("search", 0, 2 * WEEK_S, 1),
         ];
         let p = weekly_profiles(&runs, 0, 2 * WEEK_S, 0);
@@ -140,19 +140,19 @@ mod tests {
     #[test]
     fn the_week_offset_moves_the_hours_and_unix_time_starts_on_a_thursday() {
         // Unix time 0 is Thursday 00:00: hour 72 of the week.
-        let p = weekly_profiles(&[run("s", 0, H, 3)], 0, WEEK_S, UNIX_WEEK_OFFSET_S);
+        let p = weekly_profiles(&[run("s", 0, HOUR_S, 3)], 0, WEEK_S, UNIX_WEEK_OFFSET_S);
         assert_eq!(p[0].mean_gpus[72], 3.0);
         assert_eq!(p[0].mean_gpus.iter().sum::<f64>(), 3.0);
         // An offset that is not a whole hour cuts runs at week-time hours.
-        let p = weekly_profiles(&[run("s", 0, H, 2)], 0, WEEK_S, 1800);
+        let p = weekly_profiles(&[run("s", 0, HOUR_S, 2)], 0, WEEK_S, 1800);
         assert_eq!((p[0].mean_gpus[0], p[0].mean_gpus[1]), (1.0, 1.0));
     }
 
     #[test]
     fn hours_the_window_misses_take_the_same_hour_of_other_days() {
         // Three days (Monday-Wednesday), a service busy 08:00-09:00 with 1, 2, 3 GPUs.
-        let day = 24 * H;
-        let runs: Vec<ServiceRun> = (0..3).map(|d| run("s", d * day + 8 * H, d * day + 9 * H, d as u32 + 1)).collect();
+        let day = DAY_S;
+        let runs: Vec<ServiceRun> = (0..3).map(|d| run("s", d * day + 8 * HOUR_S, d * day + 9 * HOUR_S, d as u32 + 1)).collect();
         let p = weekly_profiles(&runs, 0, 3 * day, 0);
         let m = &p[0].mean_gpus;
         assert_eq!((m[8], m[24 + 8], m[48 + 8]), (1.0, 2.0, 3.0));
@@ -169,11 +169,11 @@ mod tests {
         mean_gpus[1] = 0.2;
         let p = WeekProfile { service: "s".into(), mean_gpus };
         // From Sunday 23:00 of the first week: wraps to Monday.
-        assert_eq!(demand_curve(&p, 167 * H, 0, 4, H), vec![2, 2, 1, 0]);
+        assert_eq!(demand_curve(&p, 167 * HOUR_S, 0, 4, HOUR_S), vec![2, 2, 1, 0]);
         // Half-hour steps from Sunday 23:30, and a trace whose t = 0 is Sunday 23:00.
-        assert_eq!(demand_curve(&p, 1800, 167 * H, 3, 1800), vec![2, 2, 2]);
+        assert_eq!(demand_curve(&p, 1800, 167 * HOUR_S, 3, 1800), vec![2, 2, 2]);
         // Two-hour steps: the mean over both hours (2.0 and 0.2 → 1.1 → 2).
-        assert_eq!(demand_curve(&p, WEEK_S, 0, 1, 2 * H), vec![2]);
-        assert_eq!(demand_curve(&p, 0, 0, 24, H).len(), 24);
+        assert_eq!(demand_curve(&p, WEEK_S, 0, 1, 2 * HOUR_S), vec![2]);
+        assert_eq!(demand_curve(&p, 0, 0, 24, HOUR_S).len(), 24);
     }
 }

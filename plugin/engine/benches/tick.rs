@@ -9,6 +9,7 @@
 mod common;
 
 use std::time::Instant;
+use tally_allocator::HOUR_S;
 use tally_config::Config;
 use tally_engine::engine::Engine;
 use tally_engine::view::{JobView, Names, RunState};
@@ -46,7 +47,7 @@ fn jobs(n: u32) -> Vec<JobView> {
                 submit_s: T0 - rnd(86_400),
                 begin_s: T0 - 86_400,
                 start_s: if running { T0 - rnd(3600) } else { 0 },
-                time_limit_s: Some(8 * 3600),
+                time_limit_s: Some(8 * HOUR_S),
                 ..JobView::pending(i + 1, user)
             }
         })

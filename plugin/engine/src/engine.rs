@@ -28,7 +28,7 @@ use std::sync::Arc;
 use tally_allocator::names::ByName;
 use tally_allocator::{
     drain_plan, job_priority, order_queue, Allocation, Contract, DrainPlan, Entitlement, FairShare, Funded, Held, Inventory, Job, Load, OnDraining,
-    Priority, QueueOrder, RunBook, RunRecord, Seen, Snapshot, TeamLoad,
+    Priority, QueueOrder, RunBook, RunRecord, Seen, Snapshot, TeamLoad, DAY_S, HOUR, HOUR_S, MINUTE_S,
 };
 use tally_config::Config;
 
@@ -683,7 +683,7 @@ impl Engine {
 
     /// Per-account GPU-hours in the window (for logs and reports).
     pub fn usage_by_account(&self, now: u64) -> BTreeMap<String, f64> {
-        self.snapshot.ledger.usage(now).by_account.into_iter().map(|(a, s)| (a, s / 3600.0)).collect()
+        self.snapshot.ledger.usage(now).by_account.into_iter().map(|(a, s)| (a, s / HOUR)).collect()
     }
 }
 
@@ -708,7 +708,7 @@ fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
 /// per job requeued, one per job waited for (its contract's end, UTC).
 pub fn drain_lines(plan: &DrainPlan, now: u64) -> Vec<String> {
     use tally_allocator::VictimClass;
-    let hms = |t: u64| format!("{:02}:{:02}:{:02} UTC", t % 86_400 / 3600, t % 3600 / 60, t % 60);
+    let hms = |t: u64| format!("{:02}:{:02}:{:02} UTC", t % DAY_S / HOUR_S, t % HOUR_S / MINUTE_S, t % MINUTE_S);
     let mut out = Vec::new();
     for (id, class) in &plan.requeue {
         let why = match class {

@@ -305,6 +305,7 @@ pub fn uninstall(slot: &Mutex<Option<Follower>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tally_allocator::HOUR_S;
 
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("tally-follower-{name}-{}", std::process::id()));
@@ -345,13 +346,13 @@ mod tests {
         let (toml, state) = files("follow");
         // No active copy: tally.toml itself.
         let f = Follower::start(toml.clone(), Some(state.clone()), true, false);
-        assert_eq!(f.config().unwrap().contracts.max_s, 8 * 3600);
+        assert_eq!(f.config().unwrap().contracts.max_s, 8 * HOUR_S);
         // The priority plugin accepted a config with a 4h maximum.
         write_active(&state, &format!("{GOOD}[contracts]\nmax = \"4h\"\n"));
         // tally.toml edited, nobody reconfigured: not followed.
         std::fs::write(&toml, format!("{GOOD}[contracts]\nmax = \"2h\"\n")).unwrap();
         refresh(&f.state, false);
-        assert_eq!(f.config().unwrap().contracts.max_s, 4 * 3600);
+        assert_eq!(f.config().unwrap().contracts.max_s, 4 * HOUR_S);
         // No config at all: None (job_submit fails open, preempt closed).
         let g = Follower::start(toml.with_file_name("missing.toml"), None, true, false);
         assert!(g.config().is_none() && g.allocated().is_none());

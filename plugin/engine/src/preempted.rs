@@ -25,13 +25,14 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use tally_allocator::DAY_S;
 
 pub const FILE_NAME: &str = "preempted.state";
 const MAGIC: &str = "tally-preempted 1";
 /// Notes older than this are dropped: a requeued job starts again within
 /// minutes (Slurm's `cred_expire + 1` and the queue), and the priority
 /// plugin reads the file every recalculation.
-pub const KEEP_S: u64 = 86_400;
+pub const KEEP_S: u64 = DAY_S;
 /// The most notes kept (the newest): a day of a busy cluster's preemptions.
 pub const MAX_NOTES: usize = 65_536;
 /// The largest file read: [`MAX_NOTES`] lines of three numbers, with room.

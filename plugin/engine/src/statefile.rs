@@ -150,6 +150,7 @@ fn set_aside(path: &Path, problem: String, now: u64) -> Loaded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tally_allocator::HOUR_S;
     use tally_allocator::{Ledger, UsageKey};
 
     fn tmpdir(name: &str) -> PathBuf {
@@ -165,7 +166,7 @@ mod tests {
     }
 
     fn snapshot() -> Snapshot {
-        let mut l = Ledger::new(3600, 7200).unwrap();
+        let mut l = Ledger::new(HOUR_S, 7200).unwrap();
         l.charge(&UsageKey::new("a", "Jane Doe"), 1, 0, 100);
         Snapshot::new(l)
     }

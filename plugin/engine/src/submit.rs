@@ -191,6 +191,7 @@ pub fn check_update(config: &Config, funded: &impl KnownAccounts, u: &UpdateView
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tally_allocator::HOUR_S;
 
     fn config(extra: &str) -> Config {
         Config::parse(&format!("[accounts.nlp]\nshare = 50\n{extra}"), "t.toml").unwrap()
@@ -358,7 +359,7 @@ mod tests {
         // Resumable, or within the maximum: accepted silently.
         let c = config("[contracts]\nlong_jobs = \"reject\"\n");
         assert!(check(&c, &SubmitView { time_limit_s: Some(86_400), ..view("contract=8h,resumable") }).is_ok());
-        assert!(check(&c, &SubmitView { time_limit_s: Some(8 * 3600), ..view("contract=8h") }).is_ok());
+        assert!(check(&c, &SubmitView { time_limit_s: Some(8 * HOUR_S), ..view("contract=8h") }).is_ok());
     }
 
     #[test]

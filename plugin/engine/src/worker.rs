@@ -117,13 +117,14 @@ impl Worker {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+    use tally_allocator::HOUR_S;
 
     /// A worker that reports each wake and sleeps an hour, after its first tick.
     fn reporting(name: &str) -> (Worker, mpsc::Receiver<Wake>) {
         let (tx, rx) = mpsc::channel();
         let w = Worker::spawn(name, move |wake| {
             let _ = tx.send(wake);
-            Duration::from_secs(3600)
+            Duration::from_secs(HOUR_S)
         })
         .unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Wake::Tick));
@@ -163,7 +164,7 @@ mod tests {
             if n == 1 {
                 panic!("first round fails");
             }
-            Duration::from_secs(3600)
+            Duration::from_secs(HOUR_S)
         })
         .unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(1));

@@ -11,6 +11,7 @@ use slurm_sys::{
 };
 use std::ffi::{c_char, CStr};
 use std::sync::Arc;
+use tally_allocator::MINUTE_S;
 use tally_engine::submit::SubmitView;
 use tally_engine::view::{gpu_count, gpu_type, GpuAsk, JobView, Names, NodeState, NodeView, RunState};
 
@@ -99,7 +100,7 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
     let gpu_type = alloc.as_deref().and_then(gpu_type).or_else(|| asked.gpu_type()).map(|t| names.intern(t));
     let time_limit_s = match j.time_limit {
         NO_VAL | INFINITE => None,
-        m => Some(u64::from(m) * 60),
+        m => Some(u64::from(m) * MINUTE_S),
     };
     Some(JobView {
         job_id: j.job_id,
@@ -225,7 +226,7 @@ pub unsafe fn read_job_desc(desc: *const job_desc_msg_t) -> Option<SubmitView> {
         account: unsafe { c_string(d.account) },
         time_limit_s: match d.time_limit {
             NO_VAL | INFINITE => None,
-            m => Some(u64::from(m) * 60),
+            m => Some(u64::from(m) * MINUTE_S),
         },
         gpus: gpus.total(),
     })

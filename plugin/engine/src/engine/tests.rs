@@ -1,5 +1,6 @@
 use super::*;
 use tally_allocator::state::seal;
+use tally_allocator::WEEK_S;
 
 const CONFIG: &str = r#"
 [cluster]
@@ -49,7 +50,7 @@ fn charges_running_allocated_jobs_once() {
     // The same tick twice charges nothing more.
     let r = e.tick(T0 + 120, std::slice::from_ref(&j), None);
     assert_eq!(r.charged_gpu_s, 0.0);
-    assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / 3600.0);
+    assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / HOUR);
 }
 
 #[test]
@@ -85,11 +86,11 @@ fn requeued_jobs_are_charged_to_their_requeue_only() {
     j.submit_s = T0 + 90;
     e.tick(T0 + 120, std::slice::from_ref(&j), None);
     e.tick(T0 + 180, std::slice::from_ref(&j), None);
-    assert_eq!(e.usage_by_account(T0 + 180)["a"], 2.0 * 90.0 / 3600.0);
+    assert_eq!(e.usage_by_account(T0 + 180)["a"], 2.0 * 90.0 / HOUR);
     // Runs again from +300: charged from its new start, not from +90.
     let j = running(j, T0 + 300);
     e.tick(T0 + 360, &[j], None);
-    assert_eq!(e.usage_by_account(T0 + 360)["a"], 2.0 * 150.0 / 3600.0);
+    assert_eq!(e.usage_by_account(T0 + 360)["a"], 2.0 * 150.0 / HOUR);
 }
 
 #[test]
@@ -102,7 +103,7 @@ fn pending_estimates_and_suspended_time_are_not_charged() {
     e.tick(T0 + 30, &[planned.clone(), running(view(2, "a", "alice", "contract=1h"), T0)], None);
     e.tick(T0 + 3600, &[planned.clone(), suspended.clone()], None);
     e.tick(T0 + 7000, &[planned, suspended], None);
-    assert_eq!(e.usage_by_account(T0 + 7000)["a"], 2.0 * 60.0 / 3600.0);
+    assert_eq!(e.usage_by_account(T0 + 7000)["a"], 2.0 * 60.0 / HOUR);
 }
 
 #[test]
@@ -113,7 +114,7 @@ fn a_running_job_keeps_the_contract_it_started_with() {
     // The comment now says contract=0 (job_submit refuses that; an admin may not).
     let edited = JobView { comment: Some("contract=0".into()), ..j };
     e.tick(T0 + 120, std::slice::from_ref(&edited), None);
-    assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / 3600.0, "still charged");
+    assert_eq!(e.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / HOUR, "still charged");
     let jobs = classify(e.config(), &[edited], &e.snapshot().runs, T0 + 120, DEFAULT_PREEMPT_WINDOW_S);
     assert_eq!(jobs[0].1.contract.min_runtime_s, 7200, "still protected");
 }
@@ -133,10 +134,10 @@ fn marks_survive_a_restart_so_nothing_is_charged_twice() {
     let j = running(view(7, "a", "alice", "contract=1h"), T0);
     e.tick(T0 + 600, std::slice::from_ref(&j), None);
     let saved = e.state_text(T0 + 600);
-    let snap = Snapshot::parse(&saved, 3600, 7 * 86_400).unwrap().snapshot;
+    let snap = Snapshot::parse(&saved, 3600, WEEK_S).unwrap().snapshot;
     let mut again = Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), Some(snap), T0 + 700);
     again.tick(T0 + 900, &[j], None);
-    assert_eq!(again.usage_by_account(T0 + 900)["a"], 2.0 * 900.0 / 3600.0);
+    assert_eq!(again.usage_by_account(T0 + 900)["a"], 2.0 * 900.0 / HOUR);
 }
 
 #[test]
@@ -172,8 +173,8 @@ fn forgotten_jobs_lose_their_runs_and_old_usage_leaves() {
     assert_eq!(e.snapshot().runs.iter().map(|(id, _)| id).collect::<Vec<_>>(), vec![2, 3]);
     e.tick(T0 + 7200, &[], None);
     assert!(e.snapshot().runs.is_empty());
-    e.tick(T0 + 8 * 86_400, &[], None);
-    assert!(e.usage_by_account(T0 + 8 * 86_400).is_empty());
+    e.tick(T0 + 8 * DAY_S, &[], None);
+    assert!(e.usage_by_account(T0 + 8 * DAY_S).is_empty());
 }
 
 #[test]
@@ -252,20 +253,20 @@ fn owed_and_delivered_are_recorded_tick_by_tick_and_saved() {
     let owed = e.snapshot().owed.owed(&e.snapshot().ledger, T0 + 3060);
     let a = owed["a"];
     // Recorded: 180 s (3 stretches of 60 s) at demand 4 → 0.2 GPU-h owed.
-    assert!((a.delivery.owed_gpu_hours - 4.0 * 180.0 / 3600.0).abs() < 1e-9, "{a:?}");
+    assert!((a.delivery.owed_gpu_hours - 4.0 * 180.0 / HOUR).abs() < 1e-9, "{a:?}");
     // Delivered is the ledger's: 2 GPUs for 3060 s; credited up to owed.
-    assert!((a.delivery.delivered_gpu_hours - 2.0 * 3060.0 / 3600.0).abs() < 1e-9);
+    assert!((a.delivery.delivered_gpu_hours - 2.0 * 3060.0 / HOUR).abs() < 1e-9);
     assert_eq!(a.delivery.credited_gpu_hours, a.delivery.owed_gpu_hours);
     assert_eq!(a.unallocated_gpu_hours, 0.0);
     let b = owed["b"];
     assert_eq!(b.delivery.owed_gpu_hours, 0.0);
-    assert!((b.unallocated_gpu_hours - 2.0 * 180.0 / 3600.0).abs() < 1e-9);
+    assert!((b.unallocated_gpu_hours - 2.0 * 180.0 / HOUR).abs() < 1e-9);
     // The load of the moment: a runs 2 and waits for 2.
     assert_eq!(e.snapshot().load.get("a"), Some(&(2.0, 2.0)));
     assert_eq!(e.snapshot().load.get("b"), None);
     // Saved and read back.
     let text = e.state_text(T0 + 3060);
-    let back = Snapshot::parse(&text, 3600, 7 * 86_400).unwrap();
+    let back = Snapshot::parse(&text, 3600, WEEK_S).unwrap();
     assert!(back.skipped.is_empty());
     assert_eq!(back.snapshot.owed, e.snapshot().owed);
     assert_eq!(back.snapshot.load, e.snapshot().load);
@@ -309,7 +310,7 @@ fn a_b200_hour_is_charged_its_weight() {
     ];
     e.tick(T0, &jobs, None);
     let r = e.tick(T0 + 3600, &jobs, None);
-    assert!((r.charged_gpu_s - (8.0 + 8.0 * 2.2 + 2.0 + 2.0) * 3600.0).abs() < 1e-6, "{}", r.charged_gpu_s);
+    assert!((r.charged_gpu_s - (8.0 + 8.0 * 2.2 + 2.0 + 2.0) * HOUR).abs() < 1e-6, "{}", r.charged_gpu_s);
     let used = e.usage_by_account(T0 + 3600);
     assert_eq!(used["a"], 8.0 + 2.0);
     assert!((used["b"] - (8.0 * 2.2 + 2.0)).abs() < 1e-9, "{used:?}");
@@ -365,7 +366,7 @@ fn the_nodes_gpus_per_type_set_the_capacity() {
     // Saved with the ledger, read back by a restart (and the reports).
     let text = e.state_text(T0);
     assert!(text.ends_with(&format!("{}\n{}\n", seal("gpus b200 8"), seal("gpus h100 8"))), "{text}");
-    let snap = Snapshot::parse(&text, 3600, 7 * 86_400).unwrap().snapshot;
+    let snap = Snapshot::parse(&text, 3600, WEEK_S).unwrap().snapshot;
     let again = Engine::new(typed_config("h100 = 1.0\nb200 = 2.2"), Some(snap.clone()), T0);
     assert!((again.ranking().ent.capacity_gpus() - cap).abs() < 1e-9);
     // Restarted on a config without the table: the counts are not kept.
