@@ -206,6 +206,11 @@ descendants() {
 }
 
 # ---- cluster queries -------------------------------------------------------------------------
+# slurm.conf lines of the end-to-end beds, both Slurm releases: the three
+# plugins, and a requeued job may start again cred_expire + 1 s later
+# (default 121 s).
+E2E_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE\nAuthInfo=cred_expire=5'
+
 # Bring up a 2-node bed with all three Tally plugins from $1 (a plugin
 # dir), the accounts file $2 and slurmctld's extra environment $3
 # (TALLY_ENV), and take it down when the calling script exits.
@@ -214,8 +219,7 @@ bed_with_tally() {
     export TALLY_ACCOUNTS=$2 TALLY_ENV=$3
     # Two GPU types (n1 H100s, n2 B200s) and a second partition (debug, on n1).
     export TALLY_GPU_TYPES="h100 b200" TALLY_DEBUG_PARTITION=1
-    # A requeued job may start again cred_expire + 1 s later (default 121 s).
-    export TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE\nAuthInfo=cred_expire=5'
+    export TALLY_SLURM_EXTRA=$E2E_SLURM_EXTRA
     bash testbed/up.sh
     trap 'bash testbed/down.sh' EXIT
 }

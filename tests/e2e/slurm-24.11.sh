@@ -41,7 +41,7 @@ trap down EXIT
 bash testbed/deb.sh install "$DEB" "$CHROOT"
 TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR='' TALLY_GPU_TYPES="h100 b200" TALLY_DEBUG_PARTITION=1 \
     TALLY_ACCOUNTS=$RUN/e2e-accounts TALLY_ENV="TALLY_CONFIG=$RUN/e2e-tally.toml" \
-    TALLY_SLURM_EXTRA=$'JobSubmitPlugins=tally\nPreemptType=preempt/tally\nPreemptMode=REQUEUE' \
+    TALLY_SLURM_EXTRA=$E2E_SLURM_EXTRA \
     inside bash testbed/up.sh
 inside scontrol version
 status=0

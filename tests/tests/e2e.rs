@@ -95,7 +95,7 @@ fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
         assert!(
             start.elapsed() < Duration::from_secs(secs),
             "timed out after {secs}s waiting for {what}\n{}",
-            sh("squeue", &["-o", "%.6i %.12a %.6u %.9T %.12Q %k"])
+            sh("squeue", &["-o", "%.6i %.12a %.6u %.9T %.12Q %k %r %S"])
         );
         std::thread::sleep(Duration::from_millis(250));
     }
