@@ -289,10 +289,7 @@ pub fn waits_json(r: &Scored) -> Value {
     for (c, w) in &r.waits {
         m.insert(c.name().to_string(), one(w));
     }
-    // Every job that started, whatever its class.
-    let mut all = tally_sim::metrics::Waits { sorted_s: r.waits.values().flat_map(|w| w.sorted_s.iter().copied()).collect() };
-    all.sorted_s.sort_unstable();
-    m.insert("all".to_string(), one(&all));
+    m.insert("all".to_string(), one(&r.all_waits()));
     Value::Object(m)
 }
 

@@ -184,6 +184,15 @@ pub struct Scored {
     pub max_requeues: Requeues,
 }
 
+impl Scored {
+    /// The waits of every job that started, whatever its class.
+    pub fn all_waits(&self) -> Waits {
+        let mut sorted_s: Vec<u64> = self.waits.values().flat_map(|w| w.sorted_s.iter().copied()).collect();
+        sorted_s.sort_unstable();
+        Waits { sorted_s }
+    }
+}
+
 /// Most requeues of one job: allocated and not resumable (bounded by
 /// `contracts.max_requeues` under Tally), allocated and resumable (progress
 /// kept), unallocated (preemptible by any allocated job, by design).

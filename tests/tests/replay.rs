@@ -127,9 +127,7 @@ fn line(name: &str, s: &Scored) -> String {
 fn figures(s: &Scored, k: f64) -> serde_json::Value {
     let real = |w: Option<u64>| w.map(|w| w as f64 / k);
     let debug = s.waits.get(&Class::Debug);
-    let mut all: Vec<u64> = s.waits.values().flat_map(|w| w.sorted_s.iter().copied()).collect();
-    all.sort_unstable();
-    let all = tally_sim::metrics::Waits { sorted_s: all };
+    let all = s.all_waits();
     serde_json::json!({
         "delivered_over_owed": s.fairness.overall,
         "worst_team": s.fairness.worst.as_ref().map(|(_, x)| *x),
