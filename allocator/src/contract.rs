@@ -325,14 +325,19 @@ impl ContractRules {
     /// `missing` is a default (so reports show what applies); otherwise a
     /// comment without Tally tokens is returned as it was.
     pub fn normalise_comment(&self, comment: &str) -> Result<String, ContractError> {
-        let parsed = parse_comment(comment)?;
+        self.normalise_parsed(comment, &parse_comment(comment)?)
+    }
+
+    /// [`ContractRules::normalise_comment`] of `comment` already parsed
+    /// (`parsed` is [`parse_comment`] of it): job_submit reads a comment once.
+    pub fn normalise_parsed(&self, comment: &str, parsed: &ParsedComment) -> Result<String, ContractError> {
         let default_applies = parsed.contract_s.is_none() && matches!(self.missing, MissingContract::Default(_));
         if parsed.contract_s.is_none() && !parsed.resumable && !default_applies {
             // Still refuses a missing contract under `Reject`.
-            self.resolve_parsed(&parsed)?;
+            self.resolve_parsed(parsed)?;
             return Ok(comment.to_string());
         }
-        let contract = self.resolve_parsed(&parsed)?;
+        let contract = self.resolve_parsed(parsed)?;
         let mut out = contract.canonical();
         if !parsed.rest.is_empty() {
             out.push(' ');

@@ -55,7 +55,7 @@ pub mod text;
 pub mod tree;
 pub mod tres;
 
-pub use contract::{comment_tokens, parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract};
+pub use contract::{comment_tokens, parse_comment, Contract, ContractError, ContractRules, LongJobVerdict, LongJobs, MissingContract, ParsedComment};
 pub use drain::{drain_plan, DrainPlan, OnDraining};
 pub use duration::{format_duration, parse_duration, DurationError, DAY_S, HOUR, HOUR_S, MINUTE_S, WEEK_S};
 pub use entitlement::{Entitlement, Load, Need, Reclaim, ReclaimRefusal, TeamNow};
@@ -65,7 +65,9 @@ pub use gpu_types::{check_gpu_type_name, GpuType, GpuTypeError, GpuWeights, Inve
 pub use job::{charge_from_mark, Funded, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
 pub use preempt::{eligible_victims, may_preempt, victim_rank, Decision, Moment, Refusal, VictimClass, VictimPool};
-pub use priority::{inside_key, inside_order, job_priority, order_queue, Priority, PriorityRules, QueueOrder, QueueWalk, TeamLoad};
+pub use priority::{
+    inside_key, inside_order, job_priority, order_queue, slurm_key, Priority, PriorityRules, QueueOrder, QueueWalk, SlurmKey, TeamLoad,
+};
 pub use runs::{protection_after, Requeue, RunBook, RunRecord, Seen};
 pub use state::{Snapshot, StateError};
 pub use tree::{AccountSpec, Allocation, Budget, Capacity, OrgTree, TreeError, ROOT};

@@ -45,7 +45,7 @@ use crate::fairshare::{FairShare, Standing};
 use crate::job::Job;
 use crate::tree::NodeId;
 use crate::MINUTE_S;
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -240,6 +240,26 @@ fn job_priority_at(job: Traits, standing: Option<&Standing>, node: Option<NodeId
     let nice = (job.within_team.clamp(INSIDE_MIN, INSIDE_MAX) - INSIDE_MIN) as u32;
     let value = TIER.put(u32::from(allocated)) | NEED.put(need) | LEVEL.put(level) | TEAM.put(team) | NICE.put(nice) | QUICK.put(u32::from(quick));
     Priority { value: value.max(1), allocated, planned: false, need, level, rank, team, nice, quick }
+}
+
+/// Slurm's `array_task_id` of a job that is not a task split off an array
+/// (`NO_VAL`: a plain job, an array's record of its pending tasks).
+pub const NO_TASK: u32 = 0xffff_fffe;
+
+/// Where a pending job stands in Slurm's queue, first = smallest
+/// ([`slurm_key`]).
+pub type SlurmKey<P> = (Reverse<P>, u64, u64, u32);
+
+/// Slurm's order of pending jobs (`sort_job_queue2` in slurmctld's
+/// job_scheduler.c, for jobs of one partition without reservations), the
+/// one statement of it: priority descending, then submit time, then job id
+/// (an array task's array job id), then array task id. `task`:
+/// `Some((array_job_id, task_id))` for a task split off an array, `None`
+/// for any other job. The plugin, `tally explain` and the simulator sort
+/// by it.
+pub fn slurm_key<P: Ord>(priority: P, submit_s: u64, job_id: u64, task: Option<(u64, u32)>) -> SlurmKey<P> {
+    let (id, task) = task.unwrap_or((job_id, NO_TASK));
+    (Reverse(priority), submit_s, id, task)
 }
 
 /// Inside-team order, first job first: the user's `within_team` (−nice,

@@ -469,10 +469,10 @@ pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], no
     let target = find(queue, which)?;
     let views: Vec<_> = queue.iter().map(|q| q.view.clone()).collect();
     let jobs = classify(config, &views, &snapshot.runs, now, DEFAULT_PREEMPT_WINDOW_S);
-    let (ranking, walked) = rank(config, snapshot, &jobs, now);
+    let ranking = rank(config, snapshot, &jobs, now);
     let index = queue.iter().position(|q| std::ptr::eq(q, target)).expect("found in the queue");
     let (_, job) = &jobs[index];
-    let job_facts = job_facts(config, &ranking, target, job, walked[index].map(|p| p.value), now);
+    let job_facts = job_facts(config, &ranking, target, job, ranking.walked.get(target.view.job_id).map(|p| p.priority.value), now);
     let account = job.account.to_string();
     let place = (target.view.state == RunState::Pending).then(|| team_place(&ranking, &jobs, index)).flatten();
     let team = ranking.ent.team(&account).map(|now| TeamFacts { account: account.clone(), now, place });
@@ -576,11 +576,15 @@ fn team_place(ranking: &Ranking, jobs: &[(Counted, Job)], index: usize) -> Optio
     // Not waiting: it queues behind all of them (`engine::priority_of_job`).
     let ahead: Vec<&&Job> = team.iter().filter(|j| !waits || (j.id != job.id && tally_allocator::inside_key(j, rules) < key)).collect();
     let id = u32::try_from(job.id).unwrap_or(u32::MAX);
-    let gpus_ahead = match ranking.ahead.get(id).filter(|_| waits) {
-        Some(walked) => walked,
+    let walked = ranking.walked.get(id).filter(|_| waits);
+    let gpus_ahead = match walked {
+        Some(place) => place.ahead_gpus,
         None => ranking.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0),
     };
-    let need = tally_engine::engine::priority_of_job(ranking, job, None).need;
+    let need = match walked {
+        Some(place) => place.priority.need,
+        None => tally_engine::engine::priority_of_job(ranking, job, None).need,
+    };
     Some(TeamPlace { jobs_ahead: ahead.len(), gpus_ahead, place: ahead.len() + 1, team_jobs: team.len() + usize::from(!waits), waits, need })
 }
 
@@ -685,7 +689,7 @@ fn jobs_ahead(ranking: &Ranking, queue: &[QueueJob], target: &QueueJob, mine: Op
 /// The GPUs of its team's allocated jobs the walk put ahead of `q` (all of
 /// the team's waiting ones when the walk did not place it).
 fn walk_ahead(ranking: &Ranking, q: &QueueJob, account: &str) -> f64 {
-    ranking.ahead.get(q.view.job_id).unwrap_or_else(|| ranking.order.waiting_gpus.get(account).copied().unwrap_or(0.0))
+    ranking.walked.ahead(q.view.job_id).unwrap_or_else(|| ranking.order.waiting_gpus.get(account).copied().unwrap_or(0.0))
 }
 
 fn blocks(q: &QueueJob, nodes: &[NodeInfo], now: u64) -> Vec<Block> {

@@ -200,9 +200,9 @@ fn small_queue() -> (Arc<Config>, Snapshot, Vec<QueueJob>, Vec<NodeInfo>) {
     let mut queue = vec![job(1, "alice", 2), job(2, "alice", 2), job(3, "alice", 2), job(4, "bob", 2), job(5, "bob", 4)];
     let views: Vec<_> = queue.iter().map(|q| q.view.clone()).collect();
     let jobs = classify(&config, &views, &snapshot.runs, NOW, DEFAULT_PREEMPT_WINDOW_S);
-    let (_, walked) = rank(&config, &snapshot, &jobs, NOW);
-    for (q, p) in queue.iter_mut().zip(walked) {
-        q.view.priority = p.expect("every job waits").value;
+    let ranking = rank(&config, &snapshot, &jobs, NOW);
+    for q in queue.iter_mut() {
+        q.view.priority = ranking.walked.get(q.view.job_id).expect("every job waits").priority.value;
     }
     let node = NodeInfo {
         name: "n1".to_string(),

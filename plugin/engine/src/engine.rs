@@ -44,30 +44,45 @@ pub struct Ranking {
     pub config: Arc<Config>,
     pub fs: FairShare,
     pub ent: Entitlement,
-    /// Each pending job's GPUs ahead of it in its team (the walk), and what
-    /// a job submitted since waits behind.
-    pub ahead: Ahead,
+    /// Each waiting job's place in the walk: its priority and the GPUs
+    /// ahead of it in its team (stored once, read by sprio, the planner
+    /// round and `tally explain`); `order` holds what a job submitted
+    /// since waits behind.
+    pub walked: Walked,
     pub order: QueueOrder,
     pub computed_at: u64,
 }
 
-/// Each walked job's GPUs ahead of it, by job id: a list in id order (the
-/// walk sees the jobs in slurmctld's order, which is nearly id order, so
-/// it is built with little sorting and read by binary search).
+/// What the queue walk gave each waiting job, by job id: a list in id
+/// order (the walk sees the jobs in slurmctld's order, which is nearly id
+/// order, so it is built with little sorting and read by binary search).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Ahead(Vec<(u32, f64)>);
+pub struct Walked(Vec<(u32, Place)>);
 
-impl Ahead {
-    fn new(mut pairs: Vec<(u32, f64)>) -> Ahead {
-        if !pairs.is_sorted_by_key(|&(id, _)| id) {
-            pairs.sort_by_key(|&(id, _)| id);
+/// One walked job: its priority and the GPUs of its team's allocated jobs
+/// walked before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Place {
+    pub priority: Priority,
+    pub ahead_gpus: f64,
+}
+
+impl Walked {
+    fn new(mut places: Vec<(u32, Place)>) -> Walked {
+        if !places.is_sorted_by_key(|&(id, _)| id) {
+            places.sort_by_key(|&(id, _)| id);
         }
-        Ahead(pairs)
+        Walked(places)
+    }
+
+    /// Job `id`'s place at the walk (`None`: not walked).
+    pub fn get(&self, id: u32) -> Option<Place> {
+        self.0.binary_search_by_key(&id, |&(i, _)| i).ok().map(|k| self.0[k].1)
     }
 
     /// GPUs ahead of job `id` at the walk (`None`: not walked).
-    pub fn get(&self, id: u32) -> Option<f64> {
-        self.0.binary_search_by_key(&id, |&(i, _)| i).ok().map(|k| self.0[k].1)
+    pub fn ahead(&self, id: u32) -> Option<f64> {
+        self.get(id).map(|p| p.ahead_gpus)
     }
 }
 
@@ -342,9 +357,10 @@ pub fn seen(v: &JobView, now: u64) -> Seen {
 }
 
 /// The priority of a job under a ranking and the planner's last committed
-/// step (the one call `priority_p_set` makes): behind the GPUs its team
-/// had waiting before it at the last walk (all of them for a job submitted
-/// since).
+/// step, computed from the job as it is now (the one call
+/// `priority_p_set` makes, at submit and at every update): behind the GPUs
+/// its team had waiting before it at the last walk (all of them for a job
+/// submitted since).
 pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priority {
     priority_of_job(r, &to_job(&r.config, v).0, plan)
 }
@@ -352,30 +368,35 @@ pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priori
 /// [`priority_of`] for a job already converted.
 pub fn priority_of_job(r: &Ranking, job: &Job, plan: Option<&PlanBoard>) -> Priority {
     let id = u32::try_from(job.id).unwrap_or(u32::MAX);
-    let ahead = r.ahead.get(id).unwrap_or_else(|| r.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0));
+    let ahead = r.walked.ahead(id).unwrap_or_else(|| r.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0));
     job_priority(job, r.fs.standing(&job.account), TeamLoad { ent: &r.ent, ahead_gpus: ahead }, &r.config.priority)
         .planned(PlanBoard::starts(plan, id))
 }
 
+/// The priority the last walk gave a job (what the tick wrote into
+/// slurmctld), read rather than recomputed: sprio, the planner round and
+/// `tally explain` read it. A job the walk did not see (submitted since,
+/// or not waiting then) gets [`priority_of`].
+pub fn walked_priority(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priority {
+    match r.walked.get(v.job_id) {
+        Some(place) => place.priority.planned(PlanBoard::starts(plan, v.job_id)),
+        None => priority_of(r, v, plan),
+    }
+}
+
 /// New priorities of the pending jobs among `views` (index, value) whose
 /// priority differs from what slurmctld has; `jobs` are the same jobs
-/// classified ([`classify`]), `walked` their priorities from the queue walk
-/// where [`rank`] gave one (the waiting jobs). Held jobs (priority 0) stay
-/// held; an admin's priority stays.
-pub fn changed_priorities(
-    r: &Ranking,
-    views: &[JobView],
-    jobs: &[(Counted, Job)],
-    walked: &[Option<Priority>],
-    plan: Option<&PlanBoard>,
-) -> Vec<(usize, u32)> {
+/// classified ([`classify`]). A job the walk of `r` placed gets the walk's
+/// priority, any other pending job [`priority_of_job`]. Held jobs
+/// (priority 0) stay held; an admin's priority stays.
+pub fn changed_priorities(r: &Ranking, views: &[JobView], jobs: &[(Counted, Job)], plan: Option<&PlanBoard>) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
     for (i, (v, (_, job))) in views.iter().zip(jobs).enumerate() {
         if v.state != RunState::Pending || v.priority == 0 || v.direct_set_prio {
             continue;
         }
-        let p = match walked.get(i).copied().flatten() {
-            Some(p) => p.planned(PlanBoard::starts(plan, v.job_id)).value,
+        let p = match r.walked.get(v.job_id) {
+            Some(place) => place.priority.planned(PlanBoard::starts(plan, v.job_id)).value,
             None => priority_of_job(r, job, plan).value,
         };
         if p != v.priority {
@@ -386,23 +407,17 @@ pub fn changed_priorities(
 }
 
 /// The ranking of `jobs` (one moment's, classified; none at start-up)
-/// under a config and a ledger, and the walk's priority of each waiting
-/// job (by index into `jobs`; `None` for the others).
-pub fn rank(config: &Arc<Config>, snapshot: &Snapshot, jobs: &[(Counted, Job)], now: u64) -> (Ranking, Vec<Option<Priority>>) {
+/// under a config and a ledger, with the walk's place of each waiting job.
+pub fn rank(config: &Arc<Config>, snapshot: &Snapshot, jobs: &[(Counted, Job)], now: u64) -> Ranking {
     let alloc = allocation_at(config, &snapshot.inventory);
     let fs = FairShare::compute(&config.tree, &alloc, &snapshot.ledger.usage(now));
     let ent = entitlement_of(config, &alloc, jobs);
-    let waiting: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].0 == Counted::Waiting).collect();
-    let refs: Vec<&Job> = waiting.iter().map(|&i| &jobs[i].1).collect();
+    let refs: Vec<&Job> = jobs.iter().filter(|(c, _)| *c == Counted::Waiting).map(|(_, j)| j).collect();
     let mut order = order_queue(&refs, &fs, &ent, &config.priority);
-    let ahead = Ahead::new(refs.iter().zip(order.ahead.iter()).map(|(j, &a)| (u32::try_from(j.id).unwrap_or(u32::MAX), a)).collect());
-    let mut walked = vec![None; jobs.len()];
-    for (&i, &p) in waiting.iter().zip(order.priorities.iter()) {
-        walked[i] = Some(p);
-    }
-    order.priorities.clear();
-    order.ahead.clear();
-    (Ranking { config: config.clone(), fs, ent, ahead, order, computed_at: now }, walked)
+    let places = refs.iter().zip(order.priorities.drain(..).zip(order.ahead.drain(..)));
+    let walked =
+        Walked::new(places.map(|(j, (priority, ahead_gpus))| (u32::try_from(j.id).unwrap_or(u32::MAX), Place { priority, ahead_gpus })).collect());
+    Ranking { config: config.clone(), fs, ent, walked, order, computed_at: now }
 }
 
 impl Engine {
@@ -417,7 +432,7 @@ impl Engine {
             // Counts saved under a config with GPU types: not this one's.
             snapshot.inventory.clear();
         }
-        let ranking = Arc::new(rank(&config, &snapshot, &[], now).0);
+        let ranking = Arc::new(rank(&config, &snapshot, &[], now));
         Engine { config, snapshot, ranking, warned: BTreeSet::new(), preempt_window_s: DEFAULT_PREEMPT_WINDOW_S, last_jobs: Vec::new(), held: None }
     }
 
@@ -502,7 +517,7 @@ impl Engine {
         }
         self.warned.clear();
         let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
-        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now));
         // What was held so far was under the old rates; from now on, the new.
         self.record_owed(now, &jobs);
     }
@@ -544,7 +559,7 @@ impl Engine {
         log::info!("GPUs per type on the nodes: {}; capacity {after:.1} budget units (was {before:.1})", inventory_text(&inventory));
         self.snapshot.inventory = inventory;
         let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
-        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now).0);
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now));
         // What was held since the last tick was under the old rates (before
         // the first tick there is nothing to record).
         if self.held.is_some() {
@@ -600,11 +615,10 @@ impl Engine {
             self.snapshot.runs.retain(|id| live.contains(&id));
         }
         self.snapshot.ledger.prune(now);
-        let (ranking, walked) = rank(&self.config, &self.snapshot, &jobs, now);
-        self.ranking = Arc::new(ranking);
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now));
         self.record_owed(now, &jobs);
         self.warn_unknown(&views, &jobs);
-        report.priorities = changed_priorities(&self.ranking, &views, &jobs, &walked, plan);
+        report.priorities = changed_priorities(&self.ranking, &views, &jobs, plan);
         // The last moment's views are dropped by the caller, after it
         // released slurmctld's lock.
         report.retired = std::mem::replace(&mut self.last_jobs, views);

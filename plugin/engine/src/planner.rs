@@ -3,7 +3,7 @@
 //! now. The rule itself is `tally_planner::queue`, shared with the
 //! simulator's `planner` policy.
 
-use crate::engine::{priority_of, queue, PlanBoard, Ranking};
+use crate::engine::{queue, walked_priority, PlanBoard, Ranking};
 use crate::view::{JobView, NodeView, RunState};
 use std::collections::BTreeMap;
 use tally_planner::queue::{plan_queue, QueuePlan, RunningJob, WaitingJob};
@@ -55,21 +55,22 @@ pub fn replan(r: &Ranking, jobs: &[Placed], nodes: &[NodeView], now: u64) -> Opt
             RunningJob { nodes, remaining_s }
         })
         .collect();
-    let mut waiting: Vec<(u32, u64, &JobView)> = jobs
+    // In Slurm's order at the priorities of the last walk.
+    let mut waiting: Vec<(queue::SlurmKey, &JobView)> = jobs
         .iter()
         .map(|p| &p.view)
         .filter(|v| queue::waiting(v, now) && v.gpus > 0)
-        .map(|v| (priority_of(r, v, None).value, v.submit_s, v))
+        .map(|v| (queue::slurm_order_at(v, walked_priority(r, v, None).value, None), v))
         .collect();
-    waiting.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.job_id.cmp(&b.2.job_id)));
+    waiting.sort_unstable_by_key(|&(key, _)| key);
     let to_waiting = |v: &JobView| WaitingJob { id: u64::from(v.job_id), gpus: v.gpus, duration_s: v.time_limit_s, value: None };
     let plan = if nodes.is_empty() {
-        let queue: Vec<WaitingJob> = waiting.iter().map(|(_, _, v)| to_waiting(v)).collect();
+        let queue: Vec<WaitingJob> = waiting.iter().map(|(_, v)| to_waiting(v)).collect();
         plan_queue(gpus, config.cluster.gpus_per_node, &planner.rules, &running, &queue)
     } else {
         // Partition sets in the order of their first job.
         let mut sets: Vec<(Option<&str>, Vec<WaitingJob>)> = Vec::new();
-        for (_, _, v) in &waiting {
+        for (_, v) in &waiting {
             let set = v.partition.as_deref();
             match sets.iter_mut().find(|(s, _)| *s == set) {
                 Some((_, q)) => q.push(to_waiting(v)),
@@ -144,14 +145,14 @@ mod tests {
         jobs.push(job(10, "alice", 8, RunState::Pending, vec![])); // a: a whole node, none free
         jobs.push(job(11, "bob", 4, RunState::Pending, vec![])); // b: fits node 1 now
         let t = T0 + 600;
-        let before: Vec<u32> = jobs[2..].iter().map(|p| priority_of(&r, &p.view, None).value).collect();
+        let before: Vec<u32> = jobs[2..].iter().map(|p| walked_priority(&r, &p.view, None).value).collect();
         assert!(before[0] > before[1], "without a plan a's job comes first");
         let re = replan(&r, &jobs, &[], t).expect("planner enabled");
         assert_eq!((re.running, re.waiting), (2, 2));
         assert_eq!(re.board.starts_now.iter().copied().collect::<Vec<_>>(), vec![11]);
         let views: Vec<JobView> = jobs.iter().map(|p| p.view.clone()).collect();
         let classified = crate::engine::classify(&r.config, &views, &tally_allocator::RunBook::new(), t, 0);
-        let changed = changed_priorities(&r, &views, &classified, &[], Some(&re.board));
+        let changed = changed_priorities(&r, &views, &classified, Some(&re.board));
         let p10 = changed.iter().find(|c| c.0 == 2).unwrap().1;
         let p11 = changed.iter().find(|c| c.0 == 3).unwrap().1;
         assert!(p11 > p10, "the plan starts b's job now: it goes first");

@@ -13,7 +13,7 @@
 //! comment normalised (`ContractRules::normalise_comment`), the user's other
 //! text kept.
 
-use tally_allocator::KnownAccounts;
+use tally_allocator::{parse_comment, ContractError, KnownAccounts, ParsedComment};
 use tally_config::Config;
 
 /// A submission or update, as job_submit sees it.
@@ -70,11 +70,22 @@ pub struct Accepted {
     pub warning: Option<String>,
 }
 
+fn refused(e: ContractError) -> Rejection {
+    reject(Refusal::Contract, e.to_string())
+}
+
 /// Check a submission.
 pub fn check(config: &Config, funded: &impl KnownAccounts, v: &SubmitView) -> Result<Accepted, Rejection> {
+    let comment = v.comment.as_deref().unwrap_or("");
+    check_parsed(config, funded, v, &parse_comment(comment).map_err(refused)?)
+}
+
+/// [`check`] with the comment read once ([`parse_comment`] of `v.comment`):
+/// the contract is resolved from it and the comment normalised from it.
+fn check_parsed(config: &Config, funded: &impl KnownAccounts, v: &SubmitView, parsed: &ParsedComment) -> Result<Accepted, Rejection> {
     let rules = &config.contracts;
     let comment = v.comment.as_deref().unwrap_or("");
-    let contract = rules.resolve(Some(comment)).map_err(|e| reject(Refusal::Contract, e.to_string()))?;
+    let contract = rules.resolve_parsed(parsed).map_err(refused)?;
     rules.check_time_limit(contract, v.time_limit_s).map_err(|e| reject(Refusal::TimeLimit, e.to_string()))?;
     let warning = match rules.long_job(contract, v.time_limit_s) {
         Some(tally_allocator::LongJobVerdict::Refuse(e)) => return Err(reject(Refusal::TimeLimit, e.to_string())),
@@ -124,7 +135,7 @@ pub fn check(config: &Config, funded: &impl KnownAccounts, v: &SubmitView) -> Re
             ));
         }
     }
-    let normal = rules.normalise_comment(comment).map_err(|e| reject(Refusal::Contract, e.to_string()))?;
+    let normal = rules.normalise_parsed(comment, parsed).map_err(refused)?;
     Ok(Accepted { comment: (normal != comment).then_some(normal), warning })
 }
 
@@ -158,9 +169,12 @@ pub fn check_update(config: &Config, funded: &impl KnownAccounts, u: &UpdateView
     if u.req.comment.is_none() && !u.new_limit && !gpus_changed && !account_changed {
         return Ok(Accepted::default());
     }
-    if let (Some(new), false) = (&u.req.comment, u.pending) {
-        let tally_tokens = |c: Option<&str>| tally_allocator::parse_comment(c.unwrap_or("")).map(|p| (p.contract_s, p.resumable)).ok();
-        if tally_tokens(Some(new)) != tally_tokens(u.job.comment.as_deref()) {
+    // Each comment read once: the job's, and the request's new one.
+    let old = parse_comment(u.job.comment.as_deref().unwrap_or(""));
+    let new = u.req.comment.as_deref().map(parse_comment);
+    if let (Some(new), false) = (&new, u.pending) {
+        let tally_tokens = |p: &Result<ParsedComment, ContractError>| p.as_ref().ok().map(|p| (p.contract_s, p.resumable));
+        if tally_tokens(new) != tally_tokens(&old) {
             return Err(reject(
                 Refusal::Started,
                 "a job's contract is fixed once it has started: change `contract=` or `resumable` only while the job is pending".to_string(),
@@ -173,11 +187,15 @@ pub fn check_update(config: &Config, funded: &impl KnownAccounts, u: &UpdateView
         time_limit_s: if u.new_limit { u.req.time_limit_s } else { u.job.time_limit_s },
         gpus: if gpus_changed { u.req.gpus } else { Ok(None) },
     };
-    // An old job whose comment predates these rules: only a new comment is judged.
-    if u.req.comment.is_none() && config.contracts.resolve(view.comment.as_deref()).is_err() {
-        return Ok(Accepted::default());
-    }
-    let mut accepted = check(config, funded, &view)?;
+    let parsed = match new {
+        Some(new) => new.map_err(refused)?,
+        // An old job whose comment predates these rules: only a new comment is judged.
+        None => match old.ok().filter(|p| config.contracts.resolve_parsed(p).is_ok()) {
+            Some(old) => old,
+            None => return Ok(Accepted::default()),
+        },
+    };
+    let mut accepted = check_parsed(config, funded, &view, &parsed)?;
     if u.req.comment.is_none() {
         accepted.comment = None;
     }

@@ -36,7 +36,7 @@
 #![forbid(unsafe_code)]
 
 use slurm_sys::slurm_preempt_data_type_t;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,6 +83,10 @@ struct Snapshot {
     ent: Entitlement,
     /// Running jobs at the copy.
     running: Vec<Job>,
+    /// Pending jobs at the copy, converted once (their contracts read from
+    /// the copy): a preemptor Slurm asks about is looked up here, and
+    /// converted on the call only when it was submitted since.
+    pending: HashMap<u32, Job>,
     /// The allocated victims claimed since the copy (gone, for the rule).
     claimed: BTreeSet<u64>,
     /// Each preemptor asked since the copy and the victims offered to it.
@@ -147,8 +151,18 @@ fn refresh(host: &Host) {
     let runs = with_notes(runs);
     let jobs = classify(&config, &views, &runs, t, conf::preempt_window_s());
     let ent = entitlement_of(&config, &alloc, &jobs);
-    let running = jobs.into_iter().zip(&views).filter(|(_, v)| v.state == RunState::Running).map(|((_, j), _)| j).collect();
-    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, claimed: BTreeSet::new(), answers: BTreeMap::new(), last_preemptor: None });
+    let (mut running, mut pending) = (Vec::new(), HashMap::new());
+    for ((_, job), v) in jobs.into_iter().zip(&views) {
+        match v.state {
+            RunState::Running => running.push(job),
+            RunState::Pending => {
+                pending.insert(v.job_id, job);
+            }
+            _ => {}
+        }
+    }
+    let answers = BTreeMap::new();
+    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, pending, claimed: BTreeSet::new(), answers, last_preemptor: None });
 }
 
 /// The run records followed from the ledger, with the runs noted here as
@@ -222,8 +236,13 @@ fn may_preempt(preemptee: JobArg<'_>, preemptor: JobArg<'_>) -> bool {
             return victims.contains(&v_id);
         }
     }
-    let Some(p) = preemptor.view() else { return false };
-    let (job, _) = to_job(&snap.config, &p);
+    let job = match snap.pending.get(&p_id) {
+        Some(job) => job.clone(),
+        None => match preemptor.view() {
+            Some(p) => to_job(&snap.config, &p).0,
+            None => return false,
+        },
+    };
     if stale {
         // The thread has not copied the jobs for a while: only the rule
         // that needs no count (unallocated victims) still answers.

@@ -44,7 +44,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tally_allocator::RunBook;
-use tally_engine::engine::{changed_priorities, classify, priority_of, Engine, PlanBoard, Ranking};
+use tally_engine::engine::{changed_priorities, classify, priority_of, walked_priority, Engine, PlanBoard, Ranking};
 use tally_engine::follower::{self, initial_config, load_config, Start};
 use tally_engine::guard::lock;
 use tally_engine::now;
@@ -398,7 +398,7 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     let views: Vec<JobView> = jobs.into_iter().map(|p| p.view).collect();
     let classified = classify(&r.config, &views, &RunBook::new(), t, 0);
     let changes: HashMap<u32, u32> =
-        changed_priorities(&r, &views, &classified, &[], Some(&board)).into_iter().map(|(i, p)| (views[i].job_id, p)).collect();
+        changed_priorities(&r, &views, &classified, Some(&board)).into_iter().map(|(i, p)| (views[i].job_id, p)).collect();
     let changed = host.write_priorities(&changes, t).count;
     log::info!(
         "plan: {} running, {} waiting ({} considered, {} planned within the horizon); starts now: {:?}; {} priorities changed; {} ms",
@@ -552,7 +552,7 @@ tally_ffi::export_factors_list! {
             job_id: v.job_id,
             user_id: v.user_id,
             partition: v.partition.clone(),
-            columns: priority_of(&r, v, plan.as_deref()).sprio(),
+            columns: walked_priority(&r, v, plan.as_deref()).sprio(),
         }))
     }
 }

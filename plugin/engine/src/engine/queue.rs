@@ -10,7 +10,6 @@
 //! time is set and reached and it is not held; so does Tally.
 
 use crate::view::{JobView, RunState};
-use std::cmp::Reverse;
 
 /// A pending job Slurm will schedule once its begin time is reached: not
 /// held (priority 0) and found independent by slurmctld (a begin time set:
@@ -28,22 +27,22 @@ pub fn waiting(v: &JobView, now: u64) -> bool {
     queued(v) && v.begin_s <= now
 }
 
-/// `NO_VAL`: Slurm's `array_task_id` of a job that is not a task split
-/// off an array (a plain job, an array's record of pending tasks).
-const NO_VAL: u32 = 0xffff_fffe;
-
 /// Where a pending job stands in Slurm's queue, first = smallest
 /// ([`slurm_order`]).
-pub type SlurmKey = (Reverse<u32>, u64, u32, u32);
+pub type SlurmKey = tally_allocator::SlurmKey<u32>;
 
-/// Slurm's order of pending jobs (`sort_job_queue2` in slurmctld's
-/// job_scheduler.c, for jobs of one partition without reservations):
-/// priority descending, then submit time, then job id (an array task's
-/// array job id), then array task id. `task`: `Some((array_job_id,
-/// task_id))` for a task split off an array, `None` for any other job.
+/// Slurm's order of pending jobs ([`tally_allocator::slurm_key`]: priority
+/// descending, then submit time, then job id, then array task id) at the
+/// priority slurmctld holds. `task`: `Some((array_job_id, task_id))` for a
+/// task split off an array, `None` for any other job.
 pub fn slurm_order(v: &JobView, task: Option<(u32, u32)>) -> SlurmKey {
-    let (id, task) = task.unwrap_or((v.job_id, NO_VAL));
-    (Reverse(v.priority), v.submit_s, id, task)
+    slurm_order_at(v, v.priority, task)
+}
+
+/// [`slurm_order`] at another priority (the planner round's, before it is
+/// written).
+pub fn slurm_order_at(v: &JobView, priority: u32, task: Option<(u32, u32)>) -> SlurmKey {
+    tally_allocator::slurm_key(priority, v.submit_s, u64::from(v.job_id), task.map(|(a, t)| (u64::from(a), t)))
 }
 
 #[cfg(test)]

@@ -219,7 +219,10 @@ fn the_queue_is_ordered_by_what_each_team_is_owed_now() {
     // b's 8 GPUs is at b's rate: not owed, after a's.
     assert!(prio[&3] > prio[&2] && prio[&2] > prio[&4], "{prio:?}");
     let rk = e.ranking();
-    assert_eq!(rk.ahead.get(4), Some(8.0));
+    assert_eq!(rk.walked.ahead(4), Some(8.0));
+    // The walk's priority is stored: what the tick wrote, read back.
+    assert_eq!(rk.walked.get(4).map(|p| p.priority.value), Some(prio[&4]));
+    assert_eq!(walked_priority(&rk, &jobs[3], None).value, prio[&4]);
     assert_eq!(rk.order.waiting_gpus["b"], 10.0);
     // A job submitted since the tick waits behind everything its team had.
     let late = view(9, "a", "alice", "contract=1h");
@@ -228,9 +231,10 @@ fn the_queue_is_ordered_by_what_each_team_is_owed_now() {
 }
 
 #[test]
-fn ahead_is_found_by_id_in_any_order() {
-    let a = Ahead::new(vec![(7, 1.0), (3, 2.0), (9, 0.0)]);
-    assert_eq!((a.get(3), a.get(7), a.get(9), a.get(4)), (Some(2.0), Some(1.0), Some(0.0), None));
+fn walked_places_are_found_by_id_in_any_order() {
+    let at = |ahead_gpus: f64| Place { priority: Priority::default(), ahead_gpus };
+    let a = Walked::new(vec![(7, at(1.0)), (3, at(2.0)), (9, at(0.0))]);
+    assert_eq!((a.ahead(3), a.ahead(7), a.ahead(9), a.ahead(4)), (Some(2.0), Some(1.0), Some(0.0), None));
 }
 
 #[test]
