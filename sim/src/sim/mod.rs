@@ -36,22 +36,31 @@
 //! rates, the capacity and owed and delivered are in the same budget units
 //! (multifactor bills with the same weights, as a site would set
 //! `TRESBillingWeights`). The planner policies plan GPUs as if untyped.
+//!
+//! The replay's parts: `keys` (how each policy keys the queue), `multifactor`
+//! (the multifactor baseline's priority and usage), `plan` (re-plans, the
+//! entitlement and the planners), `backfill` (the scheduling pass and its
+//! EASY reservation) and `preempt` (preemption and requeue). This file holds
+//! the types, the replay's state, starting and ending jobs, and the `run`
+//! entry points.
+
+mod backfill;
+mod keys;
+mod multifactor;
+mod plan;
+mod preempt;
 
 use crate::cluster::{Cluster, GpuGroup, Placement};
 use crate::metrics::{score, JobMeta, Run, RunEnd, Scored};
 use crate::trace::{Class, Trace};
+use keys::{QueueKey, TeamQueue};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
-use tally_allocator::priority::InsideKey;
 use tally_allocator::tree::NodeId;
-use tally_allocator::{
-    charge_from_mark, inside_key, order_queue, protection_after, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, Moment, QueueOrder,
-    QueueWalk, Requeue, Standing, VictimPool, Weight, DAY_S, HOUR_S, WEEK_S,
-};
+use tally_allocator::{charge_from_mark, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, QueueOrder, Standing, Weight, DAY_S, WEEK_S};
 use tally_config::Config;
 use tally_planner::predict::{mae, JobKey, Mae, Outcome, PredictRules, Predictor};
-use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 use thiserror::Error;
 
 /// The scheduling policies a replay compares.
@@ -220,14 +229,6 @@ struct SimJob {
     /// set at submission).
     belief_s: u64,
 }
-
-/// See [`Sim::preempt_group`].
-type PreemptGroup = (usize, bool, (i32, bool), bool);
-
-/// The queue in Slurm's order: (priority descending, submit, job id, index).
-type QueueKey = (Reverse<i64>, u64, u64, usize);
-/// A team's waiting jobs: ([`inside_key`], index).
-type TeamQueue = BTreeSet<(InsideKey, usize)>;
 
 /// The outcome of one scheduling decision, for tests: (time, job id, what).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -499,269 +500,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    // ---- priorities --------------------------------------------------------
-
-    /// The key of a job entering the queue (Slurm's `priority_p_set` at
-    /// submit or requeue).
-    fn key_at_entry(&self, i: usize, now: u64) -> i64 {
-        let j = &self.jobs[i];
-        match self.policy {
-            // Arrival order: earlier first (ties: job id, by the sort).
-            Policy::Fifo => -(j.job.submit_s as i64),
-            Policy::Planner => -i64::from(self.plan_rank[i]),
-            Policy::Tally | Policy::TallyPlanner => {
-                let p = self.order.priority_of_new(&j.job, &self.fs, &self.ent, &self.config.priority);
-                let p = if self.policy == Policy::TallyPlanner { p.planned(j.planned) } else { p };
-                i64::from(p.value)
-            }
-            Policy::Multifactor => self.multifactor_key(i, now),
-        }
-    }
-
-    /// priority = 10000·F + 1000·age + 2000·qos,  F = 2^(−U/S)
-    fn multifactor_key(&self, i: usize, now: u64) -> i64 {
-        let j = &self.jobs[i];
-        let total: f64 = self.usage.iter().sum();
-        let u = if total > 0.0 { self.usage[j.team] / total } else { 0.0 };
-        let share = self.shares[j.team];
-        let f = if share > 0.0 { 2f64.powf(-u / share) } else { 0.0 };
-        let age = (now.saturating_sub(j.job.submit_s) as f64 / WEEK_S as f64).min(1.0);
-        let qos = if high_qos(j.class) { 1.0 } else { 0.0 };
-        (10_000.0 * f + 1000.0 * age + 2000.0 * qos).round() as i64
-    }
-
-    /// Recompute every waiting job's key (the policy's periodic re-plan).
-    fn rekey(&mut self, now: u64) {
-        let mut keys: Vec<(usize, i64)> = Vec::with_capacity(self.queue.len());
-        match self.policy {
-            Policy::Fifo => return,
-            Policy::Planner => keys.extend(self.queue.iter().map(|&(_, _, _, i)| (i, -i64::from(self.plan_rank[i])))),
-            Policy::Multifactor => keys.extend(self.queue.iter().map(|&(_, _, _, i)| (i, self.multifactor_key(i, now)))),
-            Policy::Tally | Policy::TallyPlanner => {
-                self.refresh_entitlement();
-                let mut walk = QueueWalk::new(&self.fs, &self.ent, &self.config.priority);
-                for q in &self.team_queues {
-                    for &(_, i) in q {
-                        let p = walk.next(&self.jobs[i].job);
-                        let p = if self.policy == Policy::TallyPlanner { p.planned(self.jobs[i].planned) } else { p };
-                        keys.push((i, i64::from(p.value)));
-                    }
-                }
-                self.order = walk.finish();
-            }
-        }
-        for (i, k) in keys {
-            if self.keys[i] != k {
-                self.queue.remove(&self.queue_key(i));
-                self.keys[i] = k;
-                self.queue.insert(self.queue_key(i));
-            }
-        }
-    }
-
-    fn inside_key(&self, i: usize) -> (InsideKey, usize) {
-        (inside_key(&self.jobs[i].job, &self.config.priority), i)
-    }
-
-    fn queue_key(&self, i: usize) -> QueueKey {
-        self.queue_key_at(i, self.keys[i])
-    }
-
-    /// Where job `i` queues at priority `key`: Slurm's order, the priority
-    /// then submit time then job id.
-    fn queue_key_at(&self, i: usize, key: i64) -> QueueKey {
-        (Reverse(key), self.jobs[i].job.submit_s, self.jobs[i].job.id, i)
-    }
-
-    /// Into the queue (submitted, or eligible again after a requeue).
-    fn enqueue(&mut self, i: usize, now: u64) {
-        self.jobs[i].status = Status::Waiting;
-        if let Some(n) = self.jobs[i].node {
-            self.wait_gpus[n] += self.jobs[i].job.units();
-        }
-        self.keys[i] = self.key_at_entry(i, now);
-        self.queue.insert(self.queue_key(i));
-        let k = self.inside_key(i);
-        self.team_queues[self.jobs[i].team].insert(k);
-    }
-
-    /// Re-plan: charge, re-rank (tally); decay and charge (multifactor);
-    /// then every waiting job's priority anew.
-    fn replan(&mut self, now: u64) {
-        match self.policy {
-            Policy::Fifo => {}
-            Policy::Planner => self.plan_queue(now),
-            Policy::Tally | Policy::TallyPlanner => {
-                for &i in &self.running {
-                    let j = &self.jobs[i];
-                    charge_from_mark(&mut self.marks, &j.job, &Funded::new(&self.config.tree, &self.alloc), &mut self.ledger, j.run_start, now);
-                }
-                self.ledger.prune(now);
-                self.fs = FairShare::compute(&self.config.tree, &self.alloc, &self.ledger.usage(now));
-                self.standings = self.team_names.iter().map(|t| self.fs.standing(t).cloned()).collect();
-            }
-            Policy::Multifactor => {
-                self.decay_to(now);
-                let running: Vec<usize> = self.running.iter().copied().collect();
-                for i in running {
-                    self.mf_charge(i, now);
-                }
-            }
-        }
-        self.rekey(now);
-    }
-
-    /// The entitlement from the per-node counters (every scheduling pass).
-    fn refresh_entitlement(&mut self) {
-        let mut load = Load::new(&self.config.tree);
-        for n in 0..self.run_gpus.len() {
-            load.run_units(n, self.run_gpus[n]);
-            load.wait_units(n, self.wait_gpus[n]);
-        }
-        self.ent = Entitlement::compute(&self.config.tree, &self.alloc, &load);
-    }
-
-    fn decay_to(&mut self, now: u64) {
-        if now > self.usage_at {
-            let f = 0.5f64.powf((now - self.usage_at) as f64 / self.s.half_life_s as f64);
-            for u in &mut self.usage {
-                *u *= f;
-            }
-            self.usage_at = now;
-        }
-    }
-
-    fn mf_charge(&mut self, i: usize, now: u64) {
-        let j = &self.jobs[i];
-        let from = self.mf_marks[i].max(j.run_start);
-        if now > from {
-            self.usage[j.team] += j.job.units() * (now - from) as f64;
-            self.mf_marks[i] = now;
-        }
-    }
-
-    // ---- starting, ending, preempting ----------------------------------------------
-
-    fn fifo_reserve(&self, now: u64) -> u32 {
-        let day = ((now - self.origin) / DAY_S) as usize;
-        self.rt_reserve.get(day).copied().unwrap_or(0)
-    }
-
-    /// A job is submitted: what the planners will believe its duration is.
-    fn believe(&mut self, i: usize) {
-        let j = &self.jobs[i];
-        let limit = j.time_limit_s.unwrap_or(j.duration_s);
-        let belief = match (self.s.plan_durations, &self.predictor) {
-            (PlanDurations::True, _) => return,
-            (PlanDurations::Limit, _) => limit,
-            (PlanDurations::Predicted, Some((p, keys))) => p.predict(&keys[i], j.time_limit_s).duration_s,
-            (PlanDurations::Predicted, None) => limit,
-        };
-        self.outcomes.push(Outcome { predicted_s: belief, actual_s: j.duration_s, time_limit_s: j.time_limit_s });
-        self.jobs[i].belief_s = belief.max(1);
-    }
-
-    /// The work the planners believe job `i` has left at `now`: the truth
-    /// ([`PlanDurations::True`]), else its belief minus the work done (this
-    /// run and, if resumable, the runs before), or when it has outlived its
-    /// belief, its time limit minus the work done.
-    fn believed_left(&self, i: usize, now: u64) -> u64 {
-        let j = &self.jobs[i];
-        let ran = if j.status == Status::Running { now.saturating_sub(j.run_start) } else { 0 };
-        if self.s.plan_durations == PlanDurations::True {
-            return j.remaining_s.saturating_sub(ran);
-        }
-        let done = j.duration_s.saturating_sub(j.remaining_s) + ran;
-        if j.belief_s > done {
-            j.belief_s - done
-        } else {
-            j.time_limit_s.unwrap_or(j.duration_s).saturating_sub(done).max(1)
-        }
-    }
-
-    fn running_for_plan(&self, now: u64) -> Vec<RunningJob> {
-        self.running
-            .iter()
-            .map(|&i| {
-                let j = &self.jobs[i];
-                let nodes = j.placement.iter().map(|&(n, g)| (n as u32, g)).collect();
-                RunningJob { nodes, remaining_s: Some(self.believed_left(i, now)) }
-            })
-            .collect()
-    }
-
-    fn waiting(&self) -> Vec<usize> {
-        self.queue.iter().map(|&(_, _, _, i)| i).collect()
-    }
-
-    /// Planner: plan the next 24 h for the oldest waiting jobs, running
-    /// jobs pinned where they run, and re-rank the queue by planned start.
-    fn plan_queue(&mut self, now: u64) {
-        let running = self.running_for_plan(now);
-        let mut waiting = self.waiting();
-        waiting.sort_by_key(|&i| (self.jobs[i].job.submit_s, self.jobs[i].job.id));
-        // The oldest PLAN_JOBS jobs, valued by the trace's priority (Dharma's
-        // priority × time decay); the durations are the true remaining work,
-        // or the limit or a prediction (`Settings::plan_durations`).
-        let queue: Vec<WaitingJob> = waiting
-            .iter()
-            .take(PLAN_JOBS)
-            .map(|&i| {
-                let j = &self.jobs[i];
-                WaitingJob {
-                    id: i as u64,
-                    gpus: j.job.gpus,
-                    duration_s: Some(self.believed_left(i, now)),
-                    value: Some(f64::from(j.priority_col.max(0)) + 1.0),
-                }
-            })
-            .collect();
-        let rules = QueueRules { step_s: PLAN_STEP_S, steps: PLAN_STEPS, decay: 0.97, max_jobs: PLAN_JOBS, default_duration_s: PLAN_STEP_S };
-        let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &rules, &running, &queue);
-        for &i in &waiting {
-            self.plan_rank[i] = u32::MAX;
-        }
-        for (&i, &step) in &plan.start_step {
-            self.plan_rank[i as usize] = step as u32;
-        }
-    }
-
-    /// tally+planner, as the plugin's planner thread: the waiting jobs in
-    /// Tally's order without the plan bit, planned by `plan::queue` with its
-    /// default values; the jobs the plan starts now get the plan bit.
-    fn plan_tally(&mut self, now: u64) {
-        self.refresh_entitlement();
-        let running = self.running_for_plan(now);
-        let waiting = self.waiting();
-        let jobs: Vec<&Job> = waiting.iter().map(|&i| &self.jobs[i].job).collect();
-        let order = order_queue(&jobs, &self.fs, &self.ent, &self.config.priority);
-        let mut by_value: Vec<QueueKey> = waiting.iter().zip(&order.priorities).map(|(&i, p)| self.queue_key_at(i, i64::from(p.value))).collect();
-        by_value.sort_unstable();
-        let planner = self.config.planner.map(|p| p.rules).unwrap_or_default();
-        let queue: Vec<WaitingJob> = by_value
-            .iter()
-            .map(|&(_, _, _, i)| WaitingJob { id: i as u64, gpus: self.jobs[i].job.gpus, duration_s: Some(self.believed_left(i, now)), value: None })
-            .collect();
-        let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &planner, &running, &queue);
-        let starts: BTreeSet<usize> = plan.starts_now().map(|i| i as usize).collect();
-        for &i in &waiting {
-            self.jobs[i].planned = starts.contains(&i);
-        }
-        self.rekey(now);
-    }
-
-    /// Where job `i` fits now (FIFO keeps its realtime reservation free).
-    fn fit(&self, i: usize, now: u64) -> Option<Placement> {
-        let j = &self.jobs[i];
-        let p = self.cluster.place_for(j.job.gpus, j.gpu_type.as_deref())?;
-        if self.policy == Policy::Fifo && j.class != Class::Realtime {
-            let cap = self.cluster.total().saturating_sub(self.fifo_reserve(now).max(self.rt_busy));
-            if self.nonrt_blocked + Cluster::blocked(&p) > cap {
-                return None;
-            }
-        }
-        Some(p)
-    }
+    // ---- starting, ending ----------------------------------------------------
 
     fn start(&mut self, i: usize, p: Placement, now: u64) -> R<()> {
         if now < self.jobs[i].job.submit_s {
@@ -854,215 +593,7 @@ impl<'a> Sim<'a> {
         let id = j.job.id;
         self.note(Happening::End { t: now, job: id });
     }
-
-    fn preempt(&mut self, v: usize, by: usize, now: u64) -> R<()> {
-        let ran = now - self.jobs[v].run_start;
-        // Inside a declared minimum runtime (over all its runs)?
-        if self.jobs[v].job.contract_left_s(now) > 0 && self.jobs[v].node.is_some() {
-            self.violations += 1;
-            if self.policy.tally() {
-                return Err(broken(now, format!("job {} preempted inside its contract", self.jobs[v].job.id)));
-            }
-        }
-        self.stop(v, now, RunEnd::Preempted);
-        let j = &mut self.jobs[v];
-        if j.job.contract.resumable {
-            j.remaining_s = j.remaining_s.saturating_sub(ran).max(1);
-        } else {
-            j.remaining_s = j.duration_s;
-        }
-        j.job.restarts += 1;
-        // Every preemption here is the policy's own: the next run is
-        // protected for its whole contract.
-        j.job.earlier_run_s = protection_after(j.job.earlier_run_s, ran, Requeue::Preempted);
-        let (id, by_id) = (self.jobs[v].job.id, self.jobs[by].job.id);
-        self.note(Happening::Preempt { t: now, job: id, by: by_id });
-        if self.s.requeue_delay_s == 0 {
-            self.enqueue(v, now);
-        } else {
-            self.jobs[v].status = Status::Requeued;
-            self.requeues.push(Reverse((now + self.s.requeue_delay_s, v)));
-        }
-        Ok(())
-    }
-
-    /// Running jobs that `i` may preempt, in the order they should go.
-    /// Tally asks the pass's [`VictimPool`] (built once per pass), which
-    /// makes them eligible cumulatively.
-    fn victims(&self, i: usize, now: u64, pool: &mut Option<VictimPool<usize>>) -> Vec<usize> {
-        let p = &self.jobs[i];
-        match self.policy {
-            Policy::Fifo | Policy::Planner => Vec::new(),
-            Policy::Tally | Policy::TallyPlanner => {
-                let m = Moment { ent: &self.ent, rules: &self.config.priority, contracts: &self.config.contracts, now };
-                let pool = pool.get_or_insert_with(|| VictimPool::new(self.running.iter().map(|&v| (v, &self.jobs[v].job)), &m));
-                pool.for_preemptor(&p.job, &m)
-            }
-            Policy::Multifactor => {
-                if !high_qos(p.class) {
-                    return Vec::new();
-                }
-                let mut v: Vec<(i64, Reverse<u64>, usize)> = self
-                    .running
-                    .iter()
-                    .copied()
-                    .filter(|&v| !high_qos(self.jobs[v].class) && !self.jobs[v].asks)
-                    .map(|v| (self.multifactor_key(v, now), Reverse(self.jobs[v].run_start), v))
-                    .collect();
-                v.sort();
-                v.into_iter().map(|(_, _, v)| v).collect()
-            }
-        }
-    }
-
-    /// Free room for job `i` by preempting, in victim order, only the
-    /// victims on the nodes it then takes. Returns the placement.
-    fn try_preempt(&mut self, i: usize, now: u64, pool: &mut Option<VictimPool<usize>>) -> R<Option<Placement>> {
-        if self.policy == Policy::Fifo {
-            return Ok(None);
-        }
-        let cands = self.victims(i, now, pool);
-        if cands.is_empty() {
-            return Ok(None);
-        }
-        let mut free = self.cluster.free.clone();
-        let mut chosen = Vec::new();
-        for v in cands {
-            for &(n, g) in &self.jobs[v].placement {
-                free[n] += g;
-            }
-            chosen.push(v);
-            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref()) {
-                let nodes: Vec<usize> = p.iter().map(|&(n, _)| n).collect();
-                let needed: Vec<usize> = chosen.into_iter().filter(|&v| self.jobs[v].placement.iter().any(|(n, _)| nodes.contains(n))).collect();
-                for v in needed {
-                    self.preempt(v, i, now)?;
-                }
-                let again = self.cluster.place_for(self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref());
-                return Ok(again.filter(|q| q.iter().all(|(n, _)| nodes.contains(n))).or(Some(p)));
-            }
-        }
-        Ok(None)
-    }
-
-    /// What decides whether job `i` may preempt, besides its size: its team
-    /// and, under Tally, its tier, its place in its team's order and the
-    /// debug class (the other policies: its team and tier).
-    fn preempt_group(&self, i: usize) -> PreemptGroup {
-        let j = &self.jobs[i];
-        match self.policy {
-            Policy::Tally | Policy::TallyPlanner => {
-                let rules = &self.config.priority;
-                (j.team, j.node.is_some(), rules.slice_key(&j.job), rules.is_debug(&j.job))
-            }
-            _ => (j.team, j.node.is_some(), (0, false), false),
-        }
-    }
-
-    /// EASY: when and where the blocked job `i` could start if nothing else
-    /// started; returns (time, free GPUs per node then, its placement then).
-    fn reservation(&self, i: usize) -> Option<(u64, Vec<u32>, Placement)> {
-        let mut free = self.cluster.free.clone();
-        let mut running: Vec<(u64, usize)> = self.running.iter().map(|&v| (self.jobs[v].run_start + self.jobs[v].remaining_s, v)).collect();
-        running.sort();
-        for (end, v) in running {
-            for &(n, g) in &self.jobs[v].placement {
-                free[n] += g;
-            }
-            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref()) {
-                return Some((end, free, p));
-            }
-        }
-        None
-    }
-
-    /// `preempt`: this instant had a submission or a re-plan (Slurm tries
-    /// preemption when it schedules at submit and in its periodic pass, not
-    /// at every job end).
-    fn schedule(&mut self, now: u64, preempt: bool) -> R<()> {
-        // The first job that can neither start nor preempt gets an EASY
-        // reservation (computed when a backfill candidate needs it).
-        let mut first_blocked: Option<usize> = None;
-        let mut reservation: Option<(u64, Vec<u32>, Placement)> = None;
-        let mut tested = 0;
-        let mut tries = 0;
-        let can_preempt = preempt && self.policy != Policy::Fifo;
-        if self.cluster.free_total() == 0 && !can_preempt {
-            return Ok(());
-        }
-        if self.policy.tally() {
-            self.refresh_entitlement();
-        }
-        // Per preemption group ([`Sim::preempt_group`]), the fewest GPUs a
-        // job failed to preempt for in this pass: a job of the same group
-        // asking for as many or more fails too.
-        let mut failed: BTreeMap<PreemptGroup, u32> = BTreeMap::new();
-        let mut pool: Option<VictimPool<usize>> = None;
-        let mut cursor: Option<QueueKey> = None;
-        loop {
-            let next = match cursor {
-                None => self.queue.iter().next(),
-                Some(c) => self.queue.range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded)).next(),
-            };
-            let Some(&key) = next else { break };
-            cursor = Some(key);
-            let i = key.3;
-            let group = self.preempt_group(i);
-            if let Some(p) = self.fit(i, now) {
-                let ok = match first_blocked {
-                    None => true,
-                    Some(b) => {
-                        if reservation.is_none() {
-                            // No reservation possible (FIFO's realtime hold):
-                            // backfill as if reserved at the end of time.
-                            reservation = Some(self.reservation(b).unwrap_or((u64::MAX, self.cluster.free.clone(), Vec::new())));
-                        }
-                        let (t_res, free_then, res) = reservation.as_ref().expect("just set");
-                        now + self.jobs[i].remaining_s <= *t_res
-                            || p.iter().all(|&(n, g)| {
-                                let need = res.iter().filter(|&&(m, _)| m == n).map(|&(_, r)| r).sum::<u32>();
-                                free_then[n] >= g + need
-                            })
-                    }
-                };
-                if ok {
-                    self.start(i, p, now)?;
-                    continue;
-                }
-            } else if can_preempt && tries < MAX_PREEMPT_TRIES && failed.get(&group).is_none_or(|&f| self.jobs[i].job.gpus < f) {
-                tries += 1;
-                if let Some(p) = self.try_preempt(i, now, &mut pool)? {
-                    self.start(i, p, now)?;
-                    // Victims left the cluster: start over from the top.
-                    cursor = None;
-                    first_blocked = None;
-                    reservation = None;
-                    tested = 0;
-                    failed.clear();
-                    pool = None;
-                    continue;
-                }
-                failed.insert(group, self.jobs[i].job.gpus);
-            }
-            if first_blocked.is_none() {
-                first_blocked = Some(i);
-            } else {
-                tested += 1;
-            }
-            let more_preemption = can_preempt && tries < MAX_PREEMPT_TRIES;
-            if tested >= self.s.backfill_depth || (self.cluster.free_total() == 0 && !more_preemption) {
-                break;
-            }
-        }
-        Ok(())
-    }
 }
-
-/// The planner policy's horizon: 24 steps of 1 h, for at most this many of
-/// the oldest waiting jobs.
-const PLAN_STEPS: usize = 24;
-const PLAN_STEP_S: u64 = HOUR_S;
-const PLAN_JOBS: usize = 100;
 
 /// Jobs that do not fit and may try to preempt in one scheduling pass (at a
 /// submission or a re-plan), in priority order.
@@ -1071,10 +602,6 @@ pub const MAX_PREEMPT_TRIES: usize = 32;
 /// The priority plugin's thread runs at most this often when job ends poke
 /// it (`tally_engine::worker::MIN_POKE_GAP`).
 const MIN_RERANK_GAP_S: u64 = 1;
-
-fn high_qos(c: Class) -> bool {
-    matches!(c, Class::Debug | Class::Interactive | Class::Realtime)
-}
 
 /// Peak concurrent GPUs of realtime jobs, per day from `origin` (FIFO holds
 /// that many GPUs for realtime work all day).
