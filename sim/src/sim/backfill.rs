@@ -76,7 +76,7 @@ impl<'a> Sim<'a> {
             };
             let Some(&key) = next else { break };
             cursor = Some(key);
-            let i = key.3;
+            let i = key.1;
             let group = self.preempt_group(i);
             if let Some(p) = self.fit(i, now) {
                 let ok = match first_blocked {

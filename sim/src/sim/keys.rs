@@ -2,13 +2,13 @@
 //! queue, the periodic re-keying, and the queue's and the teams' orders.
 
 use super::{Policy, Sim, Status};
-use std::cmp::Reverse;
 use std::collections::BTreeSet;
 use tally_allocator::priority::InsideKey;
-use tally_allocator::{inside_key, QueueWalk};
+use tally_allocator::{inside_key, slurm_key, QueueWalk, SlurmKey};
 
-/// The queue in Slurm's order: (priority descending, submit, job id, index).
-pub(super) type QueueKey = (Reverse<i64>, u64, u64, usize);
+/// The queue in Slurm's order ([`slurm_key`]: priority descending, submit,
+/// job id), then the job's index.
+pub(super) type QueueKey = (SlurmKey<i64>, usize);
 /// A team's waiting jobs: ([`inside_key`], index).
 pub(super) type TeamQueue = BTreeSet<(InsideKey, usize)>;
 
@@ -35,8 +35,8 @@ impl<'a> Sim<'a> {
         let mut keys: Vec<(usize, i64)> = Vec::with_capacity(self.queue.len());
         match self.policy {
             Policy::Fifo => return,
-            Policy::Planner => keys.extend(self.queue.iter().map(|&(_, _, _, i)| (i, -i64::from(self.plan_rank[i])))),
-            Policy::Multifactor => keys.extend(self.queue.iter().map(|&(_, _, _, i)| (i, self.multifactor_key(i, now)))),
+            Policy::Planner => keys.extend(self.queue.iter().map(|&(_, i)| (i, -i64::from(self.plan_rank[i])))),
+            Policy::Multifactor => keys.extend(self.queue.iter().map(|&(_, i)| (i, self.multifactor_key(i, now)))),
             Policy::Tally | Policy::TallyPlanner => {
                 self.refresh_entitlement();
                 let mut walk = QueueWalk::new(&self.fs, &self.ent, &self.config.priority);
@@ -67,10 +67,10 @@ impl<'a> Sim<'a> {
         self.queue_key_at(i, self.keys[i])
     }
 
-    /// Where job `i` queues at priority `key`: Slurm's order, the priority
-    /// then submit time then job id.
+    /// Where job `i` queues at priority `key`: Slurm's order
+    /// ([`slurm_key`]; the simulator's jobs are no array tasks).
     pub(super) fn queue_key_at(&self, i: usize, key: i64) -> QueueKey {
-        (Reverse(key), self.jobs[i].job.submit_s, self.jobs[i].job.id, i)
+        (slurm_key(key, self.jobs[i].job.submit_s, self.jobs[i].job.id, None), i)
     }
 
     /// Into the queue (submitted, or eligible again after a requeue).

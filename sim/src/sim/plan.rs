@@ -95,7 +95,7 @@ impl<'a> Sim<'a> {
     }
 
     fn waiting(&self) -> Vec<usize> {
-        self.queue.iter().map(|&(_, _, _, i)| i).collect()
+        self.queue.iter().map(|&(_, i)| i).collect()
     }
 
     /// Planner: plan the next 24 h for the oldest waiting jobs, running
@@ -144,7 +144,7 @@ impl<'a> Sim<'a> {
         let planner = self.config.planner.map(|p| p.rules).unwrap_or_default();
         let queue: Vec<WaitingJob> = by_value
             .iter()
-            .map(|&(_, _, _, i)| WaitingJob { id: i as u64, gpus: self.jobs[i].job.gpus, duration_s: Some(self.believed_left(i, now)), value: None })
+            .map(|&(_, i)| WaitingJob { id: i as u64, gpus: self.jobs[i].job.gpus, duration_s: Some(self.believed_left(i, now)), value: None })
             .collect();
         let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &planner, &running, &queue);
         let starts: BTreeSet<usize> = plan.starts_now().map(|i| i as usize).collect();
