@@ -4,6 +4,9 @@
 #   scripts/gen-bindings.sh            Slurm 22.05.8, Debian 12's (this machine's)
 #   scripts/gen-bindings.sh 24.11      Slurm 24.11.5, Debian 13's, from the chroot
 #                                      testbed/trixie.sh makes (TRIXIE_ROOT)
+#   scripts/gen-bindings.sh 25.11      Slurm 25.11.7 / 26.05.3 from SchedMD's tarballs in
+#   scripts/gen-bindings.sh 26.05      ../shared/slurm-src, headers from the build of
+#                                      testbed/slurm-src.sh ensure <release>
 #
 # Normal builds and CI do NOT run this: the bindings are checked in, so they
 # need neither libclang nor the Slurm source. Run it (as root, on Debian 12)
@@ -31,10 +34,18 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RELEASE=${1:-22.05}
 TRIXIE_ROOT=${TRIXIE_ROOT:-/var/tmp/tally-trixie}
+TARBALL=
 case $RELEASE in
     22.05) deb_version=22.05.8-4+deb12u3; include=/usr/include; CHROOT= ;;
     24.11) deb_version=24.11.5-4+deb13u1; include=$TRIXIE_ROOT/usr/include; CHROOT=$TRIXIE_ROOT ;;
-    *) echo "gen-bindings: Slurm $RELEASE is not supported: give 22.05 or 24.11 (to add one, see this script's header)" >&2; exit 2 ;;
+    # SchedMD's release tarballs (../shared/slurm-src), built by testbed/slurm-src.sh into a
+    # prefix: the headers come from that build, the source from the tarball.
+    25.11|26.05)
+        TARBALL=$(bash "$ROOT/testbed/slurm-src.sh" tarball "$RELEASE")
+        prefix=$(bash "$ROOT/testbed/slurm-src.sh" prefix "$RELEASE")
+        deb_version=$(basename "$TARBALL" .tar.gz); deb_version=${deb_version#slurm-}
+        include=$prefix/include; CHROOT= ;;
+    *) echo "gen-bindings: Slurm $RELEASE is not supported: give 22.05, 24.11, 25.11 or 26.05 (to add one, see this script's header)" >&2; exit 2 ;;
 esac
 SLURM_DEB_VERSION=${SLURM_DEB_VERSION:-$deb_version}
 SLURM_SRC_PARENT=${SLURM_SRC_PARENT:-/var/tmp/slurm-src}
@@ -42,6 +53,7 @@ SLURM_INCLUDE_DIR=${SLURM_INCLUDE_DIR:-$include}
 GEN_TARGET_DIR=${GEN_TARGET_DIR:-/var/tmp/slurm-sys-gen-target}
 UPSTREAM_VERSION=${SLURM_DEB_VERSION%%-*}            # 22.05.8
 SRC_DIR=$SLURM_SRC_PARENT/slurm-wlm-$UPSTREAM_VERSION
+[ -z "$TARBALL" ] || SRC_DIR=$SLURM_SRC_PARENT/slurm-$UPSTREAM_VERSION
 STUB_DIR=$SLURM_SRC_PARENT/gen-stub-$RELEASE         # empty config.h + slurm/slurm_version.h
 OUT=$ROOT/slurm-sys/src/bindings/v${RELEASE/./_}.rs
 
@@ -61,6 +73,19 @@ apt_update() {
         apt_updated=1
     fi
 }
+
+# --- 0. A release from SchedMD's tarball: its headers from the build (testbed/slurm-src.sh
+#        ensure), its source unpacked from the tarball (step 2 then has nothing to fetch).
+if [ -n "$TARBALL" ]; then
+    [ -f "$SLURM_INCLUDE_DIR/slurm/slurm_version.h" ] ||
+        die "$SLURM_INCLUDE_DIR/slurm/slurm_version.h not found: run 'bash testbed/slurm-src.sh ensure $RELEASE' first"
+    if [ ! -f "$SRC_DIR/.orig-only-$SLURM_DEB_VERSION" ]; then
+        log "unpacking $TARBALL into $SRC_DIR"
+        rm -rf "$SRC_DIR" && mkdir -p "$SRC_DIR"
+        tar -xzf "$TARBALL" -C "$SRC_DIR" --strip-components=1
+        : >"$SRC_DIR/.orig-only-$SLURM_DEB_VERSION"   # (step 2 then finds the source)
+    fi
+fi
 
 # --- 1. Packages: libclang for bindgen, dpkg-dev for `apt-get source`,
 #        libslurm-dev for slurm/slurm_version.h (no ./configure is run).

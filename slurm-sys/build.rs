@@ -5,14 +5,15 @@
 //! * `$SLURM_INCLUDE_DIR/slurm/slurm_version.h` (default `/usr/include`, from
 //!   libslurm-dev) exists: its `SLURM_VERSION_NUMBER` must equal the one of
 //!   a file in `src/bindings/` (0x160508, Slurm 22.05.8; 0x180b05, Slurm
-//!   24.11.5), or the build fails with how to add a release. Slurm also
+//!   24.11.5; 0x190b07, Slurm 25.11.7; 0x1a0503, Slurm 26.05.3), or the
+//!   build fails with how to add a release. Slurm also
 //!   refuses to load a plugin whose `plugin_version` differs.
 //! * It does not exist: a warning, and the 22.05 bindings (pure-Rust tests
 //!   must build on machines without the Slurm headers).
 //!
 //! Tells the crate, and (through `links = "slurm"`) the build scripts of
-//! the crates that depend on it, which release: `cfg(slurm = "22.05")` or
-//! `cfg(slurm = "24.11")` here, `DEP_SLURM_RELEASE` there (plugin/ffi turns
+//! the crates that depend on it, which release: `cfg(slurm = "22.05")`, `"24.11"`,
+//! `"25.11"` or `"26.05"` here, `DEP_SLURM_RELEASE` there (plugin/ffi turns
 //! it into the same cfg). The header's number is passed as the env var
 //! `SLURM_VERSION_NUMBER_HEADER` (see `slurm_sys::SLURM_VERSION_NUMBER_HEADER`).
 
@@ -28,7 +29,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={BINDINGS_DIR}");
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
-    println!("cargo::rustc-check-cfg=cfg(slurm, values(\"22.05\", \"24.11\"))");
+    println!("cargo::rustc-check-cfg=cfg(slurm, values(\"22.05\", \"24.11\", \"25.11\", \"26.05\"))");
 
     let known = bindings_versions();
     let include_dir = env::var_os("SLURM_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/usr/include"));

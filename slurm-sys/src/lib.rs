@@ -1,18 +1,20 @@
 //! Raw bindings to the slurmctld-internal types and functions that Tally's
-//! Slurm plugins (priority, preempt, job_submit) use, for two Slurm
+//! Slurm plugins (priority, preempt, job_submit) use, for four Slurm
 //! releases, x86-64:
 //!
 //! | release | Debian | bindings | `cfg` |
 //! |---|---|---|---|
 //! | **22.05.8** | 12, `22.05.8-4+deb12u3` | `src/bindings/v22_05.rs` | `slurm = "22.05"` |
 //! | **24.11.5** | 13, `24.11.5-4+deb13u1` (generated from its `.orig.tar.gz`, Debian's patches not applied) | `src/bindings/v24_11.rs` | `slurm = "24.11"` |
+//! | **25.11.7** | — (SchedMD's release tarball, tag `slurm-25-11-7-1`) | `src/bindings/v25_11.rs` | `slurm = "25.11"` |
+//! | **26.05.3** | — (SchedMD's release tarball, tag `slurm-26-05-3-1`) | `src/bindings/v26_05.rs` | `slurm = "26.05"` |
 //!
 //! `build.rs` picks the one file whose `SLURM_VERSION_NUMBER` equals the
 //! installed `slurm/slurm_version.h` (22.05 when no header is found), sets
 //! the `cfg` above for this crate and hands the release to dependent build
 //! scripts (`links = "slurm"`, `DEP_SLURM_RELEASE`). [`RELEASE`] names it.
-//! 24.11's renamed types are exported under their 22.05 names as well
-//! (`List`, `ListIterator`, `job_details`, `bit_test`); every other
+//! The renamed types of 24.11 and later are exported under their 22.05
+//! names as well (`List`, `ListIterator`, `job_details`, `bit_test`); every other
 //! difference between the releases is the plugins' business
 //! (`plugin/ffi/src/release.rs`).
 //!
@@ -149,31 +151,67 @@ mod bindings {
     include!("bindings/v24_11.rs");
 }
 
+#[cfg(slurm = "25.11")]
+mod bindings {
+    #![allow(
+        non_camel_case_types,
+        non_snake_case,
+        non_upper_case_globals,
+        dead_code,
+        missing_debug_implementations,
+        unused_imports,
+        clippy::all,
+        clippy::pedantic,
+        clippy::nursery
+    )]
+    include!("bindings/v25_11.rs");
+}
+
+#[cfg(slurm = "26.05")]
+mod bindings {
+    #![allow(
+        non_camel_case_types,
+        non_snake_case,
+        non_upper_case_globals,
+        dead_code,
+        missing_debug_implementations,
+        unused_imports,
+        clippy::all,
+        clippy::pedantic,
+        clippy::nursery
+    )]
+    include!("bindings/v26_05.rs");
+}
+
 pub use bindings::*;
 
-/// The Slurm release the bindings are for (`"22.05"` or `"24.11"`), picked
-/// by build.rs from the installed `slurm_version.h`.
+/// The Slurm release the bindings are for (`"22.05"`, `"24.11"`, `"25.11"`
+/// or `"26.05"`), picked by build.rs from the installed `slurm_version.h`.
 #[cfg(slurm = "22.05")]
 pub const RELEASE: &str = "22.05";
 #[cfg(slurm = "24.11")]
 pub const RELEASE: &str = "24.11";
+#[cfg(slurm = "25.11")]
+pub const RELEASE: &str = "25.11";
+#[cfg(slurm = "26.05")]
+pub const RELEASE: &str = "26.05";
 
-// 24.11's names for what 22.05 calls otherwise, under the 22.05 spelling:
-// same meaning, same use (what differs in meaning is plugin/ffi's
-// `release` module's business).
+// The names of 24.11 and later for what 22.05 calls otherwise, under the
+// 22.05 spelling: same meaning, same use (what differs in meaning is
+// plugin/ffi's `release` module's business).
 /// `list_t *` (22.05: `List`, a pointer typedef).
-#[cfg(slurm = "24.11")]
+#[cfg(not(slurm = "22.05"))]
 #[allow(non_camel_case_types)]
 pub type List = *mut list_t;
 /// `list_itr_t *` (22.05: `ListIterator`).
-#[cfg(slurm = "24.11")]
+#[cfg(not(slurm = "22.05"))]
 pub type ListIterator = *mut list_itr_t;
 /// `job_details_t` (22.05: `struct job_details`).
-#[cfg(slurm = "24.11")]
+#[cfg(not(slurm = "22.05"))]
 #[allow(non_camel_case_types)]
 pub type job_details = job_details_t;
-/// 24.11's libslurmfull exports `bit_test` only as `slurm_bit_test`.
-#[cfg(slurm = "24.11")]
+/// From 24.11 libslurmfull exports `bit_test` only as `slurm_bit_test`.
+#[cfg(not(slurm = "22.05"))]
 pub use bindings::slurm_bit_test as bit_test;
 
 /// `SLURM_VERSION_NUMBER` read by `build.rs` from the installed
@@ -204,11 +242,16 @@ pub mod slurmctld_only {
     /// `void unlock_slurmctld(slurmctld_lock_t)` — see [`LockSlurmctldFn`].
     pub const UNLOCK_SLURMCTLD: &CStr = c"unlock_slurmctld";
 
-    /// `int job_requeue(uid_t, uint32_t job_id, slurm_msg_t *msg, bool
-    /// preempt, uint32_t flags)` — see [`JobRequeueFn`]. Call it with
-    /// the job and node write locks and the federation read lock (as
+    /// Until 24.11 `int job_requeue(uid_t, uint32_t job_id, slurm_msg_t
+    /// *msg, bool preempt, uint32_t flags)`, from 25.11 `int
+    /// job_requeue_internal(uid_t, job_record_t *job_ptr, bool preempt,
+    /// uint32_t flags)` — see [`JobRequeueFn`]. Call it with the job and
+    /// node write locks and the federation read lock (as
     /// `_slurm_rpc_requeue` does), `msg` NULL.
+    #[cfg(any(slurm = "22.05", slurm = "24.11"))]
     pub const JOB_REQUEUE: &CStr = c"job_requeue";
+    #[cfg(not(any(slurm = "22.05", slurm = "24.11")))]
+    pub const JOB_REQUEUE: &CStr = c"job_requeue_internal";
     /// `extern node_record_t **node_record_table_ptr;` (NULL entries are
     /// holes) — cast the `dlsym` result to `*mut *mut *mut node_record_t`.
     /// Also in libslurmfull.so; looked up like the rest so that the copy
@@ -217,12 +260,16 @@ pub mod slurmctld_only {
     /// `extern int node_record_count;` — cast to `*mut c_int`.
     pub const NODE_RECORD_COUNT: &CStr = c"node_record_count";
 
-    /// Type of `job_requeue`.
+    /// Type of [`JOB_REQUEUE`].
+    #[cfg(any(slurm = "22.05", slurm = "24.11"))]
     pub type JobRequeueFn =
         unsafe extern "C" fn(uid: crate::uid_t, job_id: u32, msg: *mut crate::slurm_msg_t, preempt: bool, flags: u32) -> core::ffi::c_int;
+    #[cfg(not(any(slurm = "22.05", slurm = "24.11")))]
+    pub type JobRequeueFn = unsafe extern "C" fn(uid: crate::uid_t, job_ptr: *mut crate::job_record_t, preempt: bool, flags: u32) -> core::ffi::c_int;
 
-    /// Type of `lock_slurmctld` and `unlock_slurmctld`. The 20-byte
-    /// [`slurmctld_lock_t`] is passed by value.
+    /// Type of `lock_slurmctld` and `unlock_slurmctld`. The
+    /// [`slurmctld_lock_t`] (20 bytes; 24 from 26.05, which adds
+    /// `select_node`) is passed by value.
     pub type LockSlurmctldFn = unsafe extern "C" fn(lock_levels: slurmctld_lock_t);
     /// Type of the object `job_list` names.
     pub type JobList = List;
@@ -399,6 +446,141 @@ mod layout {
     assert_size!(slurm_preempt_data_type_t, 4);
 }
 
+// Slurm 25.11.7: gcc offsetof on SchedMD's release headers (the tarball).
+#[cfg(slurm = "25.11")]
+mod layout {
+    use super::*;
+    assert_size!(job_record_t, 1208);
+    assert_offset!(job_record_t, account, 32);
+    assert_offset!(job_record_t, assoc_ptr, 104);
+    assert_offset!(job_record_t, comment, 176);
+    assert_offset!(job_record_t, details, 248);
+    assert_offset!(job_record_t, direct_set_prio, 256);
+    assert_offset!(job_record_t, gres_list_req, 320);
+    assert_offset!(job_record_t, job_id, 424);
+    assert_offset!(job_record_t, job_state, 488);
+    assert_offset!(job_record_t, partition, 704);
+    assert_offset!(job_record_t, priority, 776);
+    assert_offset!(job_record_t, prio_factors, 784);
+    assert_offset!(job_record_t, start_time, 960);
+    assert_offset!(job_record_t, time_limit, 1024);
+    assert_offset!(job_record_t, tres_per_node, 1080);
+    assert_offset!(job_record_t, tres_req_cnt, 1104);
+    assert_offset!(job_record_t, user_id, 1152);
+    assert_size!(job_details, 544);
+    assert_offset!(job_details, begin_time, 48);
+    assert_offset!(job_details, nice, 288);
+    assert_offset!(job_details, submit_time, 480);
+    assert_size!(job_queue_rec_t, 56);
+    assert_offset!(job_queue_rec_t, job_ptr, 8);
+    assert_offset!(job_queue_rec_t, priority, 24);
+    assert_size!(job_desc_msg_t, 944);
+    assert_offset!(job_desc_msg_t, comment, 128);
+    assert_offset!(job_desc_msg_t, time_limit, 692);
+    assert_offset!(job_desc_msg_t, user_id, 752);
+    assert_size!(priority_factors_object_t, 64);
+    assert_offset!(priority_factors_object_t, direct_prio, 16);
+    assert_offset!(priority_factors_object_t, job_id, 24);
+    assert_offset!(priority_factors_object_t, prio_factors, 40);
+    assert_size!(priority_factors_t, 96);
+    assert_size!(slurmdb_assoc_rec_t, 320);
+    assert_offset!(slurmdb_assoc_rec_t, acct, 8);
+    assert_offset!(slurmdb_assoc_rec_t, usage, 296);
+    assert_offset!(slurmdb_assoc_rec_t, user, 304);
+    assert_size!(slurm_conf_t, 1584);
+    assert_offset!(slurm_conf_t, cluster_name, 264);
+    assert_offset!(slurm_conf_t, priority_decay_hl, 864);
+    assert_offset!(slurm_conf_t, priority_calc_period, 868);
+    assert_offset!(slurm_conf_t, private_data, 936);
+    assert_offset!(slurm_conf_t, state_save_location, 1376);
+    assert_size!(node_record_t, 592);
+    assert_offset!(node_record_t, config_ptr, 104);
+    assert_offset!(node_record_t, gres, 224);
+    assert_offset!(node_record_t, index, 240);
+    assert_offset!(node_record_t, name, 304);
+    assert_offset!(node_record_t, node_state, 352);
+    assert_offset!(node_record_t, part_cnt, 384);
+    assert_offset!(node_record_t, part_pptr, 392);
+    assert_offset!(node_record_t, reason, 432);
+    assert_size!(config_record_t, 144);
+    assert_offset!(config_record_t, gres, 40);
+    assert_size!(part_record_t, 376);
+    assert_offset!(part_record_t, name, 232);
+    assert_offset!(part_record_t, priority_tier, 286);
+    assert_offset!(part_record_t, state_up, 306);
+    assert_size!(slurmctld_lock_t, 20);
+    assert_size!(lock_level_t, 4);
+}
+
+// Slurm 26.05.3: gcc offsetof on SchedMD's release headers (the tarball).
+// 26.05 put a job's `slurm_step_id_t` at the head of the record (`job_id`
+// stays), gave sprio's object that `step_id` instead of `job_id`, and added
+// a sixth lock (`select_node`).
+#[cfg(slurm = "26.05")]
+mod layout {
+    use super::*;
+    assert_size!(job_record_t, 1288);
+    assert_offset!(job_record_t, account, 32);
+    assert_offset!(job_record_t, assoc_ptr, 104);
+    assert_offset!(job_record_t, comment, 176);
+    assert_offset!(job_record_t, details, 256);
+    assert_offset!(job_record_t, direct_set_prio, 264);
+    assert_offset!(job_record_t, gres_list_req, 344);
+    assert_offset!(job_record_t, job_id, 448);
+    assert_offset!(job_record_t, job_state, 512);
+    assert_offset!(job_record_t, partition, 752);
+    assert_offset!(job_record_t, priority, 832);
+    assert_offset!(job_record_t, prio_factors, 840);
+    assert_offset!(job_record_t, start_time, 1032);
+    assert_offset!(job_record_t, time_limit, 1104);
+    assert_offset!(job_record_t, tres_per_node, 1160);
+    assert_offset!(job_record_t, tres_req_cnt, 1184);
+    assert_offset!(job_record_t, user_id, 1232);
+    assert_size!(job_details, 560);
+    assert_offset!(job_details, begin_time, 48);
+    assert_offset!(job_details, nice, 292);
+    assert_offset!(job_details, submit_time, 496);
+    assert_size!(job_queue_rec_t, 56);
+    assert_offset!(job_queue_rec_t, job_ptr, 8);
+    assert_offset!(job_queue_rec_t, priority, 24);
+    assert_size!(job_desc_msg_t, 952);
+    assert_offset!(job_desc_msg_t, comment, 128);
+    assert_offset!(job_desc_msg_t, time_limit, 700);
+    assert_offset!(job_desc_msg_t, user_id, 760);
+    assert_size!(priority_factors_object_t, 80);
+    assert_offset!(priority_factors_object_t, direct_prio, 16);
+    assert_offset!(priority_factors_object_t, step_id, 24);
+    assert_offset!(priority_factors_object_t, prio_factors, 56);
+    assert_size!(priority_factors_t, 96);
+    assert_size!(slurmdb_assoc_rec_t, 328);
+    assert_offset!(slurmdb_assoc_rec_t, acct, 8);
+    assert_offset!(slurmdb_assoc_rec_t, usage, 296);
+    assert_offset!(slurmdb_assoc_rec_t, user, 312);
+    assert_size!(slurm_conf_t, 1640);
+    assert_offset!(slurm_conf_t, cluster_name, 264);
+    assert_offset!(slurm_conf_t, priority_decay_hl, 904);
+    assert_offset!(slurm_conf_t, priority_calc_period, 908);
+    assert_offset!(slurm_conf_t, private_data, 976);
+    assert_offset!(slurm_conf_t, state_save_location, 1432);
+    assert_size!(node_record_t, 576);
+    assert_offset!(node_record_t, config_ptr, 80);
+    assert_offset!(node_record_t, gres, 200);
+    assert_offset!(node_record_t, index, 216);
+    assert_offset!(node_record_t, name, 280);
+    assert_offset!(node_record_t, node_state, 328);
+    assert_offset!(node_record_t, part_cnt, 360);
+    assert_offset!(node_record_t, part_pptr, 368);
+    assert_offset!(node_record_t, reason, 416);
+    assert_size!(config_record_t, 152);
+    assert_offset!(config_record_t, gres, 40);
+    assert_size!(part_record_t, 368);
+    assert_offset!(part_record_t, name, 224);
+    assert_offset!(part_record_t, priority_tier, 278);
+    assert_offset!(part_record_t, state_up, 298);
+    assert_size!(slurmctld_lock_t, 24);
+    assert_size!(lock_level_t, 4);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,6 +601,8 @@ mod tests {
         let want = match RELEASE {
             "22.05" => 0x16_05_08,
             "24.11" => 0x18_0b_05,
+            "25.11" => 0x19_0b_07,
+            "26.05" => 0x1a_05_03,
             other => panic!("unknown release {other}"),
         };
         assert_eq!(SLURM_VERSION_NUMBER, want);
@@ -441,6 +625,7 @@ mod tests {
     fn preempt_and_lock_enums() {
         assert_eq!((PREEMPT_MODE_OFF, PREEMPT_MODE_SUSPEND, PREEMPT_MODE_REQUEUE, PREEMPT_MODE_CANCEL), (0x0, 0x1, 0x2, 0x8));
         assert_eq!(PREEMPT_MODE_GANG, 0x8000);
+        #[cfg(any(slurm = "22.05", slurm = "24.11"))]
         assert_eq!((PREEMPT_DATA_ENABLED, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_DATA_GRACE_TIME), (0, 1, 2, 3));
         assert_eq!((NO_LOCK, READ_LOCK, WRITE_LOCK), (0, 1, 2));
     }

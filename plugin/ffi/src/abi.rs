@@ -9,10 +9,7 @@
 //! preempt hooks with the job lock, job_submit's with the request owned by
 //! the RPC). Nothing here walks `job_list`; see [`crate::host`] for that.
 
-use slurm_sys::{
-    job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, slurm_preempt_data_type_t, List, JOB_RUNNING, JOB_STATE_BASE, NO_VAL,
-    PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE,
-};
+use slurm_sys::{job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, List, JOB_RUNNING, JOB_STATE_BASE, NO_VAL};
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;
 use tally_allocator::priority::SprioColumns;
@@ -193,43 +190,6 @@ pub fn factors_list(items: impl IntoIterator<Item = Factors>) -> List {
         return std::ptr::null_mut();
     }
     out
-}
-
-/// `void *data` of `preempt_p_get_data`: its type depends on the request.
-#[repr(transparent)]
-#[derive(Debug, Clone, Copy)]
-pub struct PreemptDataArg<'a>(*mut c_void, PhantomData<&'a mut c_void>);
-
-impl PreemptDataArg<'_> {
-    /// Slurm asks for a victim's grace time exactly when it preempts it
-    /// (`_job_check_grace_internal`, under `slurm_job_preempt`): the one
-    /// moment a preempt plugin learns that its answer was acted on.
-    pub fn preempts_now(kind: slurm_preempt_data_type_t) -> bool {
-        kind == PREEMPT_DATA_GRACE_TIME
-    }
-
-    /// Answer `kind` the way preempt/tally does: ENABLED → `bool` true, MODE
-    /// → `u16` requeue, GRACE_TIME → `u32` 0, PRIO → `u32` `prio()` (the
-    /// victim rank, lowest preempted first). Any other kind, or no slot:
-    /// an error.
-    pub fn answer(self, kind: slurm_preempt_data_type_t, prio: impl FnOnce() -> u32) -> c_int {
-        if self.0.is_null() {
-            return ERROR;
-        }
-        match kind {
-            // SAFETY (all writes): `data` points to the type Slurm documents for the request.
-            PREEMPT_DATA_ENABLED => unsafe { *self.0.cast::<bool>() = true },
-            PREEMPT_DATA_MODE => unsafe { *self.0.cast::<u16>() = PREEMPT_MODE_REQUEUE },
-            PREEMPT_DATA_GRACE_TIME => unsafe { *self.0.cast::<u32>() = 0 },
-            PREEMPT_DATA_PRIO => {
-                let p = prio();
-                // SAFETY: as above.
-                unsafe { *self.0.cast::<u32>() = p };
-            }
-            _ => return ERROR,
-        }
-        SUCCESS
-    }
 }
 
 /// Values of slurm.conf, from libslurmfull's global `slurm_conf` (loaded

@@ -65,7 +65,11 @@ impl Access {
             Access::WriteJobs => (WRITE_LOCK, NO_LOCK, READ_LOCK, NO_LOCK),
             Access::Requeue => (WRITE_LOCK, WRITE_LOCK, NO_LOCK, READ_LOCK),
         };
-        slurmctld_lock_t { conf: NO_LOCK, job, node, part, fed }
+        // SAFETY: plain integers (lock_level_t); all-zero is NO_LOCK for
+        // every lock, including those of releases with more of them.
+        let mut levels: slurmctld_lock_t = unsafe { std::mem::zeroed() };
+        (levels.conf, levels.job, levels.node, levels.part, levels.fed) = (NO_LOCK, job, node, part, fed);
+        levels
     }
 }
 
@@ -86,8 +90,8 @@ impl Host {
         let (table, count) = (sym(slurmctld_only::NODE_RECORD_TABLE_PTR), sym(slurmctld_only::NODE_RECORD_COUNT));
         let nodes = (!table.is_null() && !count.is_null()).then(|| (table.cast(), count.cast()));
         let requeue = sym(slurmctld_only::JOB_REQUEUE);
-        // SAFETY: slurmctld's `int job_requeue(uid_t, uint32_t, slurm_msg_t *,
-        // bool, uint32_t)` (slurmctld.h, the same in 22.05 and 24.11).
+        // SAFETY: slurmctld's requeue function of this release, of the type
+        // slurm-sys gives it (`slurmctld_only::JobRequeueFn`, slurmctld.h).
         let requeue = (!requeue.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, slurmctld_only::JobRequeueFn>(requeue) });
         Some(Host { lock, unlock, job_list: job_list.cast(), last_job_update: last.cast(), nodes, requeue })
     }
@@ -214,19 +218,20 @@ impl Host {
         // SAFETY: the global config, one integer read.
         let uid = unsafe { slurm_sys::slurm_conf.slurm_user_id };
         self.with_jobs(Access::Requeue, |list| {
+            let wanted: std::collections::HashSet<u32> = ids.iter().copied().collect();
             // SAFETY: job_list under the job write lock.
-            let running: std::collections::HashSet<u32> = unsafe { job_pointers(list) }
+            let running: Vec<(u32, *mut slurm_sys::job_record_t)> = unsafe { job_pointers(list) }
                 .into_iter()
                 // SAFETY: live jobs under the lock.
-                .filter_map(|p| unsafe { p.as_ref() })
-                .filter(|j| j.job_state & JOB_STATE_BASE == JOB_RUNNING)
-                .map(|j| j.job_id)
+                .filter(|&p| unsafe { p.as_ref() }.is_some_and(|j| j.job_state & JOB_STATE_BASE == JOB_RUNNING && wanted.contains(&j.job_id)))
+                // SAFETY: as above.
+                .map(|p| (unsafe { (*p).job_id }, p))
                 .collect();
-            ids.iter()
-                .filter(|id| running.contains(id))
-                // SAFETY: slurmctld's job_requeue with the locks its RPC
-                // takes, no message to answer (NULL), not a preemption.
-                .map(|&id| (id, unsafe { requeue(uid, id, std::ptr::null_mut(), false, 0) }))
+            running
+                .into_iter()
+                // SAFETY: slurmctld's requeue with the locks its RPC takes,
+                // on a live running job.
+                .map(|(id, job)| (id, unsafe { crate::release::requeue(requeue, uid, job) }))
                 .collect()
         })
     }

@@ -1,17 +1,21 @@
-//! What differs between the Slurm releases Tally supports (22.05.8 and
-//! 24.11.5), in one place. slurm-sys picks the bindings; everything here is
-//! `cfg(slurm = …)` (set by this crate's build.rs from slurm-sys's), and no
-//! other file of the plugins names a release.
+//! What differs between the Slurm releases Tally supports (22.05.8,
+//! 24.11.5, 25.11.7 and 26.05.3), in one place. slurm-sys picks the
+//! bindings; everything here is `cfg(slurm = …)` (set by this crate's
+//! build.rs from slurm-sys's), and no other file of the plugins names a
+//! release.
 //!
-//! | | 22.05 | 24.11 |
-//! |---|---|---|
-//! | `job_modify` | `(desc, job, uid)` | `(desc, job, uid, char **err_msg)` |
-//! | `priority_p_get_priority_factors_list` | `(request, uid)`: the plugin filters by job, user and partition | `(uid)`: sprio filters on its side |
-//! | `priority_factors_object_t` | the factors inline; `partition` not freed by Slurm (one interned copy per name) | the factors in an xmalloc'd `priority_factors_t` (`prio_factors`), freed with the object, `partition` too (an `xstrdup` copy) |
-//! | priority plugin symbols | six | eight: also `priority_p_recover` and `priority_p_thread_start` |
-//! | `List`, `struct job_details`, `bit_test` | as named | `list_t *`, `job_details_t`, `slurm_bit_test` (slurm-sys aliases them) |
-//! | `plugin_version` | `0x160508`, exactly | `0x180b05`, exactly |
-//! | `scontrol reconfigure` | reloads in place (no `fini`) | restarts slurmctld (`fini`, then a new process) |
+//! | | 22.05 | 24.11 | 25.11 | 26.05 |
+//! |---|---|---|---|---|
+//! | `job_modify` | `(desc, job, uid)` | `(desc, job, uid, char **err_msg)` | as 24.11 | as 24.11 |
+//! | `priority_p_get_priority_factors_list` | `(request, uid)`: the plugin filters by job, user and partition | `(uid)`: sprio filters on its side | as 24.11 | as 24.11 |
+//! | `priority_factors_object_t` | the factors inline; `partition` not freed by Slurm (one interned copy per name) | the factors in an xmalloc'd `priority_factors_t` (`prio_factors`), freed with the object, `partition` too (an `xstrdup` copy) | as 24.11 | as 24.11, the job's id in a `slurm_step_id_t step_id` |
+//! | priority plugin symbols | six | eight: also `priority_p_recover` and `priority_p_thread_start` | seven (`priority_p_calc_fs_factor` no longer asked; exported, unused) | as 25.11 |
+//! | preempt plugin's answers | `preempt_p_get_data(job, kind, void *data)`: ENABLED, MODE, PRIO, GRACE_TIME | as 22.05 | `preempt_p_get_grace_time`, `preempt_p_get_mode`, `preempt_p_get_prio`, each `(job)` | as 25.11 |
+//! | slurmctld's requeue (host drain) | `job_requeue(uid, job_id, msg, preempt, flags)` | as 22.05 | `job_requeue_internal(uid, job_ptr, preempt, flags)` | as 25.11 |
+//! | `slurmctld_lock_t` | five locks | five | five | six (`select_node`; Tally leaves it unlocked) |
+//! | `List`, `struct job_details`, `bit_test` | as named | `list_t *`, `job_details_t`, `slurm_bit_test` (slurm-sys aliases them) | as 24.11 | as 24.11 |
+//! | `plugin_version` | `0x160508`, exactly | `0x180b05`, exactly | `0x190b07`, exactly | `0x1a0503`, exactly |
+//! | `scontrol reconfigure` | reloads in place (no `fini`) | restarts slurmctld (`fini`, then a new process) | as 24.11 | as 24.11 |
 //!
 //! The job record's fields Tally reads keep their names and meaning; their
 //! offsets differ and are asserted in slurm-sys.
@@ -21,7 +25,8 @@ use crate::abi::Factors;
 use crate::abi::FactorsFilter;
 use slurm_sys::priority_factors_object_t;
 
-/// The release the plugins are built for (`"22.05"` or `"24.11"`).
+/// The release the plugins are built for (`"22.05"`, `"24.11"`, `"25.11"`
+/// or `"26.05"`).
 pub const RELEASE: &str = slurm_sys::RELEASE;
 
 /// sprio's columns into the fields both releases name alike (the
@@ -84,19 +89,19 @@ fn interned(name: &str) -> *mut std::ffi::c_char {
     p
 }
 
-/// As above; 24.11 keeps the factors in their own `priority_factors_t`,
-/// which `slurm_destroy_priority_factors_object` frees with the object
-/// (`tres_cnt` 0: no TRES arrays), and the partition with it (`xfree`d):
-/// an `xstrdup` copy.
+/// As above; 24.11 and later keep the factors in their own
+/// `priority_factors_t`, which `slurm_destroy_priority_factors_object`
+/// frees with the object (`tres_cnt` 0: no TRES arrays), and the partition
+/// with it (`xfree`d): an `xstrdup` copy.
 ///
 /// # Safety
 /// As above.
-#[cfg(slurm = "24.11")]
+#[cfg(not(slurm = "22.05"))]
 pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors) -> bool {
     let p = crate::abi::xcalloc::<slurm_sys::priority_factors_t>();
     // SAFETY: NULL or freshly allocated and zeroed, ours until handed over.
     let Some(pf) = (unsafe { p.as_mut() }) else { return false };
-    o.job_id = f.job_id;
+    set_job_id(o, f.job_id);
     o.user_id = f.user_id;
     if let Some(part) = f.partition.as_deref() {
         let c = crate::slurm_log::c_text(part);
@@ -106,6 +111,20 @@ pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors
     write_columns!(pf, f.columns);
     o.prio_factors = p;
     true
+}
+
+/// The job's id in sprio's object: its own field until 25.11.
+#[cfg(any(slurm = "24.11", slurm = "25.11"))]
+fn set_job_id(o: &mut priority_factors_object_t, job_id: u32) {
+    o.job_id = job_id;
+}
+
+/// 26.05 names a job by a `slurm_step_id_t` (sprio prints its `job_id`):
+/// the job itself, no step (`NO_VAL`), no het component (`NO_VAL`), no
+/// sluid (0: sprio then shows the plain id).
+#[cfg(slurm = "26.05")]
+fn set_job_id(o: &mut priority_factors_object_t, job_id: u32) {
+    o.step_id = slurm_sys::slurm_step_id_t { sluid: 0, job_id, step_het_comp: slurm_sys::NO_VAL, step_id: slurm_sys::NO_VAL };
 }
 
 /// Define job_submit's `job_modify` with the release's prototype. The body
@@ -124,7 +143,7 @@ macro_rules! export_job_modify {
     };
 }
 
-#[cfg(slurm = "24.11")]
+#[cfg(not(slurm = "22.05"))]
 #[macro_export]
 macro_rules! export_job_modify {
     ($(#[$meta:meta])* fn job_modify($d:ident, $j:ident, $u:ident, $e:ident); fallback $fb:expr; $body:block) => {
@@ -209,7 +228,7 @@ macro_rules! export_factors_list {
     };
 }
 
-#[cfg(slurm = "24.11")]
+#[cfg(not(slurm = "22.05"))]
 #[macro_export]
 macro_rules! export_factors_list {
     ($(#[$meta:meta])* fn priority_p_get_priority_factors_list($f:ident, $u:ident); fallback $fb:expr; $body:block) => {
@@ -223,7 +242,7 @@ macro_rules! export_factors_list {
 }
 
 /// The priority plugin's symbols that only some releases ask for: none in
-/// 22.05; in 24.11 `priority_p_recover` (priority/basic's boost after a
+/// 22.05; from 24.11 `priority_p_recover` (priority/basic's boost after a
 /// state recovery: Tally sets its own priorities, so no boost, as
 /// multifactor with slurmdbd) and `priority_p_thread_start` (Tally's
 /// threads start in `init`, inside slurmctld only, as in 22.05: nothing
@@ -234,7 +253,7 @@ macro_rules! export_priority_release_hooks {
     () => {};
 }
 
-#[cfg(slurm = "24.11")]
+#[cfg(not(slurm = "22.05"))]
 #[macro_export]
 macro_rules! export_priority_release_hooks {
     () => {
@@ -253,4 +272,127 @@ macro_rules! export_priority_release_hooks {
             {}
         }
     };
+}
+
+/// preempt/tally's answers to what Slurm asks of a preempt plugin about a
+/// job: it preempts by requeue, with no grace time, victims in
+/// `$prio(job)` order (lowest first); Slurm asks the grace time exactly
+/// when it preempts a job (`_job_check_grace_internal`, under
+/// `slurm_job_preempt`), the one moment a preempt plugin learns that its
+/// answer was acted on: `$grace(job)` is called then. Until 24.11 one
+/// `preempt_p_get_data(job, kind, data)` answers them all (ENABLED → true,
+/// an error for a kind it does not know or no slot); from 25.11 one
+/// function each.
+#[cfg(any(slurm = "22.05", slurm = "24.11"))]
+#[macro_export]
+macro_rules! export_preempt_answers {
+    (grace: $grace:path, prio: $prio:path) => {
+        $crate::export! {
+            /// ENABLED → true, MODE → requeue, PRIO → the victim rank
+            /// (lowest preempted first), GRACE_TIME → 0 s (and the run is
+            /// noted: Slurm asks it as it preempts the job); an error on a panic.
+            fn preempt_p_get_data(
+                job: $crate::abi::JobArg<'_>,
+                data_type: $crate::slurm_sys::slurm_preempt_data_type_t,
+                data: $crate::release::PreemptDataArg<'_>,
+            ) -> ::std::ffi::c_int;
+            fallback || $crate::abi::ERROR;
+            {
+                if $crate::release::PreemptDataArg::preempts_now(data_type) {
+                    $grace(job);
+                }
+                data.answer(data_type, || $prio(job))
+            }
+        }
+    };
+}
+
+#[cfg(not(any(slurm = "22.05", slurm = "24.11")))]
+#[macro_export]
+macro_rules! export_preempt_answers {
+    (grace: $grace:path, prio: $prio:path) => {
+        $crate::export! {
+            /// 0 s (and the run is noted: Slurm asks it as it preempts the job).
+            fn preempt_p_get_grace_time(job: $crate::abi::JobArg<'_>) -> u32;
+            fallback || 0;
+            {
+                $grace(job);
+                0
+            }
+
+            /// Requeue.
+            fn preempt_p_get_mode(job: $crate::abi::JobArg<'_>) -> u16;
+            fallback || $crate::slurm_sys::PREEMPT_MODE_REQUEUE;
+            {
+                let _ = job;
+                $crate::slurm_sys::PREEMPT_MODE_REQUEUE
+            }
+
+            /// The victim rank (lowest preempted first); last on a panic.
+            fn preempt_p_get_prio(job: $crate::abi::JobArg<'_>) -> u32;
+            fallback || u32::MAX;
+            {
+                $prio(job)
+            }
+        }
+    };
+}
+
+/// `void *data` of `preempt_p_get_data` (until 24.11): its type depends on
+/// the request.
+#[cfg(any(slurm = "22.05", slurm = "24.11"))]
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct PreemptDataArg<'a>(*mut std::ffi::c_void, std::marker::PhantomData<&'a mut std::ffi::c_void>);
+
+#[cfg(any(slurm = "22.05", slurm = "24.11"))]
+impl PreemptDataArg<'_> {
+    /// Is this the request Slurm makes exactly as it preempts the job?
+    pub fn preempts_now(kind: slurm_sys::slurm_preempt_data_type_t) -> bool {
+        kind == slurm_sys::PREEMPT_DATA_GRACE_TIME
+    }
+
+    /// Answer `kind`: ENABLED → `bool` true, MODE → `u16` requeue,
+    /// GRACE_TIME → `u32` 0, PRIO → `u32` `prio()`. Any other kind, or no
+    /// slot: an error.
+    pub fn answer(self, kind: slurm_sys::slurm_preempt_data_type_t, prio: impl FnOnce() -> u32) -> std::ffi::c_int {
+        use slurm_sys::{PREEMPT_DATA_ENABLED, PREEMPT_DATA_GRACE_TIME, PREEMPT_DATA_MODE, PREEMPT_DATA_PRIO, PREEMPT_MODE_REQUEUE};
+        if self.0.is_null() {
+            return crate::abi::ERROR;
+        }
+        match kind {
+            // SAFETY (all writes): `data` points to the type Slurm documents for the request.
+            PREEMPT_DATA_ENABLED => unsafe { *self.0.cast::<bool>() = true },
+            PREEMPT_DATA_MODE => unsafe { *self.0.cast::<u16>() = PREEMPT_MODE_REQUEUE },
+            PREEMPT_DATA_GRACE_TIME => unsafe { *self.0.cast::<u32>() = 0 },
+            PREEMPT_DATA_PRIO => {
+                let p = prio();
+                // SAFETY: as above.
+                unsafe { *self.0.cast::<u32>() = p };
+            }
+            _ => return crate::abi::ERROR,
+        }
+        crate::abi::SUCCESS
+    }
+}
+
+/// Requeue one running job with slurmctld's requeue function (`f`, looked
+/// up by [`slurm_sys::slurmctld_only::JOB_REQUEUE`]) as `scontrol requeue`
+/// does: as SlurmUser `uid`, no message to answer, not a preemption. Until
+/// 24.11 by job id, from 25.11 by record.
+///
+/// # Safety
+/// Inside slurmctld, with the job and node write locks and the federation
+/// read lock held; `job` is a live job record of `job_list`.
+pub(crate) unsafe fn requeue(
+    f: slurm_sys::slurmctld_only::JobRequeueFn,
+    uid: slurm_sys::uid_t,
+    job: *mut slurm_sys::job_record_t,
+) -> std::ffi::c_int {
+    #[cfg(any(slurm = "22.05", slurm = "24.11"))]
+    // SAFETY: caller's contract; the id read from the live record.
+    return unsafe { f(uid, (*job).job_id, std::ptr::null_mut(), false, 0) };
+    #[cfg(not(any(slurm = "22.05", slurm = "24.11")))]
+    // SAFETY: caller's contract.
+    return unsafe { f(uid, job, false, 0) };
 }

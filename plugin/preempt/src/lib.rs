@@ -35,7 +35,6 @@
 // defined through `tally_ffi::export!`, behind the panic guard.
 #![forbid(unsafe_code)]
 
-use slurm_sys::slurm_preempt_data_type_t;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
@@ -50,7 +49,7 @@ use tally_engine::preempted::{self, Note, Notes};
 use tally_engine::statefile;
 use tally_engine::view::RunState;
 use tally_engine::worker::{Wake, Worker};
-use tally_ffi::abi::{conf, JobArg, PreemptDataArg, QueueRecArg, ERROR, SUCCESS};
+use tally_ffi::abi::{conf, JobArg, QueueRecArg, SUCCESS};
 use tally_ffi::host::Host;
 use tally_ffi::slurm_log::{self, SlurmLogger};
 
@@ -318,26 +317,20 @@ tally_ffi::export! {
         }
     }
 
-    /// ENABLED → true, MODE → requeue, PRIO → the victim rank (lowest
-    /// preempted first), GRACE_TIME → 0 s (and the run is noted: Slurm
-    /// asks it as it preempts the job); an error on a panic.
-    fn preempt_p_get_data(job: JobArg<'_>, data_type: slurm_preempt_data_type_t, data: PreemptDataArg<'_>) -> c_int;
-    fallback || ERROR;
-    {
-        if PreemptDataArg::preempts_now(data_type) {
-            note_preempted(job);
-        }
-        data.answer(data_type, || {
-            let live = lock(&LIVE);
-            let rank = live.as_ref().and_then(|snap| {
-                let id = u64::from(job.id()?);
-                // The victim as copied (its run's frozen contract); the
-                // class and loss need only the tree.
-                let v = snap.running.iter().find(|j| j.id == id)?;
-                let m = Moment { ent: &snap.ent, rules: &snap.config.priority, contracts: &snap.config.contracts, now: now() };
-                Some(victim_rank(v, snap.last_preemptor.map(|(_, gpus)| gpus), &m))
-            });
-            rank.unwrap_or(u32::MAX)
-        })
-    }
+}
+
+tally_ffi::export_preempt_answers!(grace: note_preempted, prio: victim_order);
+
+/// The victim rank of a running job Slurm may preempt (lowest preempted
+/// first): its class and loss for the preemptor asked last, from the copy
+/// (its run's frozen contract); last when it is not in the copy.
+fn victim_order(job: JobArg<'_>) -> u32 {
+    let live = lock(&LIVE);
+    let rank = live.as_ref().and_then(|snap| {
+        let id = u64::from(job.id()?);
+        let v = snap.running.iter().find(|j| j.id == id)?;
+        let m = Moment { ent: &snap.ent, rules: &snap.config.priority, contracts: &snap.config.contracts, now: now() };
+        Some(victim_rank(v, snap.last_preemptor.map(|(_, gpus)| gpus), &m))
+    });
+    rank.unwrap_or(u32::MAX)
 }

@@ -30,7 +30,6 @@ const TYPES: &[&str] = &[
     "slurm_conf_t",
     "slurmctld_lock_t",
     "lock_level_t",
-    "slurm_preempt_data_type_t",
     "job_states",
     "node_states",
     "slurm_err_t",
@@ -62,6 +61,15 @@ const FUNCTIONS_BY_RELEASE: &[(&str, &str)] = &[("bit_test", "slurm_bit_test")];
 /// The first release whose names are the right-hand side of [`TYPES_BY_RELEASE`].
 const RENAMED_IN: u32 = 0x17_0b_00; // 23.11.0
 
+/// What 25.11 removed or replaced, present before it: `preempt_p_get_data`'s
+/// request type went (the preempt plugin answers `get_grace_time`,
+/// `get_mode` and `get_prio` instead), and slurmctld's `job_requeue` by job
+/// id became `job_requeue_internal` on the job record.
+const TYPES_BEFORE_25_11: &[&str] = &["slurm_preempt_data_type_t"];
+const FUNCTIONS_BY_RELEASE_25_11: &[(&str, &str)] = &[("job_requeue", "job_requeue_internal")];
+/// 25.11.0.
+const CHANGED_IN_25_11: u32 = 0x19_0b_00;
+
 /// Functions. All are exported by libslurmfull.so except `lock_slurmctld` and
 /// `unlock_slurmctld`, which exist only in the slurmctld binary.
 const FUNCTIONS: &[&str] = &[
@@ -84,8 +92,8 @@ const FUNCTIONS: &[&str] = &[
     "slurm_destroy_priority_factors_object",
     "lock_slurmctld",
     "unlock_slurmctld",
-    // slurmctld only, like the two above: requeue a job (host drain).
-    "job_requeue",
+    // slurmctld only, like the two above: requeue a job (host drain):
+    // FUNCTIONS_BY_RELEASE_25_11.
     // A running job's nodes (job_record_t.node_bitmap), for the planner
     // (and bit_test: FUNCTIONS_BY_RELEASE).
     "bit_size",
@@ -266,7 +274,11 @@ fn main() {
     // (Upstream's tarball carries a debian/ of its own, for "slurm-smd".)
     let changelog = src.join("debian/changelog");
     let line = if changelog.exists() { first_line(&changelog) } else { String::new() };
-    let package = if line.starts_with("slurm-wlm ") {
+    let package = if line.starts_with("slurm-smd ") {
+        // SchedMD's release tarball (`git archive` of the release tag).
+        let name = line.split_once(')').map_or(line.as_str(), |(head, _)| head).replace(" (", " ");
+        format!("SchedMD's release tarball of Slurm {} (its debian/changelog: {name})", slurm_version_dotted(version_number))
+    } else if line.starts_with("slurm-wlm ") {
         // "slurm-wlm (22.05.8-4+deb12u3) bookworm-security; urgency=medium" -> name, version
         let name = line.split_once(')').map_or(line.as_str(), |(head, _)| head).replace(" (", " ");
         format!("Debian source package {name} (`apt-get source slurm-wlm`)")
@@ -280,6 +292,7 @@ fn main() {
         .iter()
         .copied()
         .chain(TYPES_BY_RELEASE.iter().map(|&(old, new)| if version_number >= RENAMED_IN { new } else { old }))
+        .chain(TYPES_BEFORE_25_11.iter().copied().filter(|_| version_number < CHANGED_IN_25_11))
         .collect();
 
     let mut builder = bindgen::Builder::default()
@@ -308,6 +321,7 @@ fn main() {
         .iter()
         .copied()
         .chain(FUNCTIONS_BY_RELEASE.iter().map(|&(old, new)| if version_number >= RENAMED_IN { new } else { old }))
+        .chain(FUNCTIONS_BY_RELEASE_25_11.iter().map(|&(old, new)| if version_number >= CHANGED_IN_25_11 { new } else { old }))
         .collect();
     for f in &functions {
         builder = builder.allowlist_function(format!("^{f}$"));
@@ -379,7 +393,7 @@ fn main() {
          // Source:  {package},\n\
          //          unpacked in {src}, SLURM_VERSION_NUMBER {slurm_version}\n\
          // Headers: slurm-sys/gen/wrapper.h (src/slurmctld/*.h, src/common/*.h, slurm/*.h), plus a\n\
-         //          stub dir: an empty config.h and libslurm-dev's slurm/slurm_version.h\n\
+         //          stub dir: an empty config.h and the release's installed slurm/slurm_version.h\n\
          // Allowlist: slurm-sys/gen/src/main.rs\n\
          // Tools:   bindgen {BINDGEN_VERSION}, {clang}\n\
          // Command: scripts/gen-bindings.sh\n\
