@@ -9,24 +9,40 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 TALLY := $(TARGET_DIR)/release/tally
 CONFIG ?= examples/tally.toml
 # Which Slurm the plugins are built for: `host` (the machine's, 22.05.8 on
-# Debian 12) or `24.11` (Debian 13's, in the chroot testbed/trixie.sh makes
-# at $(TRIXIE_ROOT)). Each release gets its own target dir and plugin dir,
-# so switching does not rebuild the other.
+# Debian 12), `24.11` (Debian 13's, in the chroot testbed/trixie.sh makes
+# at $(TRIXIE_ROOT)), or `25.11` / `26.05` (built from SchedMD's sources
+# into $(SLURM_PREFIX): by default the test bed's build of
+# testbed/slurm-src.sh). Each release gets its own target dir and plugin
+# dir, so switching does not rebuild the other.
+#
+# SLURM_PREFIX=DIR: a Slurm installed under its own prefix, as sites that
+# build Slurm from source install it: headers from DIR/include, plugins
+# installed into DIR/lib/slurm (with SLURM=host: whatever release it is;
+# the build refuses one Tally has no bindings for).
 SLURM ?= host
+SLURM_PREFIX ?=
 TRIXIE_ROOT ?= /var/tmp/tally-trixie
 ifeq ($(SLURM),host)
-PLUGIN_DIR := $(CURDIR)/target/plugins
-PLUGIN_ENV :=
-PLUGIN_TARGET := $(TARGET_DIR)
+PLUGIN_DIR := $(CURDIR)/target/plugins$(if $(SLURM_PREFIX),-prefix)
+PLUGIN_TARGET := $(if $(SLURM_PREFIX),target/slurm-prefix,$(TARGET_DIR))
+PLUGIN_ENV := $(if $(SLURM_PREFIX),SLURM_INCLUDE_DIR=$(SLURM_PREFIX)/include CARGO_TARGET_DIR=$(CURDIR)/$(PLUGIN_TARGET))
+SLURM_INCLUDE := $(if $(SLURM_PREFIX),$(SLURM_PREFIX)/include,$(or $(SLURM_INCLUDE_DIR),/usr/include))
 else ifeq ($(SLURM),24.11)
 PLUGIN_DIR := $(CURDIR)/target/plugins-24.11
 PLUGIN_TARGET := target/slurm-24.11
-PLUGIN_ENV := SLURM_INCLUDE_DIR=$(TRIXIE_ROOT)/usr/include CARGO_TARGET_DIR=$(CURDIR)/$(PLUGIN_TARGET)
+SLURM_INCLUDE := $(TRIXIE_ROOT)/usr/include
+PLUGIN_ENV := SLURM_INCLUDE_DIR=$(SLURM_INCLUDE) CARGO_TARGET_DIR=$(CURDIR)/$(PLUGIN_TARGET)
+else ifneq ($(filter 25.11 26.05,$(SLURM)),)
+SLURM_PREFIX := $(or $(SLURM_PREFIX),$(shell bash testbed/slurm-src.sh prefix $(SLURM)))
+PLUGIN_DIR := $(CURDIR)/target/plugins-$(SLURM)
+PLUGIN_TARGET := target/slurm-$(SLURM)
+SLURM_INCLUDE := $(SLURM_PREFIX)/include
+PLUGIN_ENV := SLURM_INCLUDE_DIR=$(SLURM_INCLUDE) CARGO_TARGET_DIR=$(CURDIR)/$(PLUGIN_TARGET)
 else
-$(error SLURM=$(SLURM): supported are SLURM=host (the machine's Slurm) and SLURM=24.11 (the chroot of testbed/trixie.sh))
+$(error SLURM=$(SLURM): supported are SLURM=host (the machine's Slurm, or the one under SLURM_PREFIX), SLURM=24.11 (the chroot of testbed/trixie.sh), SLURM=25.11 and SLURM=26.05 (built from source by testbed/slurm-src.sh, or under SLURM_PREFIX))
 endif
 # The slurm_version.h the plugins of $(SLURM) are built against.
-SLURM_HEADER := $(if $(filter host,$(SLURM)),$(or $(SLURM_INCLUDE_DIR),/usr/include),$(TRIXIE_ROOT)/usr/include)/slurm/slurm_version.h
+SLURM_HEADER := $(SLURM_INCLUDE)/slurm/slurm_version.h
 PLUGINS := priority_tally job_submit_tally preempt_tally
 
 # `make install`: the usual names. DESTDIR stages (packaging, tests).
@@ -38,8 +54,9 @@ SYSCONFDIR ?= /etc
 # tally.toml.example goes here; the plugins and tally read /etc/slurm/tally.toml
 # (or $TALLY_CONFIG): copying the example there is the admin's step.
 EXAMPLEDIR ?= $(SYSCONFDIR)/tally
-# Where slurmctld loads plugins from (Debian 12 and 13: slurm-wlm's PluginDir).
-PLUGINDIR ?= /usr/lib/x86_64-linux-gnu/slurm-wlm
+# Where slurmctld loads plugins from (Debian 12 and 13: slurm-wlm's
+# PluginDir; a Slurm under SLURM_PREFIX: its lib/slurm).
+PLUGINDIR ?= $(if $(SLURM_PREFIX),$(SLURM_PREFIX)/lib/slurm,/usr/lib/x86_64-linux-gnu/slurm-wlm)
 INSTALL ?= install
 INSTALL_PROGRAM ?= $(INSTALL) -m 0755
 # Shared objects are dlopen()ed, not run: 0644, as Debian ships Slurm's own.
@@ -98,6 +115,8 @@ build:
 ## The plugins, named as Slurm loads them, in $(PLUGIN_DIR) (the test bed
 ## puts that folder first in PluginDir).
 plugins:
+	@if [ "$(SLURM)$(SLURM_PREFIX)" != host ] && [ ! -r $(SLURM_HEADER) ]; then \
+	    echo "make plugins: $(SLURM_HEADER) not found: the headers of SLURM=$(SLURM)$(if $(SLURM_PREFIX), under $(SLURM_PREFIX)) are needed ($(if $(filter 24.11,$(SLURM)),bash testbed/trixie.sh ensure,$(if $(filter 25.11 26.05,$(SLURM)),bash testbed/slurm-src.sh ensure $(SLURM) builds them,install Slurm's headers under SLURM_PREFIX)))" >&2; exit 1; fi
 	$(PLUGIN_ENV) $(CARGO) build --release --locked -p tally-priority -p tally-job-submit -p tally-preempt
 	mkdir -p $(PLUGIN_DIR)
 	for p in priority_tally job_submit_tally preempt_tally; do \
@@ -162,9 +181,10 @@ deb: build plugins
 deb-check: deb
 	bash scripts/deb-check.sh --header $(SLURM_HEADER) "$$(SLURM=$(SLURM) SLURM_HEADER=$(SLURM_HEADER) bash scripts/mkdeb.sh --path)"
 
-## Regenerate slurm-sys/src/bindings.rs from the Slurm source (needs libclang).
+## Regenerate the bindings of $(SLURM)'s release (slurm-sys/src/bindings/,
+## from its source; needs libclang).
 bindings:
-	bash scripts/gen-bindings.sh
+	bash scripts/gen-bindings.sh $(filter-out host,$(SLURM))
 
 fmt:
 	$(CARGO) fmt --all

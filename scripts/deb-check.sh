@@ -7,7 +7,8 @@
 #
 # --header: the Slurm headers the plugins were built against (make deb-check
 # passes the right ones; default /usr/include/slurm/slurm_version.h). Checks:
-#   - name, Architecture, Depends: exactly that slurmctld release
+#   - name, Architecture, Depends: exactly that slurmctld release (the package
+#     scripts/deb-target.sh names: Debian's slurmctld, or SchedMD's slurm-smd-slurmctld)
 #     (>= X.Y.Z, << X.Y.Z+1~) plus libc6; Provides/Conflicts tally-slurm;
 #     no maintainer scripts, no conffiles, nothing under /etc, all root:root;
 #   - the files: 3 plugins in Debian's PluginDir, /usr/bin/tally, tally.1 and
@@ -55,6 +56,10 @@ major=$(( (v >> 16) & 0xff )) minor=$(printf '%02d' $(( (v >> 8) & 0xff ))) micr
 release=$major.$minor
 slurm=$release.$micro
 pkg=tally-slurm-$release
+# shellcheck source=scripts/deb-target.sh
+source "$ROOT/scripts/deb-target.sh"
+deb_target "$release"
+ctld=$DEB_CTLD_PKG
 echo "deb-check: $deb against $header (Slurm $slurm)"
 
 scratch=$(mktemp -d)
@@ -67,7 +72,7 @@ check "file name is ${pkg}_<version>_<arch>.deb" \
     test "$(basename "$deb")" = "${pkg}_$(field Version)_$(field Architecture).deb"
 check "Architecture is this machine's ($(dpkg --print-architecture))" test "$(field Architecture)" = "$(dpkg --print-architecture)"
 depends=$(field Depends)
-want_slurm="slurmctld (>= $slurm), slurmctld (<< $release.$((micro + 1))~)"
+want_slurm="$ctld (>= $slurm), $ctld (<< $release.$((micro + 1))~)"
 check "Depends starts with $want_slurm" test "${depends%%, lib*}" = "$want_slurm"
 check "Depends has libc6" grep -q 'libc6 (>= ' <<<"$depends"
 for f in Provides Conflicts Replaces; do check "$f: tally-slurm" test "$(field "$f")" = tally-slurm; done
@@ -77,7 +82,7 @@ check "control holds only control and md5sums (no maintainer scripts, no conffil
 
 # --- files -----------------------------------------------------------------
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-plugindir=usr/lib/$multiarch/slurm-wlm
+plugindir=usr/lib/$multiarch/$DEB_PLUGIN_SUBDIR
 dpkg-deb -c "$deb" >"$scratch/listing"
 awk '{ print $6 }' "$scratch/listing" | sed 's|^\./||; s|/$||' | grep -v '^$' | sort >"$scratch/paths"
 want_files=(
@@ -107,7 +112,7 @@ check "the example is examples/tally.toml" cmp -s "$ROOT/examples/tally.toml" "$
 # new_root DIR SLURMCTLD_VERSION|none: an empty dpkg root whose status says
 # slurmctld (at that version) and the other dependencies are installed.
 new_root() {
-    local r=$1 ctld=$2 dep name ver
+    local r=$1 version=$2 dep name ver
     mkdir -p "$r/var/lib/dpkg/info" "$r/var/lib/dpkg/updates" "$r/var/lib/dpkg/triggers"
     : >"$r/var/lib/dpkg/available"
     : >"$r/var/lib/dpkg/status"
@@ -116,11 +121,11 @@ new_root() {
             "$1" "$2" "$(dpkg --print-architecture)" >>"$r/var/lib/dpkg/status"
         : >"$r/var/lib/dpkg/info/$1.list"
     }
-    [[ $ctld == none ]] || stand_in slurmctld "$ctld"
+    [[ $version == none ]] || stand_in "$ctld" "$version"
     # Every other dependency at the lowest version it accepts.
     while IFS= read -r dep; do
         name=${dep%% *}
-        [[ $name == slurmctld ]] && continue
+        [[ $name == "$ctld" ]] && continue
         ver=$(sed -n 's/.*(>= \(.*\))/\1/p' <<<"$dep")
         stand_in "$name" "${ver:-1}"
     done < <(tr ',' '\n' <<<"$depends" | sed 's/^ *//')
@@ -134,9 +139,9 @@ r=$scratch/root-ok
 new_root "$r" "$slurm-1"
 tree "$r" >"$scratch/before"
 if rdpkg "$r" -i "$deb" >"$scratch/install.log" 2>&1; then
-    ok "dpkg --root -i with slurmctld $slurm-1: installed"
+    ok "dpkg --root -i with $ctld $slurm-1: installed"
 else
-    bad "dpkg --root -i with slurmctld $slurm-1 failed: $(tail -5 "$scratch/install.log")"
+    bad "dpkg --root -i with $ctld $slurm-1 failed: $(tail -5 "$scratch/install.log")"
 fi
 check "status is ii (installed, configured)" test "$(status "$r")" = ii
 for f in "${want_files[@]}"; do check "installed /$f" test -f "$r/$f"; done
@@ -159,22 +164,27 @@ fi
 
 # refused SLURMCTLD_VERSION|none WHY: installing must fail on the dependency.
 refused() {
-    local ctld=$1 why=$2 rr
-    rr=$scratch/root-$ctld
-    new_root "$rr" "$ctld"
+    local version=$1 why=$2 rr
+    rr=$scratch/root-$version
+    new_root "$rr" "$version"
     if rdpkg "$rr" -i "$deb" >"$scratch/refused.log" 2>&1; then
         bad "dpkg -i with $why should fail, it succeeded"
-    elif grep -q "depends on slurmctld" "$scratch/refused.log" && [[ $(status "$rr") != ii ]]; then
-        ok "refused with $why: $(grep -m1 -o 'depends on slurmctld.*' "$scratch/refused.log")"
+    elif grep -q "depends on $ctld" "$scratch/refused.log" && [[ $(status "$rr") != ii ]]; then
+        ok "refused with $why: $(grep -m1 -o "depends on $ctld.*" "$scratch/refused.log")"
     else
-        bad "dpkg -i with $why failed, but not on slurmctld: $(tail -5 "$scratch/refused.log")"
+        bad "dpkg -i with $why failed, but not on $ctld: $(tail -5 "$scratch/refused.log")"
     fi
 }
-refused none "no slurmctld"
-refused "$release.$((micro + 1))-1" "slurmctld $release.$((micro + 1)) (next micro: another plugin_version)"
-(( micro == 0 )) || refused "$release.$((micro - 1))-1" "slurmctld $release.$((micro - 1)) (previous micro)"
-if [[ $release == 22.05 ]]; then other=24.11.5-4; else other=22.05.8-4+deb12u3; fi
-refused "$other" "slurmctld $other (another release)"
+refused none "no $ctld"
+refused "$release.$((micro + 1))-1" "$ctld $release.$((micro + 1)) (next micro: another plugin_version)"
+(( micro == 0 )) || refused "$release.$((micro - 1))-1" "$ctld $release.$((micro - 1)) (previous micro)"
+case $release in
+    22.05) other=24.11.5-4 ;;
+    24.11) other=22.05.8-4+deb12u3 ;;
+    25.11) other=26.05.3-1 ;;
+    *) other=25.11.7-1 ;;
+esac
+refused "$other" "$ctld $other (another release)"
 
 if [[ -n $status_file ]]; then
     r=$scratch/root-status
@@ -182,11 +192,11 @@ if [[ -n $status_file ]]; then
     cp "$status_file" "$r/var/lib/dpkg/status"
     : >"$r/var/lib/dpkg/available"
     dpkg-query --admindir="$r/var/lib/dpkg" -W -f='${Package}\n' | while read -r p; do : >"$r/var/lib/dpkg/info/$p.list"; done
-    ctld=$(dpkg-query --admindir="$r/var/lib/dpkg" -W -f='${Version}' slurmctld 2>/dev/null || echo none)
+    have=$(dpkg-query --admindir="$r/var/lib/dpkg" -W -f='${Version}' "$ctld" 2>/dev/null || echo none)
     if rdpkg "$r" -i "$deb" >"$scratch/status.log" 2>&1 && [[ $(status "$r") == ii ]]; then
-        ok "installs on the package set of $status_file (slurmctld $ctld)"
+        ok "installs on the package set of $status_file ($ctld $have)"
     else
-        bad "does not install on the package set of $status_file (slurmctld $ctld): $(grep -m3 -e 'depends on' -e error "$scratch/status.log" | tr '\n' ' ')"
+        bad "does not install on the package set of $status_file ($ctld $have): $(grep -m3 -e 'depends on' -e error "$scratch/status.log" | tr '\n' ' ')"
     fi
 fi
 

@@ -3,7 +3,7 @@
 # target/deb/tally-slurm-<major.minor>_<version>_<arch>.deb. `make deb` (the
 # host's Slurm) and `make deb SLURM=24.11` call it after `make build plugins`.
 #
-#   SLURM=host|24.11 SLURM_HEADER=.../slurm/slurm_version.h bash scripts/mkdeb.sh [--path]
+#   SLURM=host|24.11|25.11|26.05 SLURM_HEADER=.../slurm/slurm_version.h bash scripts/mkdeb.sh [--path]
 #
 # --path: only print the path the package gets (make deb-check uses it).
 #
@@ -11,8 +11,9 @@
 # built against, never from a name: slurmctld loads a plugin only when its
 # plugin_version equals its own version exactly (major.minor.micro;
 # src/common/plugin.c), so the package depends on that one slurmctld release,
-# `slurmctld (>= X.Y.Z), slurmctld (<< X.Y.Z+1~)`, and the packages of two
-# releases conflict (same files). The layout is `make install`'s (PREFIX=/usr,
+# `slurmctld (>= X.Y.Z), slurmctld (<< X.Y.Z+1~)` (Debian's package for 22.05 and
+# 24.11; SchedMD's `slurm-smd-slurmctld` from 25.11: scripts/deb-target.sh), and the
+# packages of two releases conflict (same files). The layout is `make install`'s (PREFIX=/usr,
 # stripped), with the example under /usr/share/doc: no conffiles, no
 # maintainer scripts (restarting slurmctld is the admin's call).
 #
@@ -23,7 +24,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "mkdeb.sh: $*" >&2; exit 1; }
 
-: "${SLURM:?SLURM=host or 24.11 (run through make deb)}"
+: "${SLURM:?SLURM=host, 24.11, 25.11 or 26.05 (run through make deb)}"
 : "${SLURM_HEADER:?SLURM_HEADER=path of the slurm_version.h the plugins were built against}"
 for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture gzip md5sum strip; do
     command -v "$tool" >/dev/null || die "$tool not found: apt-get install dpkg-dev"
@@ -37,13 +38,16 @@ major=$(( (v >> 16) & 0xff )) minor=$(printf '%02d' $(( (v >> 8) & 0xff ))) micr
 release=$major.$minor
 slurm=$release.$micro
 pkg=tally-slurm-$release
+# shellcheck source=scripts/deb-target.sh
+source "$ROOT/scripts/deb-target.sh"
+deb_target "$release"
 
 version=${DEB_VERSION:-$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml")}
 [[ $version =~ ^[0-9][A-Za-z0-9.+~-]*$ ]] || die "version '$version' is not a Debian version (set DEB_VERSION)"
 maintainer=${DEB_MAINTAINER:-Tally maintainers <tally@example.invalid>}
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
-plugindir=/usr/lib/$multiarch/slurm-wlm
+plugindir=/usr/lib/$multiarch/$DEB_PLUGIN_SUBDIR
 out=${DEB_OUT:-$ROOT/target/deb}
 deb=$out/${pkg}_${version}_${arch}.deb
 if [[ ${1:-} == --path ]]; then echo "$deb"; exit 0; fi
@@ -106,7 +110,7 @@ $(printf '%*s' ${#pkg} '' | tr ' ' '-')
 
 Tally's three Slurm plugins, built for Slurm $slurm and only for it
 (slurmctld refuses a plugin of any other version, so this package depends
-on slurmctld $slurm), and the tally command.
+on $DEB_CTLD_PKG $slurm, $DEB_SLURM_PACKAGING), and the tally command.
 
   $plugindir/priority_tally.so    PriorityType=priority/tally
   $plugindir/job_submit_tally.so  JobSubmitPlugins=tally
@@ -140,7 +144,7 @@ binaries=(-e"$stage/usr/bin/tally")
 for so in "$stage$plugindir"/*.so; do binaries+=(-e"$so"); done
 shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O --warnings=0 "${binaries[@]}" | sed -n 's/^shlibs:Depends=//p')
 [[ -n $shlibs ]] || die "dpkg-shlibdeps found no shared library dependencies (expected libc6 at least)"
-depends="slurmctld (>= $slurm), slurmctld (<< $release.$((micro + 1))~), $shlibs"
+depends="$DEB_CTLD_PKG (>= $slurm), $DEB_CTLD_PKG (<< $release.$((micro + 1))~), $shlibs"
 installed_size=$(du -sk --apparent-size "$stage" | cut -f1)
 cat >"$stage/DEBIAN/control" <<EOF
 Package: $pkg

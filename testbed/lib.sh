@@ -17,18 +17,42 @@
 #
 # Environment:
 #   TALLY_RUN_DIR   run dir of the test bed (default /var/tmp/tally-testbed on Debian 12,
-#                   /var/tmp/tally-testbed-24.11 on Debian 13; when unset and a test bed config
-#                   exists in /etc/slurm, the run dir recorded there is used)
+#                   /var/tmp/tally-testbed-24.11 on Debian 13, /var/tmp/tally-testbed-<release>
+#                   with TALLY_SLURM_PREFIX; when unset and a test bed config exists in the
+#                   Slurm's config dir, the run dir recorded there is used)
+#   TALLY_SLURM_PREFIX  a Slurm built from source under this prefix (testbed/slurm-src.sh):
+#                   its commands, daemons and plugins are the bed's (its config dir is
+#                   /etc/slurm, as for the host's Slurm: one of these beds runs at a time)
 #
-# Two Slurm releases, picked by the distribution this runs on: Debian 12 (the host) has Slurm
-# 22.05.8, Debian 13 (the chroot of testbed/trixie.sh) 24.11.5. The 24.11 bed has its own run
-# dir and ports, so both beds can run at the same time on one machine.
+# Slurm releases: by default the distribution's, Debian 12 (the host) has Slurm 22.05.8, Debian 13
+# (the chroot of testbed/trixie.sh) 24.11.5; with TALLY_SLURM_PREFIX the one built there (25.11,
+# 26.05). Each release's bed has its own run dir and ports; the 24.11 bed (in its chroot) can
+# run beside the host's.
 
 TB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # ---- constants -------------------------------------------------------------------------------
 TB_DEBIAN=$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/dev/null || true)
-if [[ $TB_DEBIAN == 13 ]]; then
+TB_PREFIX=${TALLY_SLURM_PREFIX:-}
+if [[ -n $TB_PREFIX ]]; then
+    # A Slurm built from source: its release from its own slurm_version.h.
+    _hex=$(awk '$1 == "#define" && $2 == "SLURM_VERSION_NUMBER" { print $3; exit }' "$TB_PREFIX/include/slurm/slurm_version.h" 2>/dev/null || true)
+    [[ -n $_hex && -x $TB_PREFIX/sbin/slurmctld ]] || { echo "testbed: TALLY_SLURM_PREFIX=$TB_PREFIX holds no Slurm build (bash testbed/slurm-src.sh ensure <release>)" >&2; exit 1; }
+    TB_SLURM_RELEASE=$(( (_hex >> 16) & 0xff )).$(printf '%02d' $(( (_hex >> 8) & 0xff )))
+    TB_SLURM_VERSION=$TB_SLURM_RELEASE.$(( _hex & 0xff ))
+    TB_RUN_DEFAULT=/var/tmp/tally-testbed-$TB_SLURM_RELEASE
+    case $TB_SLURM_RELEASE in   # (22.05: 6817, 24.11: 6917, as below)
+        25.11) _k=2 ;;
+        26.05) _k=3 ;;
+        *)     _k=4 ;;
+    esac
+    TB_CTLD_PORT=$(( 6817 + 100 * _k ))
+    TB_DBD_PORT=$(( 6819 + 100 * _k ))
+    TB_DB_PORT=$(( 13306 + 100 * _k ))
+    TB_NODE_PORT0=$(( 17000 + 1000 * _k ))
+    PATH=$TB_PREFIX/sbin:$TB_PREFIX/bin:$PATH
+    export PATH
+elif [[ $TB_DEBIAN == 13 ]]; then
     TB_SLURM_RELEASE=24.11
     TB_SLURM_VERSION=24.11.5-4+deb13u1
     TB_RUN_DEFAULT=/var/tmp/tally-testbed-24.11
@@ -47,7 +71,8 @@ else
 fi
 TB_SLURM_ETC=/etc/slurm
 TB_SLURM_CONF=$TB_SLURM_ETC/slurm.conf
-TB_SLURM_LIBDIR=/usr/lib/x86_64-linux-gnu/slurm-wlm
+TB_SLURM_LIBDIR=${TB_PREFIX:+$TB_PREFIX/lib/slurm}
+TB_SLURM_LIBDIR=${TB_SLURM_LIBDIR:-/usr/lib/x86_64-linux-gnu/slurm-wlm}
 TB_CLUSTER=tally
 TB_DB_NAME=slurm_acct_db
 TB_DB_USER=slurm
@@ -306,7 +331,7 @@ launch() {
     local name=$1; shift
     # A daemon's stdout repeats its log: created 0600, as Slurm's own.
     (umask 077; : >>"$TB_LOG/$name.out"); chmod 0600 "$TB_LOG/$name.out"
-    setsid env -i -C "$TB_RUN" PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+    setsid env -i -C "$TB_RUN" PATH=${TB_PREFIX:+$TB_PREFIX/sbin:$TB_PREFIX/bin:}/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
         "$TB_TAG" "$@" \
         </dev/null >>"$TB_LOG/$name.out" 2>&1 &
     echo $! >"$TB_PID/$name.pid"

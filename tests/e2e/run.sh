@@ -4,8 +4,14 @@
 # and preempt/tally, 2 slurmd with 8 fake GPUs each), run tests/tests/e2e.rs,
 # and always tear the bed down. Then the compressed replay of a trace window
 # under multifactor and under Tally (tests/tests/replay.rs, ~10 minutes: each
-# policy brings its own 6-node bed up and down). Then the same end-to-end
-# suite against Slurm 24.11 in a Debian 13 chroot (tests/e2e/slurm-24.11.sh).
+# policy brings its own 6-node bed up and down). Then the other releases
+# (docs/install.md, "Slurm releases"): the whole suite against Slurm 26.05,
+# and the two scenarios whose code differs between releases against 25.11
+# and 24.11 (tests/e2e/slurm-src.sh, tests/e2e/slurm-24.11.sh).
+#
+# Slurm 25.11 and 26.05 are built from source (testbed/slurm-src.sh, cached):
+# in the background, at the lowest CPU priority, while the 22.05 bed mostly
+# waits on its jobs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${TALLY_RUN_DIR:-/var/tmp/tally-testbed}
@@ -23,6 +29,12 @@ mkdir -p "$RUN"
 cp tests/e2e/tally.toml "$CONFIG"
 target/release/tally config check "$CONFIG" >/dev/null
 target/release/tally config accounts "$CONFIG" >"$RUN/e2e-accounts"
+
+# The source builds, in the background (their log is printed if one fails).
+SRC_LOG=$RUN/slurm-src-build.log
+bash testbed/slurm-src.sh deps
+( nice -n 19 bash testbed/slurm-src.sh ensure 26.05 && nice -n 19 bash testbed/slurm-src.sh ensure 25.11 ) >"$SRC_LOG" 2>&1 &
+SRC_BUILD=$!
 
 bed_with_tally "" "$RUN/e2e-accounts" "TALLY_CONFIG=$CONFIG"
 
@@ -45,4 +57,15 @@ if (( status != 0 )); then
     exit "$status"
 fi
 log "22.05: replay passed [$(elapsed "$t0")s]"
-bash tests/e2e/slurm-24.11.sh
+t0=$(now)
+if ! wait "$SRC_BUILD"; then
+    tail -n 40 "$SRC_LOG"
+    die "building Slurm 25.11 and 26.05 from source failed (log: $SRC_LOG)"
+fi
+log "25.11 and 26.05 built from source (waited $(elapsed "$t0")s after the replay)"
+# The scenarios whose code differs between releases: sprio's factors, and a
+# debug job time-slicing through all three plugins.
+RELEASE_SCENARIOS=(e2e_4_ e2e_8_)
+bash tests/e2e/slurm-src.sh 26.05
+bash tests/e2e/slurm-src.sh 25.11 "${RELEASE_SCENARIOS[@]}"
+bash tests/e2e/slurm-24.11.sh "${RELEASE_SCENARIOS[@]}"
