@@ -78,10 +78,16 @@ TB_DB_NAME=slurm_acct_db
 TB_DB_USER=slurm
 TB_DB_PASS=tally-testbed
 TB_CONF_MARKER='# tally-testbed run dir:'
+# The release whose bed wrote the config (the host's beds share /etc/slurm).
+TB_RELEASE_MARKER='# tally-testbed release:'
 
-# Run dir: explicit setting, else the one recorded in the current config, else the default.
+# Run dir: explicit setting, else the one recorded in the current config when a bed of this
+# release wrote it (a config without the release line is 22.05's), else the default.
 if [[ -z "${TALLY_RUN_DIR:-}" ]]; then
-    TALLY_RUN_DIR=$(sed -n "s|^$TB_CONF_MARKER ||p" "$TB_SLURM_CONF" 2>/dev/null | head -n1 || true)
+    _recorded=$(sed -n "s|^$TB_RELEASE_MARKER ||p" "$TB_SLURM_CONF" 2>/dev/null | head -n1 || true)
+    if [[ ${_recorded:-22.05} == "$TB_SLURM_RELEASE" ]]; then
+        TALLY_RUN_DIR=$(sed -n "s|^$TB_CONF_MARKER ||p" "$TB_SLURM_CONF" 2>/dev/null | head -n1 || true)
+    fi
     TALLY_RUN_DIR=${TALLY_RUN_DIR:-$TB_RUN_DEFAULT}
 fi
 export TALLY_RUN_DIR

@@ -106,7 +106,7 @@ install_deps
 BUILD=/var/tmp/tally-slurm-build-$VERSION
 rm -rf "$BUILD" "$PREFIX"
 mkdir -p "$BUILD"
-log "slurm $VERSION: building from $TARBALL into $PREFIX (sha256 ${SHA:0:12}...; about 3 minutes on 2 cores)"
+log "slurm $VERSION: building from $TARBALL into $PREFIX (sha256 ${SHA:0:12}...; 4 to 7 minutes on 2 cores)"
 tar -xzf "$TARBALL" -C "$BUILD" --strip-components=1
 blog=$BUILD/build.log
 (

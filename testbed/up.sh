@@ -270,6 +270,7 @@ write_slurm_conf() {   # $1 = FirstJobId
     {
         echo "# Written by testbed/up.sh of Tally: do not edit, it is rewritten on each start."
         echo "$TB_CONF_MARKER $TB_RUN"
+        echo "$TB_RELEASE_MARKER $TB_SLURM_RELEASE"
         base_conf | while IFS= read -r line; do
             key=${line%%=*}
             grep -qixF -- "$key" <<<"$extra_keys" || echo "$line"
