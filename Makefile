@@ -159,10 +159,10 @@ uninstall:
 installable:
 	@test -x $(TALLY) || { echo "make install: $(TALLY) is missing: run \`make build\` first (make install builds nothing; if cargo builds elsewhere, pass CARGO_TARGET_DIR=DIR)" >&2; exit 1; }
 	@for p in $(PLUGINS); do test -f $(PLUGIN_DIR)/$$p.so || { \
-	    echo "make install: $(PLUGIN_DIR)/$$p.so is missing: run \`make plugins$(if $(filter host,$(SLURM)),, SLURM=$(SLURM))\` first" >&2; exit 1; }; done
+	    echo "make install: $(PLUGIN_DIR)/$$p.so is missing: run \`make plugins$(if $(filter host,$(SLURM)),, SLURM=$(SLURM))$(if $(SLURM_PREFIX), SLURM_PREFIX=$(SLURM_PREFIX))\` first" >&2; exit 1; }; done
 	@if [ -r $(SLURM_HEADER) ]; then \
 	    bash scripts/plugin-version.sh --header $(SLURM_HEADER) $(foreach p,$(PLUGINS),$(PLUGIN_DIR)/$(p).so) >/dev/null || { \
-	        echo "make install: the plugins in $(PLUGIN_DIR) are not for the Slurm of $(SLURM_HEADER): run \`make plugins$(if $(filter host,$(SLURM)),, SLURM=$(SLURM))\`" >&2; exit 1; }; \
+	        echo "make install: the plugins in $(PLUGIN_DIR) are not for the Slurm of $(SLURM_HEADER): run \`make plugins$(if $(filter host,$(SLURM)),, SLURM=$(SLURM))$(if $(SLURM_PREFIX), SLURM_PREFIX=$(SLURM_PREFIX))\`" >&2; exit 1; }; \
 	else echo "make install: $(SLURM_HEADER) not found: the plugins' Slurm version was not checked" >&2; fi
 
 ## `make install` into a scratch DESTDIR, each file checked, then `make
