@@ -118,70 +118,35 @@
 
 #![no_std]
 
+/// The release's generated file as the module `bindings` (the file is
+/// included, not a `mod` file, so rustfmt leaves the generated code alone).
+macro_rules! bindings_of {
+    ($file:literal) => {
+        mod bindings {
+            #![allow(
+                non_camel_case_types,
+                non_snake_case,
+                non_upper_case_globals,
+                dead_code,
+                missing_debug_implementations,
+                unused_imports,
+                clippy::all,
+                clippy::pedantic,
+                clippy::nursery
+            )]
+            include!($file);
+        }
+    };
+}
+
 #[cfg(slurm = "22.05")]
-mod bindings {
-    #![allow(
-        non_camel_case_types,
-        non_snake_case,
-        non_upper_case_globals,
-        dead_code,
-        missing_debug_implementations,
-        unused_imports,
-        clippy::all,
-        clippy::pedantic,
-        clippy::nursery
-    )]
-    // Not a `mod` file, so rustfmt leaves the generated code alone.
-    include!("bindings/v22_05.rs");
-}
-
+bindings_of!("bindings/v22_05.rs");
 #[cfg(slurm = "24.11")]
-mod bindings {
-    #![allow(
-        non_camel_case_types,
-        non_snake_case,
-        non_upper_case_globals,
-        dead_code,
-        missing_debug_implementations,
-        unused_imports,
-        clippy::all,
-        clippy::pedantic,
-        clippy::nursery
-    )]
-    include!("bindings/v24_11.rs");
-}
-
+bindings_of!("bindings/v24_11.rs");
 #[cfg(slurm = "25.11")]
-mod bindings {
-    #![allow(
-        non_camel_case_types,
-        non_snake_case,
-        non_upper_case_globals,
-        dead_code,
-        missing_debug_implementations,
-        unused_imports,
-        clippy::all,
-        clippy::pedantic,
-        clippy::nursery
-    )]
-    include!("bindings/v25_11.rs");
-}
-
+bindings_of!("bindings/v25_11.rs");
 #[cfg(slurm = "26.05")]
-mod bindings {
-    #![allow(
-        non_camel_case_types,
-        non_snake_case,
-        non_upper_case_globals,
-        dead_code,
-        missing_debug_implementations,
-        unused_imports,
-        clippy::all,
-        clippy::pedantic,
-        clippy::nursery
-    )]
-    include!("bindings/v26_05.rs");
-}
+bindings_of!("bindings/v26_05.rs");
 
 pub use bindings::*;
 
