@@ -130,7 +130,7 @@ pub fn may_preempt(preemptor: &Job, victim: &Job, m: &Moment<'_>) -> Decision {
             Err(Refusal::LongJob)
         }
     } else {
-        across(&mut m.ent.reclaim(), preemptor, m, &victim.account, victim.units(), e).map_err(|r| match r {
+        across(&mut m.ent.reclaim(), preemptor, m, &victim.account, victim.units(), e).map(|_| ()).map_err(|r| match r {
             Across::NotResumable => Refusal::NotResumable { ran_s: protection_used(victim, m.now), max_s: m.contracts.max_s },
             Across::Refused(r) => Refusal::Reclaim(r),
         })
@@ -160,14 +160,55 @@ enum Across {
 /// preemptor, of a victim it may throw away (`restorable`); then, for a
 /// debug job, time-slicing ([`Reclaim::slice`]). Both count on the same
 /// `reclaim` (cumulative over one preemptor's victims).
-fn across(reclaim: &mut Reclaim<'_>, p: &Job, m: &Moment<'_>, v_account: &str, v_units: f64, e: Eligible) -> Result<(), Across> {
+fn across(reclaim: &mut Reclaim<'_>, p: &Job, m: &Moment<'_>, v_account: &str, v_units: f64, e: Eligible) -> Result<PreemptReason, Across> {
     let restored =
         if e.restorable { reclaim.take_units(&p.account, p.units(), v_account, v_units).map_err(Across::Refused) } else { Err(Across::NotResumable) };
     match restored {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(PreemptReason::Restore),
         Err(r) if !(m.rules.is_debug(p) && e.sliceable) => Err(r),
-        Err(_) => reclaim.slice(&p.account, p.units(), v_account, v_units).map_err(Across::Refused),
+        Err(_) => reclaim.slice(&p.account, p.units(), v_account, v_units).map(|()| PreemptReason::TimeSlice).map_err(Across::Refused),
     }
+}
+
+/// Which rule made a running job a victim of a preemptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PreemptReason {
+    /// The victim was unallocated work (contract 0): any allocated job may take its GPUs.
+    Unallocated,
+    /// Restoration: the preemptor's side of the tree was below what it is owed now.
+    Restore,
+    /// Time-slicing past the victim's contract: a debug or quick job, or a
+    /// job of higher priority, of the victim's own team; or a debug job of
+    /// a side that stays at or above its rate.
+    TimeSlice,
+}
+
+impl PreemptReason {
+    pub const ALL: [PreemptReason; 3] = [PreemptReason::Unallocated, PreemptReason::Restore, PreemptReason::TimeSlice];
+
+    /// Its name in files and reports: `unallocated`, `restore`, `time_slice`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PreemptReason::Unallocated => "unallocated",
+            PreemptReason::Restore => "restore",
+            PreemptReason::TimeSlice => "time_slice",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PreemptReason> {
+        PreemptReason::ALL.into_iter().find(|r| r.name() == s)
+    }
+}
+
+/// The GPU-seconds a preemption at `now` throws away: the run so far of a
+/// job that cannot checkpoint (× its GPUs' weight with GPU types); nothing
+/// for a resumable one (the simulator's rule: a preempted run of a
+/// resumable job is useful work).
+pub fn lost_gpu_seconds(victim: &Job, now: u64) -> f64 {
+    if victim.contract.resumable {
+        return 0.0;
+    }
+    victim.start_s.map_or(0.0, |s| now.saturating_sub(s) as f64 * victim.units())
 }
 
 /// Protection the victim's runs have used at `now` (its run since the
@@ -281,6 +322,11 @@ impl<H: Copy> VictimPool<H> {
 
     /// The victims of `preemptor`, in victim order, cumulatively eligible.
     pub fn for_preemptor(&self, preemptor: &Job, m: &Moment<'_>) -> Vec<H> {
+        self.for_preemptor_why(preemptor, m).into_iter().map(|(h, _)| h).collect()
+    }
+
+    /// [`VictimPool::for_preemptor`], each victim with the rule that made it one.
+    pub fn for_preemptor_why(&self, preemptor: &Job, m: &Moment<'_>) -> Vec<(H, PreemptReason)> {
         if !preemptor.is_allocated(m.ent) {
             return Vec::new();
         }
@@ -292,15 +338,16 @@ impl<H: Copy> VictimPool<H> {
         order
             .into_iter()
             .filter(|v| v.id != preemptor.id)
-            .filter(|v| {
-                !v.needs_reclaim
-                    || if v.account == preemptor.account {
-                        v.eligible.sliceable && inside(slice, v.slice).is_ok()
-                    } else {
-                        across(&mut reclaim, preemptor, m, &v.account, v.units, v.eligible).is_ok()
-                    }
+            .filter_map(|v| {
+                let why = if !v.needs_reclaim {
+                    Some(PreemptReason::Unallocated)
+                } else if v.account == preemptor.account {
+                    (v.eligible.sliceable && inside(slice, v.slice).is_ok()).then_some(PreemptReason::TimeSlice)
+                } else {
+                    across(&mut reclaim, preemptor, m, &v.account, v.units, v.eligible).ok()
+                };
+                why.map(|w| (v.handle, w))
             })
-            .map(|v| v.handle)
             .collect()
     }
 }

@@ -20,6 +20,7 @@
 //!                                  # waiting at saved_at
 //! gpus b200 32                     # GPUs of a type on Slurm's nodes (`-`:
 //!                                  # untyped), with [cluster.gpu_types]
+//! tick 18250                       # microseconds the last recalculation took
 //! ```
 //! With `[cluster.gpu_types]` every amount is in budget units (GPU-seconds
 //! weighted by type, [`crate::gpu_types`]), a `run` of weighted GPUs ends
@@ -80,6 +81,9 @@ pub struct Snapshot {
     /// `[cluster.gpu_types]` only: what the capacity was computed from
     /// ([`crate::GpuWeights::capacity_units`]). Empty otherwise.
     pub inventory: Inventory,
+    /// Wall time of the plugin's last recalculation before the save,
+    /// microseconds (0: not known). For the reports; no rule reads it.
+    pub tick_us: u64,
 }
 
 /// A parsed state and the lines that were skipped.
@@ -151,7 +155,7 @@ pub fn unescape(field: &str) -> Option<String> {
 impl Snapshot {
     pub fn new(ledger: Ledger) -> Snapshot {
         let owed = OwedBook::new(ledger.bucket_s(), ledger.window_s());
-        Snapshot { saved_at: 0, ledger, runs: RunBook::new(), owed, load: BTreeMap::new(), inventory: Inventory::new() }
+        Snapshot { saved_at: 0, ledger, runs: RunBook::new(), owed, load: BTreeMap::new(), inventory: Inventory::new(), tick_us: 0 }
     }
 
     pub fn to_text(&self) -> String {
@@ -196,6 +200,9 @@ impl Snapshot {
         }
         for (gpu_type, n) in &self.inventory {
             let _ = writeln!(s, "gpus {} {n}", gpu_type.as_deref().map_or("-".to_string(), escape));
+        }
+        if self.tick_us > 0 {
+            let _ = writeln!(s, "tick {}", self.tick_us);
         }
         // Every record line sealed with its checksum (the header stays as
         // it is: its version says how to read the rest).
@@ -387,6 +394,12 @@ fn parse_line(line: &str, snap: &mut Snapshot, old_bucket_s: &mut u64, legacy: &
             };
             snap.inventory.insert(gpu_type, n);
         }
+        Some("tick") => {
+            if fields.len() != 2 {
+                return Err("expected `tick <microseconds>`".into());
+            }
+            snap.tick_us = num(1)?;
+        }
         Some(other) => return Err(format!("unknown record `{other}`")),
     }
     Ok(())
@@ -409,6 +422,7 @@ mod tests {
         l.charge(&UsageKey::new("c", ""), 1, 0, 10);
         let mut s = Snapshot::new(l);
         s.saved_at = 9000;
+        s.tick_us = 18_250;
         s.runs.insert(
             42,
             RunRecord {
@@ -457,7 +471,7 @@ mod tests {
         assert!(text.contains(&sealed("run 42 1000 8000 9000 1 2 7200 1 5 a 100%25%20me")), "{text}");
         assert!(text.contains(&sealed("requeue 42 500 500")), "{text}");
         assert!(text.contains(&sealed("run 44 2000 10 2010 1 8 3600 0 0 b u 2.2")), "{text}");
-        assert!(text.ends_with(&format!("{}{}", sealed("gpus - 8"), &sealed("gpus b200 32")[1..])), "{text}");
+        assert!(text.ends_with(&format!("{}{}{}", sealed("gpus - 8"), &sealed("gpus b200 32")[1..], &sealed("tick 18250")[1..])), "{text}");
         assert_eq!(Snapshot::parse(&text, 3600, WEEK_S), Ok(Parsed { snapshot: s, skipped: vec![] }));
     }
 

@@ -359,6 +359,12 @@ fn debug_jobs_time_slice_by_the_victim_rule() {
     // leave it below its rate with those gone; a's own 8-GPU job; then the
     // job that loses its work.
     assert_eq!(ids, vec![14, 13, 12, 11, 10, 1, 16]);
+    // Why each: b's jobs by time-slicing across teams (b stays at or above
+    // its rate), a's own job by the team's order.
+    let pool = VictimPool::new(world.iter().map(|j| (j.id, j)), &m);
+    let why: Vec<(u64, PreemptReason)> = pool.for_preemptor_why(&d_a, &m);
+    assert_eq!(why.iter().map(|&(id, _)| id).collect::<Vec<_>>(), ids);
+    assert!(why.iter().all(|&(_, r)| r == PreemptReason::TimeSlice), "{why:?}");
 }
 
 #[test]
@@ -385,6 +391,16 @@ fn eligible_victims_are_cumulative_and_ordered() {
     let p = Job::new(100, "b", "u").gpus(4).contract(HOUR_S, false);
     let ids: Vec<u64> = eligible_victims(&p, &victims, &moment(&ent)).iter().map(|j| j.id).collect();
     assert_eq!(ids, vec![3, 2, 4, 1]);
+    // Why: job 3 was unallocated work; a's others restore b's rate. What
+    // each throws away: nothing for the resumable job, its run for the others.
+    let m = moment(&ent);
+    let pool = VictimPool::new(victims.iter().map(|j| (j.id, j)), &m);
+    let why: Vec<&str> = pool.for_preemptor_why(&p, &m).into_iter().map(|(_, r)| r.name()).collect();
+    assert_eq!(why, vec!["unallocated", "restore", "restore", "restore"]);
+    assert_eq!(PreemptReason::parse("time_slice"), Some(PreemptReason::TimeSlice));
+    assert_eq!(PreemptReason::parse("slice"), None);
+    assert_eq!(lost_gpu_seconds(&victims[1], NOW), 0.0, "resumable");
+    assert_eq!(lost_gpu_seconds(&victims[3], NOW), (8 * 9 * HOUR_S) as f64, "8 GPUs for 9 h");
     // The victim rank: class, then the fit to the preemptor, then GPU-minutes lost.
     let m = moment(&ent);
     let r = |j: &Job, p: Option<u32>| victim_rank(j, p, &m);

@@ -469,6 +469,12 @@ impl Engine {
     }
 
     /// The saved form, stamped with `now`.
+    /// Keep how long the last recalculation took, for the reports (saved
+    /// with the ledger).
+    pub fn set_tick_time(&mut self, took: std::time::Duration) {
+        self.snapshot.tick_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+    }
+
     pub fn state_text(&mut self, now: u64) -> String {
         self.snapshot.saved_at = now;
         self.snapshot.to_text()
@@ -715,7 +721,15 @@ fn rebucket(old: &Snapshot, config: &Config) -> Snapshot {
         ledger.add(b * old.ledger.bucket_s() / config.bucket_s, key, gs);
     }
     let owed = old.owed.rebucket(config.bucket_s, config.window_s);
-    Snapshot { saved_at: old.saved_at, ledger, runs: old.runs.clone(), owed, load: old.load.clone(), inventory: old.inventory.clone() }
+    Snapshot {
+        saved_at: old.saved_at,
+        ledger,
+        runs: old.runs.clone(),
+        owed,
+        load: old.load.clone(),
+        inventory: old.inventory.clone(),
+        tick_us: old.tick_us,
+    }
 }
 
 /// What a drain does and waits for, in words for slurmctld's log: one line

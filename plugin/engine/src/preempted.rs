@@ -15,8 +15,14 @@
 //!
 //! ```text
 //! tally-preempted 1
-//! preempted 4711 1796080000 1796090000   # job, start of the run preempted, when
+//! preempted 4711 1796080000 1796090000 restore 57600 0
+//!     # job, start of the run preempted, when; then why: the rule that
+//!     # made it a victim (unallocated, restore, time_slice; `other`: a
+//!     # victim preempt/tally did not offer), the GPU-seconds the
+//!     # preemption threw away, the seconds of contract it had left (0
+//!     # unless Slurm preempted inside a contract)
 //! ```
+//! A line of an older Tally ends after `when`: its why is not known.
 //! Bounded: notes older than [`KEEP_S`] are dropped, and at most
 //! [`MAX_NOTES`] are kept (the newest). A bad line is skipped. A note lost
 //! in a crash (at most the last second's) costs its job the fresh
@@ -25,7 +31,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use tally_allocator::DAY_S;
+use tally_allocator::{PreemptReason, DAY_S};
 
 pub const FILE_NAME: &str = "preempted.state";
 const MAGIC: &str = "tally-preempted 1";
@@ -46,7 +52,33 @@ pub struct Note {
     pub run_start_s: u64,
     /// When it was preempted (unix s).
     pub at_s: u64,
+    /// Why, and what it cost (`None`: noted by an older Tally).
+    pub why: Option<Why>,
 }
+
+/// Why a run was preempted, and what it cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Why {
+    /// The rule that made it a victim; `None`: preempt/tally did not offer
+    /// it (Slurm preempted it by another path).
+    pub reason: Option<PreemptReason>,
+    /// GPU-seconds (budget units with GPU types) the preemption threw away
+    /// ([`tally_allocator::lost_gpu_seconds`]).
+    pub lost_gpu_s: u64,
+    /// Seconds of its contract the run had left: more than 0 is a broken
+    /// promise, which Tally's rule never gives.
+    pub contract_left_s: u64,
+}
+
+impl Why {
+    /// The reason's name; `other` for a victim preempt/tally did not offer.
+    pub fn reason_name(&self) -> &'static str {
+        self.reason.map_or(OTHER, PreemptReason::name)
+    }
+}
+
+/// The reason of a victim preempt/tally did not offer.
+pub const OTHER: &str = "other";
 
 /// The notes of preempt/tally, newest last.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,7 +125,11 @@ impl Notes {
         s.push_str(MAGIC);
         s.push('\n');
         for n in &self.notes {
-            s.push_str(&format!("preempted {} {} {}\n", n.job_id, n.run_start_s, n.at_s));
+            s.push_str(&format!("preempted {} {} {}", n.job_id, n.run_start_s, n.at_s));
+            if let Some(w) = n.why {
+                s.push_str(&format!(" {} {} {}", w.reason_name(), w.lost_gpu_s, w.contract_left_s));
+            }
+            s.push('\n');
         }
         s
     }
@@ -109,13 +145,25 @@ impl Notes {
         let mut bad = 0;
         for line in lines.map(str::trim).filter(|l| !l.is_empty()) {
             let f: Vec<&str> = line.split_ascii_whitespace().collect();
-            let parsed = match f.as_slice() {
-                ["preempted", job, start, at] => job.parse().ok().zip(start.parse().ok()).zip(at.parse().ok()),
-                _ => None,
+            let (head, why) = match f.as_slice() {
+                ["preempted", job, start, at] => ((job, start, at), Some(None)),
+                ["preempted", job, start, at, reason, lost, left] => {
+                    let reason = if *reason == OTHER { Some(None) } else { PreemptReason::parse(reason).map(Some) };
+                    let why = reason
+                        .zip(lost.parse().ok())
+                        .zip(left.parse().ok())
+                        .map(|((reason, lost_gpu_s), contract_left_s)| Some(Why { reason, lost_gpu_s, contract_left_s }));
+                    ((job, start, at), why)
+                }
+                _ => {
+                    bad += 1;
+                    continue;
+                }
             };
-            match parsed {
-                Some(((job_id, run_start_s), at_s)) => notes.note(Note { job_id, run_start_s, at_s }),
-                None => bad += 1,
+            let (job, start, at) = head;
+            match (job.parse().ok(), start.parse().ok(), at.parse().ok(), why) {
+                (Some(job_id), Some(run_start_s), Some(at_s), Some(why)) => notes.note(Note { job_id, run_start_s, at_s, why }),
+                _ => bad += 1,
             }
         }
         Some((notes, bad))
@@ -161,18 +209,26 @@ mod tests {
     #[test]
     fn notes_round_trip_bounded_and_deduplicated() {
         let mut n = Notes::new();
-        n.note(Note { job_id: 7, run_start_s: 1000, at_s: 5000 });
-        n.note(Note { job_id: 7, run_start_s: 1000, at_s: 5001 });
-        n.note(Note { job_id: 0, run_start_s: 1000, at_s: 5001 });
-        n.note(Note { job_id: 8, run_start_s: 2000, at_s: 90_000 });
+        let why = Why { reason: Some(PreemptReason::Restore), lost_gpu_s: 57_600, contract_left_s: 0 };
+        n.note(Note { job_id: 7, run_start_s: 1000, at_s: 5000, why: Some(why) });
+        n.note(Note { job_id: 7, run_start_s: 1000, at_s: 5001, why: None });
+        n.note(Note { job_id: 0, run_start_s: 1000, at_s: 5001, why: None });
+        n.note(Note { job_id: 8, run_start_s: 2000, at_s: 90_000, why: None });
         assert_eq!(n.len(), 2);
-        let (back, bad) = Notes::parse(&format!("{}garbage line\npreempted x 1 2\n", n.to_text())).unwrap();
-        assert_eq!((back, bad), (n.clone(), 2));
+        assert_eq!(n.to_text(), "tally-preempted 1\npreempted 7 1000 5000 restore 57600 0\npreempted 8 2000 90000\n");
+        let (back, bad) =
+            Notes::parse(&format!("{}garbage line\npreempted x 1 2\npreempted 9 1 2 because 0 0\npreempted 9 1 2 restore -1 0\n", n.to_text()))
+                .unwrap();
+        assert_eq!((back, bad), (n.clone(), 4));
+        // A victim Slurm took by another path, inside its contract.
+        let (other, bad) = Notes::parse("tally-preempted 1\npreempted 9 100 200 other 800 3400\n").unwrap();
+        let w = other.iter().next().and_then(|n| n.why).unwrap();
+        assert_eq!((w.reason, w.reason_name(), w.lost_gpu_s, w.contract_left_s, bad), (None, "other", 800, 3400, 0));
         assert_eq!(Notes::parse("ledger\n"), None);
         n.prune(5000 + KEEP_S);
         assert_eq!(n.iter().map(|x| x.job_id).collect::<Vec<_>>(), vec![8]);
         for i in 0..(MAX_NOTES as u32 + 10) {
-            n.note(Note { job_id: i + 1, run_start_s: 1, at_s: 100_000 });
+            n.note(Note { job_id: i + 1, run_start_s: 1, at_s: 100_000, why: None });
         }
         assert_eq!(n.len(), MAX_NOTES);
         assert_eq!(n.iter().last().map(|x| x.job_id), Some(MAX_NOTES as u32 + 10));
@@ -184,7 +240,7 @@ mod tests {
         let path = path_in(&dir);
         assert_eq!(load(&path), Ok(Notes::new()), "missing: none");
         let mut n = Notes::new();
-        n.note(Note { job_id: 42, run_start_s: 10, at_s: 20 });
+        n.note(Note { job_id: 42, run_start_s: 10, at_s: 20, why: None });
         save(&path, &n).unwrap();
         assert_eq!(load(&path), Ok(n));
         std::fs::write(&path, "nope\n").unwrap();

@@ -39,13 +39,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tally_allocator::{victim_rank, Entitlement, Job, Moment, RunBook, VictimPool};
+use tally_allocator::{lost_gpu_seconds, victim_rank, Entitlement, Job, Moment, PreemptReason, RunBook, VictimPool};
 use tally_config::Config;
 use tally_engine::engine::{classify, entitlement_of, to_job};
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
 use tally_engine::now;
-use tally_engine::preempted::{self, Note, Notes};
+use tally_engine::preempted::{self, Note, Notes, Why};
 use tally_engine::statefile;
 use tally_engine::view::RunState;
 use tally_engine::worker::{Wake, Worker};
@@ -94,7 +94,15 @@ struct Snapshot {
     /// preemptor's candidates by `PREEMPT_DATA_PRIO` right after asking
     /// about them.
     last_preemptor: Option<(u32, u32)>,
+    /// Each victim offered lately, the rule that offered it and when:
+    /// carried from copy to copy for [`OFFERED_KEEP_S`], so that the note of
+    /// a preemption says why even when a copy came between Slurm's question
+    /// and its preemption.
+    offered: HashMap<u32, (PreemptReason, u64)>,
 }
+
+/// How long a victim's offer is remembered for its note.
+const OFFERED_KEEP_S: u64 = 60;
 
 impl Snapshot {
     /// The victims of `p`: computed once per snapshot; assumes the worst of
@@ -109,7 +117,13 @@ impl Snapshot {
         let m = Moment { ent: &self.ent, rules: &self.config.priority, contracts: &self.config.contracts, now: t };
         let claimed = &self.claimed;
         let pool = VictimPool::new(self.running.iter().filter(|j| !claimed.contains(&j.id)).map(|j| (j.id, j)), &m);
-        let victims: BTreeSet<u64> = pool.for_preemptor(p, &m).into_iter().collect();
+        let why = pool.for_preemptor_why(p, &m);
+        for &(v, reason) in &why {
+            if let Ok(v) = u32::try_from(v) {
+                self.offered.insert(v, (reason, t));
+            }
+        }
+        let victims: BTreeSet<u64> = why.into_iter().map(|(v, _)| v).collect();
         // Claim: the allocated victims leave, the preemptor runs.
         let tree = &self.config.tree;
         // (In budget units: GPUs × their type's weight, as the entitlement counts.)
@@ -161,7 +175,10 @@ fn refresh(host: &Host) {
         }
     }
     let answers = BTreeMap::new();
-    *lock(&LIVE) = Some(Snapshot { config, taken_at: t, ent, running, pending, claimed: BTreeSet::new(), answers, last_preemptor: None });
+    let mut live = lock(&LIVE);
+    let mut offered = live.take().map(|s| s.offered).unwrap_or_default();
+    offered.retain(|_, (_, at)| at.saturating_add(OFFERED_KEEP_S) > t);
+    *live = Some(Snapshot { config, taken_at: t, ent, running, pending, claimed: BTreeSet::new(), answers, last_preemptor: None, offered });
 }
 
 /// The run records followed from the ledger, with the runs noted here as
@@ -207,11 +224,26 @@ fn save_notes(t: u64) {
     }
 }
 
-/// Slurm is preempting `job` on our answer: note its run (memory only).
+/// Slurm is preempting `job` on our answer: note its run, why and what it
+/// cost (memory only).
 fn note_preempted(job: JobArg<'_>) {
     let Some(v) = job.view() else { return };
+    let t = now();
+    let why = lock(&LIVE).as_ref().map(|snap| {
+        let victim = snap.running.iter().find(|j| j.id == u64::from(v.job_id)).cloned().unwrap_or_else(|| to_job(&snap.config, &v).0);
+        Why {
+            reason: snap.offered.get(&v.job_id).map(|&(r, _)| r),
+            lost_gpu_s: lost_gpu_seconds(&victim, t).round() as u64,
+            contract_left_s: victim.contract_left_s(t),
+        }
+    });
+    if let Some(w) = why.filter(|w| w.contract_left_s > 0) {
+        log::warn!("job {}: preempted with {} s of its contract left: a broken contract", v.job_id, w.contract_left_s);
+    } else if why.is_some_and(|w| w.reason.is_none()) {
+        log::info!("job {}: preempted though preempt/tally did not offer it (another preemption path?)", v.job_id);
+    }
     if let Some(b) = lock(&NOTES).as_mut() {
-        b.notes.note(Note { job_id: v.job_id, run_start_s: v.start_s, at_s: now() });
+        b.notes.note(Note { job_id: v.job_id, run_start_s: v.start_s, at_s: t, why });
         b.dirty = true;
     }
     log::debug!("job {} preempted (its run of {}): its next run gets its whole contract", v.job_id, v.start_s);
@@ -246,7 +278,11 @@ fn may_preempt(preemptee: JobArg<'_>, preemptor: JobArg<'_>) -> bool {
         // The thread has not copied the jobs for a while: only the rule
         // that needs no count (unallocated victims) still answers.
         let victim_unallocated = snap.running.iter().find(|j| j.id == u64::from(v_id)).is_none_or(|j| !j.is_allocated(&snap.ent));
-        return job.is_allocated(&snap.ent) && victim_unallocated;
+        let yes = job.is_allocated(&snap.ent) && victim_unallocated;
+        if yes {
+            snap.offered.insert(v_id, (PreemptReason::Unallocated, now()));
+        }
+        return yes;
     }
     snap.victims(&job).contains(&v_id)
 }

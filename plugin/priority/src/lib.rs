@@ -246,6 +246,7 @@ fn recalc(host: &Host, shared: &Shared, wake: Wake) -> Duration {
 }
 
 fn tick(host: &Host, shared: &Shared) {
+    let began = std::time::Instant::now();
     let t = now();
     if lock(&shared.engine).is_none() {
         log::error!("{}: no usable config: Tally does nothing until it is fixed and `scontrol reconfigure` is run", shared.config_path.display());
@@ -299,6 +300,9 @@ fn tick(host: &Host, shared: &Shared) {
         copied.held.as_micros()
     );
     drop(report); // the previous views, freed with no lock held
+    if let Some(e) = lock(&shared.engine).as_mut() {
+        e.set_tick_time(began.elapsed());
+    }
     save(shared);
 }
 
