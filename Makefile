@@ -54,6 +54,10 @@ SYSCONFDIR ?= /etc
 # tally.toml.example goes here; the plugins and tally read /etc/slurm/tally.toml
 # (or $TALLY_CONFIG): copying the example there is the admin's step.
 EXAMPLEDIR ?= $(SYSCONFDIR)/tally
+# The exporter's systemd unit (installed, never enabled) and the Grafana
+# dashboard with its provisioning file.
+SYSTEMDDIR ?= $(PREFIX)/lib/systemd/system
+DATADIR ?= $(PREFIX)/share/tally
 # Where slurmctld loads plugins from (Debian 12 and 13: slurm-wlm's
 # PluginDir; a Slurm under SLURM_PREFIX: its lib/slurm).
 PLUGINDIR ?= $(if $(SLURM_PREFIX),$(SLURM_PREFIX)/lib/slurm,/usr/lib/x86_64-linux-gnu/slurm-wlm)
@@ -63,7 +67,7 @@ INSTALL_PROGRAM ?= $(INSTALL) -m 0755
 INSTALL_LIB ?= $(INSTALL) -m 0644
 INSTALL_DATA ?= $(INSTALL) -m 0644
 
-.PHONY: demo rules down results test test-unit fuzz-smoke e2e slurm-packages build plugins bindings fmt lint clean \
+.PHONY: demo rules down results test test-unit fuzz-smoke dashboard-check e2e slurm-packages build plugins bindings fmt lint clean \
 	install install-strip uninstall installable install-check deb deb-check
 
 ## The main job: a real Slurm with priority/tally and a demo workload.
@@ -88,7 +92,7 @@ results:
 
 ## Every test: pure, fake host, end to end against a real Slurm, and make
 ## install/uninstall into a scratch DESTDIR.
-test: slurm-packages test-unit fuzz-smoke e2e install-check
+test: slurm-packages test-unit fuzz-smoke dashboard-check e2e install-check
 
 ## Slurm 22.05.8 from Debian 12 (pinned), MariaDB, munge: the fake-host test
 ## loads the real libslurmfull.so; the end-to-end tests run the daemons.
@@ -103,6 +107,11 @@ test-unit:
 ## libFuzzer target for 20 s when nightly and cargo-fuzz are installed.
 fuzz-smoke:
 	bash fuzz/smoke.sh
+
+## The Grafana dashboard against Grafana's published schema (@grafana/schema,
+## from npm; node and npm from Debian when missing), and its self-test.
+dashboard-check:
+	bash scripts/dashboard-check.sh --self-test
 
 ## Real slurmctld + slurmd + slurmdbd + MariaDB on loopback (brings the test
 ## bed up and down itself).
@@ -125,17 +134,22 @@ plugins:
 ## Install what `make build` and `make plugins` built: the three plugins into
 ## $(PLUGINDIR), tally into $(BINDIR), its man pages and tally.toml(5) into
 ## $(MANDIR), tally.toml.example into $(EXAMPLEDIR) (a tally.toml is never
-## written). Compiles nothing, so `sudo make install` after a build as
+## written), the exporter's unit into $(SYSTEMDDIR) (not enabled), the
+## Grafana dashboard into $(DATADIR)/grafana. Compiles nothing, so `sudo make install` after a build as
 ## yourself does not rebuild as root elsewhere; SLURM=24.11 installs that
 ## release's plugins.
 install: installable
-	$(INSTALL) -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(EXAMPLEDIR)
+	$(INSTALL) -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(EXAMPLEDIR) \
+	    $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(DATADIR)/grafana
 	for p in $(PLUGINS); do $(INSTALL_LIB) $(PLUGIN_DIR)/$$p.so $(DESTDIR)$(PLUGINDIR)/$$p.so || exit 1; done
 	$(INSTALL_PROGRAM) $(TALLY) $(DESTDIR)$(BINDIR)/tally
 	pages=$$(mktemp -d) && trap 'rm -rf "$$pages"' EXIT && \
 	    $(TALLY) man --out "$$pages" >/dev/null && $(INSTALL_DATA) "$$pages"/*.1 $(DESTDIR)$(MANDIR)/man1/
 	$(INSTALL_DATA) docs/man/tally.toml.5 $(DESTDIR)$(MANDIR)/man5/tally.toml.5
 	$(INSTALL_DATA) examples/tally.toml $(DESTDIR)$(EXAMPLEDIR)/tally.toml.example
+	sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/tally-exporter.service.in >$(DESTDIR)$(SYSTEMDDIR)/tally-exporter.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/tally-exporter.service
+	$(INSTALL_DATA) packaging/grafana/tally.json packaging/grafana/provisioning.yaml $(DESTDIR)$(DATADIR)/grafana/
 
 ## The same, with the symbols and debug information stripped (106 MB -> 15 MB).
 install-strip:
@@ -153,6 +167,8 @@ uninstall:
 	for p in $(PLUGINS); do rm -f $(DESTDIR)$(PLUGINDIR)/$$p.so; done
 	rm -f $(DESTDIR)$(BINDIR)/tally $(DESTDIR)$(MANDIR)/man5/tally.toml.5 $(DESTDIR)$(EXAMPLEDIR)/tally.toml.example
 	if [ -d $(DESTDIR)$(EXAMPLEDIR) ]; then rmdir --ignore-fail-on-non-empty $(DESTDIR)$(EXAMPLEDIR); fi
+	rm -f $(DESTDIR)$(SYSTEMDDIR)/tally-exporter.service $(DESTDIR)$(DATADIR)/grafana/tally.json $(DESTDIR)$(DATADIR)/grafana/provisioning.yaml
+	for d in $(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR); do if [ -d $$d ]; then rmdir --ignore-fail-on-non-empty $$d; fi; done
 
 ## What install needs, with what to run when it is missing; the plugins must
 ## carry the plugin_version of the headers they are for (Slurm checks it).

@@ -91,9 +91,12 @@ want_files=(
     usr/share/man/man5/tally.toml.5.gz
     "usr/share/doc/$pkg/copyright" "usr/share/doc/$pkg/README.Debian" "usr/share/doc/$pkg/changelog.gz"
     "usr/share/doc/$pkg/tally.toml.example"
+    usr/lib/systemd/system/tally-exporter.service usr/share/tally/grafana/tally.json
+    usr/share/tally/grafana/provisioning.yaml
 )
 for f in "${want_files[@]}"; do check "ships /$f" grep -qx "$f" "$scratch/paths"; done
 check "nothing under /etc" bash -c "! grep -q '^etc' '$scratch/paths'"
+check "the exporter's unit runs /usr/bin/tally" bash -c "dpkg-deb --fsys-tarfile '$deb' | tar -xO ./usr/lib/systemd/system/tally-exporter.service | grep -qx 'ExecStart=/usr/bin/tally exporter --listen 127.0.0.1:9817'"
 check "every man page gzipped" bash -c "! grep '^usr/share/man/man[0-9]/.' '$scratch/paths' | grep -qv '\.gz$'"
 check "every entry root/root" bash -c "! awk '\$2 != \"root/root\"' '$scratch/listing' | grep -q ."
 check "plugins -rw-r--r-- (as Debian's Slurm plugins), tally -rwxr-xr-x" \

@@ -12,7 +12,9 @@
 #   6. a debug job of an under-served team meets a full cluster: preempt/tally requeues
 #      unallocated work and leaves every job inside its contract alone,
 #   7. the planner thread is turned on by a reconfigure: the job that fits the hole a
-#      running job leaves goes first.
+#      running job leaves goes first,
+#   8. `tally exporter` serves the figures for Prometheus and a page per account; the page
+#      of the llm subtree is shot in headless Chromium.
 # The cluster is left running for you to explore; `make down` stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +50,16 @@ TALLY_NODES=$NODES TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR=$ROOT/tar
 scancel --quiet "$(squeue -h -o %i | tr '\n' ' ')" 2>/dev/null || true
 wait_for 60 "an empty queue" queue_empty
 scontrol update PartitionName=gpu State=UP   # a run stopped in step 7 may have left it DOWN
+
+step "tally exporter: Tally's figures for Prometheus, and a page per account"
+# Started beside the bed's daemons (stopped with them by make down). The example config
+# has [reports] private = true; on this loopback-only demo the page shows every account.
+EXPORTER=127.0.0.1:${TALLY_EXPORTER_PORT:-9817}
+stop_pids "the last demo's exporter" 10 $(pids_tagged tally)
+launch exporter "$TALLY" exporter --listen "$EXPORTER" --interval 5s --show-accounts -c "$DEMO/tally.toml"
+exporter_up() { curl -sf -o /dev/null "http://$EXPORTER/metrics"; }
+wait_for 30 "the exporter to serve" exporter_up
+echo "serving http://$EXPORTER/metrics (OpenMetrics) and the page http://$EXPORTER/"
 
 step "1. pretrain (alice) fills all $((NODES * 8)) GPUs with allocated 8-GPU jobs (contract=2h)"
 fillers=()
@@ -154,6 +166,15 @@ show scontrol update PartitionName=gpu State=UP
 hole_running() { [[ $(job_state "$hole") == RUNNING ]]; }
 wait_for 60 "the planned job to start" hole_running
 show squeue -o '%.6i %.11a %.6u %.9T %.10b  %k'
+
+step "Where sites look: the exporter and the page"
+series='^tally_account_(delivered|owed|used)_gpu_seconds\{account="(pretrain|climate)"\}'
+printf '$ curl -s http://%s/metrics | grep -E %q\n' "$EXPORTER" "$series"
+curl -s "http://$EXPORTER/metrics" | grep -E "$series"
+bash testbed/screenshot.sh "http://$EXPORTER/account/llm" "$DEMO/page.png" 1280 1500 >/dev/null
+echo "The page of the llm subtree, in headless Chromium: $DEMO/page.png"
 echo
 echo "The cluster is still running: try squeue, sprio -l, sshare, $TALLY share -a -c $DEMO/tally.toml"
+echo "  Prometheus metrics: http://$EXPORTER/metrics"
+echo "  the page:           http://$EXPORTER/   (one per account: http://$EXPORTER/account/NAME)"
 echo "Stop it with: make down"

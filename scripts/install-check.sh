@@ -47,6 +47,9 @@ expect_tree() {
         sed "s|^|${prefix#/}/share/man/man1/|" <<<"$pages"
         echo "${prefix#/}/share/man/man5/tally.toml.5"
         echo "${exampledir#/}/tally.toml.example"
+        echo "${prefix#/}/lib/systemd/system/tally-exporter.service"
+        echo "${prefix#/}/share/tally/grafana/tally.json"
+        echo "${prefix#/}/share/tally/grafana/provisioning.yaml"
         for f in "$@"; do echo "$f"; done
     } | sort)
     if [[ $(files "$d") == "$want" ]]; then return 0; fi
@@ -58,7 +61,7 @@ expect_tree() {
 d=$scratch/default
 mkdir -p "$d"
 m -s install DESTDIR="$d" >/dev/null
-check "install: 3 plugins, tally, $npages man1 pages, tally.toml(5), the example, nothing else" \
+check "install: 3 plugins, tally, $npages man1 pages, tally.toml(5), the example, the exporter's unit, the dashboard, nothing else" \
     expect_tree "$d" /usr/local /usr/lib/x86_64-linux-gnu/slurm-wlm /etc/tally
 check "installed tally runs" "$d/usr/local/bin/tally" --version
 check "installed plugins carry a Slurm plugin_version" \
@@ -69,6 +72,13 @@ check "man pages are 0644" test "$(stat -c %a "$d/usr/local/share/man/man5/tally
 check "tally.1 and a subcommand page installed" test -s "$d/usr/local/share/man/man1/tally.1" -a -s "$d/usr/local/share/man/man1/tally-config-check.1"
 check "the example is examples/tally.toml" cmp -s "$ROOT/examples/tally.toml" "$d/etc/tally/tally.toml.example"
 check "the installed example validates" "$d/usr/local/bin/tally" config check "$d/etc/tally/tally.toml.example"
+check "the exporter's unit runs the installed tally" grep -qx 'ExecStart=/usr/local/bin/tally exporter --listen 127.0.0.1:9817' "$d/usr/local/lib/systemd/system/tally-exporter.service"
+if command -v systemd-analyze >/dev/null; then
+    # Checked with the binary where the unit says it is (verify looks for it).
+    check "systemd-analyze verify accepts the exporter's unit" bash -c \
+        "sed 's|/usr/local/bin/tally|$d/usr/local/bin/tally|' '$d/usr/local/lib/systemd/system/tally-exporter.service' >'$scratch/tally-exporter.service' && systemd-analyze verify '$scratch/tally-exporter.service' 2>&1 | { ! grep -v -e 'Failed to .* system' -e 'man:tally-exporter' -e 'No such file or directory' -e '^$'; }"
+fi
+check "the dashboard is packaging/grafana/tally.json" cmp -s "$ROOT/packaging/grafana/tally.json" "$d/usr/local/share/tally/grafana/tally.json"
 if command -v man >/dev/null; then
     check "man -l renders tally.toml(5)" bash -c "man -l '$d/usr/local/share/man/man5/tally.toml.5' | grep -q 'gpus_per_node'"
 fi

@@ -287,6 +287,9 @@ tb_stop() {
     stop_pids slurmdbd 30 $(pids_tagged slurmdbd)
     stop_pids mariadbd 60 $(pids_tagged mariadbd)
     stop_pids munged 10 $(pids_tagged munged)
+    # The demo's `tally exporter`, and a Prometheus of testbed/prometheus.sh.
+    stop_pids "tally exporter" 10 $(pids_tagged tally)
+    stop_pids prometheus 30 $(pids_tagged prometheus)
     # Orphaned slurmstepd (slurmd gone before its jobs ended) ignore SIGTERM: kill their job
     # processes first, then them.
     local -a steps kids

@@ -13,6 +13,7 @@ mod budget;
 mod check;
 mod demo;
 mod explain;
+mod exporter;
 mod live;
 mod man;
 mod plan;
@@ -69,6 +70,9 @@ enum Command {
     /// days, the jobs ahead of it and why, what blocks it, whom it may
     /// preempt (from squeue, sinfo and the ledger).
     Explain(explain::ExplainArgs),
+    /// Serve Tally's figures: OpenMetrics for Prometheus at /metrics, and a
+    /// read-only page per account at / (a daemon; never inside slurmctld).
+    Exporter(exporter::ExporterArgs),
     /// Walk through the rules on a config: a week of usage, the fair-share
     /// ranking, the job order and a preemption decision (no Slurm needed).
     Demo {
@@ -198,6 +202,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan::run_cmd(args),
         Command::Budget(args) => budget::run_cmd(args),
         Command::Explain(args) => explain::run_cmd(args),
+        Command::Exporter(args) => exporter::run_cmd(args),
         Command::Man { out } => man::write_pages(Cli::command(), &out).map(|paths| {
             for p in paths {
                 println!("{}", p.display());

@@ -139,22 +139,22 @@ fn units_note(config: &Config) -> Option<String> {
 
 /// One row's values; `None` prints as an empty cell (sshare's way).
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Row {
-    account: String,
-    depth: usize,
-    user: Option<String>,
-    budget: Option<String>,
-    rate: Option<f64>,
-    alloc: Option<f64>,
-    used: Option<f64>,
-    ratio: Option<f64>,
-    rank: Option<u32>,
-    fair_share: Option<f64>,
-    running: Option<f64>,
-    waiting: Option<f64>,
-    short: Option<f64>,
-    fair_now: Option<f64>,
-    owed: Option<Owed>,
+pub(crate) struct Row {
+    pub(crate) account: String,
+    pub(crate) depth: usize,
+    pub(crate) user: Option<String>,
+    pub(crate) budget: Option<String>,
+    pub(crate) rate: Option<f64>,
+    pub(crate) alloc: Option<f64>,
+    pub(crate) used: Option<f64>,
+    pub(crate) ratio: Option<f64>,
+    pub(crate) rank: Option<u32>,
+    pub(crate) fair_share: Option<f64>,
+    pub(crate) running: Option<f64>,
+    pub(crate) waiting: Option<f64>,
+    pub(crate) short: Option<f64>,
+    pub(crate) fair_now: Option<f64>,
+    pub(crate) owed: Option<Owed>,
 }
 
 impl Row {
@@ -189,7 +189,7 @@ impl Row {
         }
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let o = self.owed;
         json!({
             "account": self.account,
@@ -249,15 +249,15 @@ pub struct Args {
 
 /// Everything one report shows, computed from a config and a ledger at
 /// `now` (pure: the golden tests build it from fixed ledgers).
-struct Report {
-    rows: Vec<Row>,
+pub(crate) struct Report {
+    pub(crate) rows: Vec<Row>,
     /// Per leaf account: per day (Unix day), owed and delivered.
-    days: Vec<(String, BTreeMap<u64, Owed>)>,
+    pub(crate) days: Vec<(String, BTreeMap<u64, Owed>)>,
 }
 
 /// Which rows to show.
 #[derive(Debug, Clone, Default)]
-struct Pick {
+pub(crate) struct Pick {
     /// Show user rows (all users unless `users` narrows them).
     user_rows: bool,
     users: Option<BTreeSet<String>>,
@@ -267,7 +267,7 @@ struct Pick {
     visible: Option<BTreeSet<String>>,
 }
 
-fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) -> Result<Report, String> {
+pub(crate) fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) -> Result<Report, String> {
     let tree = &config.tree;
     // The capacity the plugin ranked with: with GPU types, the nodes' GPUs
     // per type it saved with the ledger.

@@ -30,6 +30,11 @@ cp tests/e2e/tally.toml "$CONFIG"
 target/release/tally config check "$CONFIG" >/dev/null
 target/release/tally config accounts "$CONFIG" >"$RUN/e2e-accounts"
 
+# What the exporter's test reads it with: Prometheus, headless Chromium, Tesseract.
+bash testbed/prometheus.sh install
+bash testbed/screenshot.sh --install
+bash testbed/ocr-check.sh --install
+
 # The source builds, in the background (their log is printed if one fails).
 SRC_LOG=$RUN/slurm-src-build.log
 bash testbed/slurm-src.sh deps

@@ -1084,3 +1084,222 @@ fn e2e_18_one_config_in_force_for_every_plugin() {
     assert_eq!(unchecked(), before, "a job was accepted unchecked");
     clean();
 }
+
+/// The exporter's address in these tests.
+const EXPORTER: &str = "127.0.0.1:19817";
+
+/// A daemon of the test, killed when the test ends, however it ends.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `tally exporter` on `listen`, every 2 s (more arguments: `extra`).
+fn exporter(listen: &str, extra: &[&str]) -> Daemon {
+    let tally = format!("{}/target/release/tally", root().display());
+    let log = std::fs::File::create(format!("{RUN_DIR}/log/exporter-{}.log", listen.replace([':', '.'], "-"))).unwrap();
+    let child = Command::new(tally)
+        .args(["exporter", "--listen", listen, "--interval", "2s", "-c", &config()])
+        .args(extra)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let d = Daemon(child);
+    wait_until(30, "the exporter to serve", || http_get(listen, "/metrics").is_some_and(|(code, _)| code == 200));
+    d
+}
+
+/// GET `path` of `addr`: (status, body), `None` when nothing answers.
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let out = Command::new("curl").args(["-s", "-m", "20", "-w", "\n%{http_code}", &format!("http://{addr}{path}")]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n')?;
+    let code: u16 = code.trim().parse().ok()?;
+    (code != 0).then(|| (code, body.to_string()))
+}
+
+/// Prometheus on loopback, stopped when the test ends.
+struct Prometheus;
+
+impl Prometheus {
+    fn start(target: &str) -> Prometheus {
+        sh("bash", &["testbed/prometheus.sh", "start", target, "2s"]);
+        Prometheus
+    }
+
+    /// An instant query's series: labels → value.
+    fn query(&self, expr: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+        let out = sh("bash", &["testbed/prometheus.sh", "query", expr]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+        assert_eq!(v["status"], "success", "{expr}: {out}");
+        v["data"]["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{expr}: {out}"))
+            .iter()
+            .map(|s| {
+                let labels = s["metric"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
+                (labels, s["value"][1].as_str().and_then(|x| x.parse().ok()).unwrap_or(f64::NAN))
+            })
+            .collect()
+    }
+
+    /// The value of the one series `expr` selects (`None`: none yet).
+    fn value(&self, expr: &str) -> Option<f64> {
+        let r = self.query(expr);
+        assert!(r.len() <= 1, "{expr}: {r:?}");
+        r.first().map(|(_, v)| *v)
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").args(["testbed/prometheus.sh", "stop"]).current_dir(root()).status();
+    }
+}
+
+/// The exporter, scraped by a real Prometheus: every account figure the
+/// dashboards query equals `tally share --json`'s; preemptions are counted
+/// by reason, waits by class; the page shows the team's rows and jobs in a
+/// real browser; a ledger that cannot be read leaves the last figures,
+/// marked stale.
+#[test]
+fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
+    clean();
+    // The bed's config keeps reports private (the default): the accounts
+    // are served on this loopback address as an admin's would be.
+    let _exporter = exporter(EXPORTER, &["--show-accounts"]);
+    let prom = Prometheus::start(EXPORTER);
+    wait_until(60, "Prometheus's first scrape", || prom.value("tally_ledger_stale").is_some());
+    let preempted_before = prom.value("tally_preemptions_total{reason=\"unallocated\"}").expect("served from the start");
+    let lost_before = prom.value("tally_preemption_lost_gpu_seconds_total{reason=\"unallocated\"}").unwrap();
+    // see_busy holds both nodes, half of it with unallocated work (contract
+    // 0); see_idle's job then takes the unallocated job's GPUs.
+    let unalloc = submit("vb", 8, "contract=0", 900);
+    let busy = submit("vb", 8, "contract=10m", 900);
+    wait_until(60, "see_busy's jobs to run", || state(unalloc) == "RUNNING" && state(busy) == "RUNNING");
+    std::thread::sleep(Duration::from_secs(3));
+    let idle = submit("vi", 8, "contract=1h", 600);
+    wait_until(60, "see_idle's job to preempt the unallocated one", || state(idle) == "RUNNING");
+    let pending = submit("vi", 8, "contract=2h", 600);
+    wait_until(30, "the exporter to list see_idle's jobs", || {
+        http_get(EXPORTER, "/account/see_idle").is_some_and(|(_, body)| body.contains(&format!(">{pending}<")) && body.contains(&format!(">{idle}<")))
+    });
+
+    // The page, in headless Chromium: the team's row and its jobs.
+    let png = format!("{RUN_DIR}/exporter-see_idle.png");
+    // (At 3x: Tesseract misreads small text.)
+    sh(
+        "bash",
+        &[
+            "-c",
+            r#"TALLY_SCREENSHOT_SCALE=3 bash testbed/screenshot.sh "$@""#,
+            "shot",
+            &format!("http://{EXPORTER}/account/see_idle"),
+            &png,
+            "1280",
+            "900",
+        ],
+    );
+    sh("bash", &["testbed/ocr-check.sh", &png, "see_idle", &idle.to_string(), &pending.to_string(), "2h", "running", "pending"]);
+    // A job's page is what `tally explain` says of it.
+    let (code, body) = http_get(EXPORTER, &format!("/job/{pending}")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(&format!("Job {pending}  PENDING")) && body.contains("What blocks it now") && body.contains("Start estimate"), "{body}");
+
+    // Everything ends; once the ledger stands still, Prometheus's last
+    // scrape must say exactly what share says.
+    for j in [unalloc, busy, idle, pending] {
+        cancel(j);
+    }
+    wait_until(60, "an empty queue", || sh("squeue", &["-h", "-o", "%i"]).trim().is_empty());
+    std::thread::sleep(Duration::from_secs(6));
+    let (rows, _) = share_rows("see_busy,see_idle");
+    let fields = [
+        ("tally_account_rate_gpus", "rate_gpus", 1.0),
+        ("tally_account_allocated_gpu_seconds", "allocated_gpu_hours", 3600.0),
+        ("tally_account_used_gpu_seconds", "used_gpu_hours", 3600.0),
+        ("tally_account_usage_ratio", "ratio", 1.0),
+        ("tally_account_rank", "rank", 1.0),
+        ("tally_account_fair_share", "fair_share", 1.0),
+        ("tally_account_running_gpus", "running_gpus", 1.0),
+        ("tally_account_waiting_gpus", "waiting_gpus", 1.0),
+        ("tally_account_short_gpus", "short_now_gpus", 1.0),
+        ("tally_account_owed_gpu_seconds", "owed_gpu_hours", 3600.0),
+        ("tally_account_delivered_gpu_seconds", "delivered_gpu_hours", 3600.0),
+        ("tally_account_delivered_ratio", "delivered_fraction", 1.0),
+        ("tally_account_unallocated_gpu_seconds", "unallocated_gpu_hours", 3600.0),
+    ];
+    let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    for account in ["see_busy", "see_idle"] {
+        let row = &rows[account];
+        assert!(row["used_gpu_hours"].as_f64().unwrap() > 0.0 || account == "see_idle", "{row:?}");
+        let differ = || -> Vec<String> {
+            fields
+                .iter()
+                .filter_map(|(series, key, scale)| {
+                    let want = row[*key].as_f64().map(|v| v * scale);
+                    let got = prom.value(&format!("{series}{{account=\"{account}\"}}"));
+                    let agree = match (want, got) {
+                        (Some(w), Some(g)) => same(w, g),
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    (!agree).then(|| format!("{series}: Prometheus {got:?}, share {key} {want:?}"))
+                })
+                .collect()
+        };
+        let start = Instant::now();
+        let mut left = differ();
+        while !left.is_empty() && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(500));
+            left = differ();
+        }
+        assert!(left.is_empty(), "{account}: Prometheus and tally share --json differ after 30 s:\n{}", left.join("\n"));
+        // The tree, for the budget owners' panels.
+        let info = prom.query(&format!("tally_account_info{{account=\"{account}\"}}"));
+        assert_eq!(info.first().map(|(l, _)| l["path"].as_str()), Some(format!("/root/{account}").as_str()), "{info:?}");
+    }
+    // The preemption, by its reason, and the work it threw away.
+    wait_until(30, "the preemption to be counted", || {
+        prom.value("tally_preemptions_total{reason=\"unallocated\"}").unwrap_or(0.0) > preempted_before
+    });
+    assert!(prom.value("tally_preemption_lost_gpu_seconds_total{reason=\"unallocated\"}").unwrap() >= lost_before + 8.0 * 3.0);
+    assert_eq!(prom.value("sum(tally_contract_violations_total)"), Some(0.0));
+    // Waits: the allocated jobs' first starts, and the unallocated one's.
+    assert!(prom.value("tally_job_wait_seconds_count{class=\"allocated\"}").unwrap() >= 2.0);
+    assert!(prom.value("tally_job_wait_seconds_count{class=\"unallocated\"}").unwrap() >= 1.0);
+    assert!(prom.value("tally_ledger_age_seconds").unwrap() < 30.0);
+    assert!(prom.value("tally_recalculation_duration_seconds").unwrap() > 0.0);
+
+    // A ledger that cannot be read: the last good figures, marked stale.
+    let dir = format!("{RUN_DIR}/exporter-stale");
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = format!("{dir}/ledger.state");
+    std::fs::copy(format!("{RUN_DIR}/state/tally/ledger.state"), &copy).unwrap();
+    let second = "127.0.0.1:19818";
+    let _stale = exporter(second, &["--state", &copy, "--show-accounts"]);
+    let used = |text: &str| text.lines().find(|l| l.starts_with("tally_account_used_gpu_seconds{account=\"see_busy\"}")).map(str::to_string);
+    let before = used(&http_get(second, "/metrics").unwrap().1).expect("see_busy's usage");
+    std::fs::remove_file(&copy).unwrap();
+    let sample = |text: &str, name: &str| text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok());
+    wait_until(20, "the exporter to mark its figures stale", || {
+        http_get(second, "/metrics").is_some_and(|(_, t)| sample(&t, "tally_ledger_stale") == Some(1.0))
+    });
+    let (_, text) = http_get(second, "/metrics").unwrap();
+    assert_eq!(used(&text), Some(before), "the last good figures");
+    assert!(sample(&text, "tally_exporter_read_errors_total").is_some_and(|n| n >= 1.0), "{text}");
+    let (_, page) = http_get(second, "/").unwrap();
+    assert!(page.contains("last good figures"), "{page}");
+    // Without --show-accounts, [reports] private: no account, no job.
+    let private = "127.0.0.1:19819";
+    let _private = exporter(private, &[]);
+    let (_, text) = http_get(private, "/metrics").unwrap();
+    assert!(!text.contains("account=") && !text.contains("see_busy") && text.contains("tally_jobs{"), "{text}");
+    assert_eq!(http_get(private, "/account/see_busy").map(|(code, _)| code), Some(403));
+    assert_eq!(http_get(private, &format!("/job/{pending}")).map(|(code, _)| code), Some(403));
+}

@@ -118,7 +118,7 @@ pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
 pub const MAX_SLURM_JSON_BYTES: u64 = 256 << 20;
 
 /// `tool --json`'s output, or the saved file given instead.
-fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
+pub(crate) fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
     if let Some(path) = saved {
         return crate::read_file(&path, &format!("saved `{tool} --json` output"), MAX_SLURM_JSON_BYTES);
     }
@@ -129,7 +129,7 @@ fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
 /// 22.05 (a `nodes` list). Later releases group nodes there (a `sinfo`
 /// list); `scontrol show nodes --json` then lists them one by one, with
 /// the same fields.
-fn nodes_output(saved: Option<PathBuf>) -> Result<String, String> {
+pub(crate) fn nodes_output(saved: Option<PathBuf>) -> Result<String, String> {
     let text = slurm_output("sinfo", saved)?;
     let grouped = serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|v| v.get("nodes").is_none() && v.get("sinfo").is_some());
     if grouped {
