@@ -169,9 +169,10 @@ show squeue -o '%.6i %.11a %.6u %.9T %.10b  %k'
 
 step "Where sites look: the exporter and the page"
 series='^tally_account_(delivered|owed|used)_gpu_seconds\{account="(pretrain|climate)"\}'
-printf '$ curl -s http://%s/metrics | grep -E %q\n' "$EXPORTER" "$series"
+printf "\$ curl -s http://%s/metrics | grep -E '%s'\n" "$EXPORTER" "$series"
 curl -s "http://$EXPORTER/metrics" | grep -E "$series"
-bash testbed/screenshot.sh "http://$EXPORTER/account/llm" "$DEMO/page.png" 1280 1500 >/dev/null
+sleep 11   # a recalculation and a refresh of the exporter: the page shows the last step's jobs
+bash testbed/screenshot.sh "http://$EXPORTER/account/llm" "$DEMO/page.png" 1280 1300 >/dev/null
 echo "The page of the llm subtree, in headless Chromium: $DEMO/page.png"
 echo
 echo "The cluster is still running: try squeue, sprio -l, sshare, $TALLY share -a -c $DEMO/tally.toml"

@@ -303,6 +303,40 @@ tb_stop() {
     rm -f "$TB_PID"/*.pid 2>/dev/null || true
 }
 
+# ---- packages --------------------------------------------------------------------------------
+# apt_missing <package...>: print those not installed.
+apt_missing() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || echo "$p"
+    done
+}
+
+# apt_ensure <who> <verbose: 0|1> <package...>: install those not installed (no recommends; stale
+# lists refreshed once); a fast no-op when all are present. As root.
+apt_ensure() {
+    local who=$1 verbose=$2 t0; shift 2
+    local -a todo
+    t0=$(now)
+    mapfile -t todo < <(apt_missing "$@")
+    if (( ${#todo[@]} == 0 )); then
+        (( verbose == 0 )) || log "$who: $* present [$(elapsed "$t0")s]"
+        return 0
+    fi
+    [[ $(id -u) == 0 ]] || die "installing ${todo[*]} needs root"
+    log "$who: installing ${todo[*]}"
+    local -a apt=(apt-get install -y -qq --no-install-recommends
+                  -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${todo[@]}")
+    if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" >/dev/null; then
+        # Stale lists (a superseded security update gives 404): refresh once and retry.
+        apt-get update -qq || warn "apt-get update reported errors"
+        DEBIAN_FRONTEND=noninteractive "${apt[@]}" >/dev/null || die "apt-get install ${todo[*]} failed"
+    fi
+    mapfile -t todo < <(apt_missing "$@")
+    (( ${#todo[@]} == 0 )) || die "still missing after install: ${todo[*]}"
+    log "$who: installed [$(elapsed "$t0")s]"
+}
+
 # ---- jobs ------------------------------------------------------------------------------------
 job_state() { timeout 10 scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
 

@@ -33,34 +33,7 @@ PSMS=${TALLY_OCR_PSM:-11 3}
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
-missing() {
-    local p
-    for p in "${PKGS[@]}"; do
-        dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || echo "$p"
-    done
-}
-
-do_install() {
-    local t0 todo
-    t0=$(now)
-    mapfile -t todo < <(missing)
-    if (( ${#todo[@]} == 0 )); then
-        [[ ${1:-} != -v ]] || log "ocr-check: ${PKGS[*]} present [$(elapsed "$t0")s]"
-        return 0
-    fi
-    [[ $(id -u) == 0 ]] || die "installing ${todo[*]} needs root"
-    log "ocr-check: installing ${todo[*]}"
-    local -a apt=(apt-get install -y -qq --no-install-recommends
-                  -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${todo[@]}")
-    if ! "${apt[@]}" >/dev/null; then
-        # Stale lists (a superseded security update gives 404): refresh once and retry.
-        apt-get update -qq || warn "apt-get update reported errors"
-        "${apt[@]}" >/dev/null || die "apt-get install ${todo[*]} failed"
-    fi
-    mapfile -t todo < <(missing)
-    (( ${#todo[@]} == 0 )) || die "still missing after install: ${todo[*]}"
-    log "ocr-check: installed [$(elapsed "$t0")s]"
-}
+do_install() { apt_ensure ocr-check "$([[ ${1:-} == -v ]] && echo 1 || echo 0)" "${PKGS[@]}"; }
 
 case ${1:-} in
     --install) do_install -v; exit 0 ;;

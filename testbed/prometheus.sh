@@ -43,12 +43,6 @@ PKGS=(prometheus curl)
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 # ---- install -----------------------------------------------------------------------------------
-missing() {
-    local p
-    for p in "${PKGS[@]}"; do
-        dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || echo "$p"
-    done
-}
 
 # The package's postinst would start (and on systemd enable) its service on 0.0.0.0:9090: a
 # policy-rc.d answering 101 (action forbidden) keeps invoke-rc.d / deb-systemd-invoke from it.
@@ -72,28 +66,15 @@ policy_forbid() {
 }
 
 do_install() {
-    local t0 todo
-    t0=$(now)
-    mapfile -t todo < <(missing)
-    if (( ${#todo[@]} == 0 )); then
-        [[ ${1:-} != -v ]] || log "prometheus: ${PKGS[*]} present [$(elapsed "$t0")s]"
-        return 0
+    if [[ -n $(apt_missing "${PKGS[@]}") ]]; then
+        [[ $(id -u) == 0 ]] || die "installing ${PKGS[*]} needs root"
+        policy_forbid
+        apt_ensure prometheus 0 "${PKGS[@]}"
+        policy_restore
+        trap - EXIT
+    else
+        apt_ensure prometheus "$([[ ${1:-} == -v ]] && echo 1 || echo 0)" "${PKGS[@]}"
     fi
-    [[ $(id -u) == 0 ]] || die "installing ${todo[*]} needs root"
-    log "prometheus: installing ${todo[*]}"
-    policy_forbid
-    local -a apt=(apt-get install -y -qq --no-install-recommends
-                  -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${todo[@]}")
-    if ! "${apt[@]}" >/dev/null; then
-        # Stale lists (a superseded security update gives 404): refresh once and retry.
-        apt-get update -qq || warn "apt-get update reported errors"
-        "${apt[@]}" >/dev/null || die "apt-get install ${todo[*]} failed"
-    fi
-    policy_restore
-    trap - EXIT
-    mapfile -t todo < <(missing)
-    (( ${#todo[@]} == 0 )) || die "still missing after install: ${todo[*]}"
-    log "prometheus: installed [$(elapsed "$t0")s]"
 }
 
 # ---- daemon ------------------------------------------------------------------------------------

@@ -30,34 +30,7 @@ TIMEOUT=60
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
-missing() {
-    local p
-    for p in "${PKGS[@]}"; do
-        dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || echo "$p"
-    done
-}
-
-do_install() {
-    local t0 todo
-    t0=$(now)
-    mapfile -t todo < <(missing)
-    if (( ${#todo[@]} == 0 )); then
-        [[ ${1:-} != -v ]] || log "screenshot: ${PKGS[*]} present [$(elapsed "$t0")s]"
-        return 0
-    fi
-    [[ $(id -u) == 0 ]] || die "installing ${todo[*]} needs root"
-    log "screenshot: installing ${todo[*]}"
-    local -a apt=(apt-get install -y -qq --no-install-recommends
-                  -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${todo[@]}")
-    if ! "${apt[@]}" >/dev/null; then
-        # Stale lists (a superseded security update gives 404): refresh once and retry.
-        apt-get update -qq || warn "apt-get update reported errors"
-        "${apt[@]}" >/dev/null || die "apt-get install ${todo[*]} failed"
-    fi
-    mapfile -t todo < <(missing)
-    (( ${#todo[@]} == 0 )) || die "still missing after install: ${todo[*]}"
-    log "screenshot: installed [$(elapsed "$t0")s]"
-}
+do_install() { apt_ensure screenshot "$([[ ${1:-} == -v ]] && echo 1 || echo 0)" "${PKGS[@]}"; }
 
 # chromium_run <extra flags...> URL: headless Chromium with a throwaway profile; its stdout is
 # ours, its stderr goes to $ERR (shown by the caller on failure).

@@ -68,9 +68,10 @@ if ! wait "$SRC_BUILD"; then
     die "building Slurm 25.11 and 26.05 from source failed (log: $SRC_LOG)"
 fi
 log "25.11 and 26.05 built from source (waited $(elapsed "$t0")s after the replay)"
-# The scenarios whose code differs between releases: sprio's factors, and a
-# debug job time-slicing through all three plugins.
-RELEASE_SCENARIOS=(e2e_4_ e2e_8_)
+# The scenarios whose code differs between releases: sprio's factors, a
+# debug job time-slicing through all three plugins, and the exporter read
+# by Prometheus and Chromium (squeue's JSON, preempt/tally's notes).
+RELEASE_SCENARIOS=(e2e_4_ e2e_8_ e2e_19_)
 bash tests/e2e/slurm-src.sh 26.05
 bash tests/e2e/slurm-src.sh 25.11 "${RELEASE_SCENARIOS[@]}"
 bash tests/e2e/slurm-24.11.sh "${RELEASE_SCENARIOS[@]}"

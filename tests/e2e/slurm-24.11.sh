@@ -39,6 +39,11 @@ down() {
 }
 trap down EXIT
 bash testbed/deb.sh install "$DEB" "$CHROOT"
+# What the exporter's test reads it with, inside the chroot: Prometheus,
+# headless Chromium, Tesseract (Debian 13's).
+inside bash testbed/prometheus.sh install
+inside bash testbed/screenshot.sh --install
+inside bash testbed/ocr-check.sh --install
 TALLY_NODES=2 TALLY_PRIORITY_TYPE=priority/tally TALLY_PLUGIN_DIR='' TALLY_GPU_TYPES="h100 b200" TALLY_DEBUG_PARTITION=1 \
     TALLY_ACCOUNTS=$RUN/e2e-accounts TALLY_ENV="TALLY_CONFIG=$RUN/e2e-tally.toml" \
     TALLY_SLURM_EXTRA=$E2E_SLURM_EXTRA \

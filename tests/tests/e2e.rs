@@ -1262,7 +1262,7 @@ fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
         assert!(left.is_empty(), "{account}: Prometheus and tally share --json differ after 30 s:\n{}", left.join("\n"));
         // The tree, for the budget owners' panels.
         let info = prom.query(&format!("tally_account_info{{account=\"{account}\"}}"));
-        assert_eq!(info.first().map(|(l, _)| l["path"].as_str()), Some(format!("/root/{account}").as_str()), "{info:?}");
+        assert_eq!(info.first().map(|(l, _)| l["path"].as_str()), Some(format!("root/{account}").as_str()), "{info:?}");
     }
     // The preemption, by its reason, and the work it threw away.
     wait_until(30, "the preemption to be counted", || {

@@ -314,7 +314,7 @@ pub(crate) mod tests {
         assert_eq!(value(&text, "tally_account_rate_gpus{account=\"nlp\"}"), 6.0);
         assert_eq!(value(&text, "tally_account_running_gpus{account=\"research\"}"), 8.0);
         // The tree, for subtree panels.
-        assert!(text.contains("tally_account_info{account=\"vision\",parent=\"research\",path=\"/root/research/vision\"} 1"), "{text}");
+        assert!(text.contains("tally_account_info{account=\"vision\",parent=\"research\",path=\"root/research/vision\"} 1"), "{text}");
         assert_eq!(value(&text, "tally_cluster_running_gpus{tier=\"allocated\"}"), 9.0);
         assert_eq!(value(&text, "tally_jobs{state=\"pending\",class=\"allocated\"}"), 1.0);
         // Two first starts seen, each 60 s after submit.

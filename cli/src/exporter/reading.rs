@@ -67,7 +67,7 @@ pub struct LiveJob {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Place {
     pub parent: String,
-    /// `/root/research/nlp`.
+    /// `root/research/nlp`: the account's names from the root down.
     pub path: String,
 }
 
@@ -109,7 +109,7 @@ impl Reading {
             let path: Vec<&str> = tree.path(id);
             let node = tree.node(id);
             let parent = node.parent.map(|p| tree.node(p).name.clone()).unwrap_or_default();
-            let path = format!("/{}", path.join("/"));
+            let path = path.join("/");
             places.insert(node.name.clone(), Place { parent, path });
         }
         Ok(Reading {
