@@ -156,11 +156,13 @@ fn render(e: &Exposition<'_>) -> Vec<(usize, Vec<(Labels, Value)>)> {
             opt("tally_account_running", Some("gpus"), row.running.map(Value::Gauge));
             opt("tally_account_waiting", Some("gpus"), row.waiting.map(Value::Gauge));
             opt("tally_account_short", Some("gpus"), row.short.map(Value::Gauge));
-            let o = row.owed.unwrap_or_default();
-            opt("tally_account_owed", Some("gpu_seconds"), Some(hours(o.delivery.owed_gpu_hours)));
-            opt("tally_account_delivered", Some("gpu_seconds"), Some(hours(o.delivery.delivered_gpu_hours)));
-            opt("tally_account_delivered", Some("ratio"), o.delivery.ratio().map(Value::Gauge));
-            opt("tally_account_unallocated", Some("gpu_seconds"), Some(hours(o.unallocated_gpu_hours)));
+            // As share: nothing for an account nothing was owed to nor ran in
+            // the window.
+            let o = row.owed;
+            opt("tally_account_owed", Some("gpu_seconds"), o.map(|o| hours(o.delivery.owed_gpu_hours)));
+            opt("tally_account_delivered", Some("gpu_seconds"), o.map(|o| hours(o.delivery.delivered_gpu_hours)));
+            opt("tally_account_delivered", Some("ratio"), o.and_then(|o| o.delivery.ratio()).map(Value::Gauge));
+            opt("tally_account_unallocated", Some("gpu_seconds"), o.map(|o| hours(o.unallocated_gpu_hours)));
             let h = r.last_hour.get(&row.account).copied().unwrap_or_default();
             opt("tally_account_owed_last_hour", Some("gpu_seconds"), Some(hours(h.delivery.owed_gpu_hours)));
             opt("tally_account_delivered_last_hour", Some("gpu_seconds"), Some(hours(h.delivery.delivered_gpu_hours)));
@@ -284,6 +286,13 @@ pub(crate) mod tests {
         c
     }
 
+    /// The fixture's exposition.
+    fn exposition(private: bool, stale: bool) -> String {
+        let r = fixture(private);
+        let c = counters(&r);
+        encode(&Exposition { reading: &r, counters: &c, stale, now: NOW })
+    }
+
     /// The sample names of an exposition (`name{...} value` and `name value`).
     pub(crate) fn sample_names(text: &str) -> BTreeSet<String> {
         text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(|l| l.split(['{', ' ']).next().unwrap().to_string()).collect()
@@ -297,9 +306,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_family_is_served_with_its_figures() {
-        let r = fixture(false);
-        let c = counters(&r);
-        let text = encode(&Exposition { reading: &r, counters: &c, stale: false, now: NOW });
+        let text = exposition(false, false);
         assert!(text.ends_with("# EOF\n"), "{text}");
         // Every family of the catalogue is in the fixture's exposition.
         for (name, kind, unit, _) in FAMILIES {
@@ -332,9 +339,7 @@ pub(crate) mod tests {
 
     #[test]
     fn private_names_no_account() {
-        let r = fixture(true);
-        let c = counters(&r);
-        let text = encode(&Exposition { reading: &r, counters: &c, stale: true, now: NOW });
+        let text = exposition(true, true);
         assert!(!text.contains("account"), "{text}");
         assert!(!text.contains("nlp"), "{text}");
         assert_eq!(value(&text, "tally_ledger_stale"), 1.0);
@@ -344,9 +349,7 @@ pub(crate) mod tests {
     /// docs/reports.md names every series served, and no other.
     #[test]
     fn the_docs_list_every_series() {
-        let r = fixture(false);
-        let c = counters(&r);
-        let text = encode(&Exposition { reading: &r, counters: &c, stale: false, now: NOW });
+        let text = exposition(false, false);
         let families: BTreeSet<String> =
             text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).map(|l| l.split(' ').next().unwrap().to_string()).collect();
         let served: BTreeSet<String> =
@@ -361,9 +364,7 @@ pub(crate) mod tests {
     /// The Grafana dashboard queries only series the exporter serves.
     #[test]
     fn the_dashboard_queries_only_served_series() {
-        let r = fixture(false);
-        let c = counters(&r);
-        let served = sample_names(&encode(&Exposition { reading: &r, counters: &c, stale: false, now: NOW }));
+        let served = sample_names(&exposition(false, false));
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../packaging/grafana/tally.json");
         let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let mut exprs = Vec::new();
