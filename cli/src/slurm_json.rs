@@ -12,7 +12,10 @@
 //! `preempt_start_s` (when a pending job started preempting) is 0 — the
 //! JSON's `preempt_time` is the victim's side.
 
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
 use serde_json::Value;
+use std::fmt;
 use tally_allocator::MINUTE_S;
 use tally_engine::view::{gpu_count, gpu_type, GpuAsk, JobView, Names, NodeState, RunState};
 
@@ -92,14 +95,9 @@ impl NodeInfo {
 
 /// The top-level array `key` of a Slurm JSON document from `what`.
 fn document<'a>(v: &'a Value, key: &str, what: &str) -> Result<&'a [Value], String> {
-    if let Some(errors) = v.get("errors").and_then(Value::as_array) {
-        let said: Vec<String> = errors
-            .iter()
-            .map(|e| e.get("description").or_else(|| e.get("error")).and_then(Value::as_str).map_or_else(|| e.to_string(), str::to_string))
-            .collect();
-        if !said.is_empty() {
-            return Err(format!("{what}: Slurm reported errors: {}", said.join("; ")));
-        }
+    let said = v.get("errors").map(slurm_errors).unwrap_or_default();
+    if !said.is_empty() {
+        return Err(format!("{what}: Slurm reported errors: {}", said.join("; ")));
     }
     v.get(key)
         .and_then(Value::as_array)
@@ -186,7 +184,7 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
     let job_id = number(j, "job_id")?.filter(|&id| id > 0).ok_or("no `job_id`")?;
     let job_id = u32_of(Some(job_id));
     let word = state_word(j);
-    let state = run_state(&word).ok_or_else(|| format!("job {job_id}: unknown job_state {:?}", j.get("job_state").unwrap_or(&Value::Null)))?;
+    let state = run_state(&word).ok_or_else(|| format!("job {job_id}: unknown job_state {}", j.get("job_state").unwrap_or(&Value::Null)))?;
     let at = |key: &str| number(j, key).map(|n| n.unwrap_or(0)).map_err(|e| format!("job {job_id}: {e}"));
     let user = match text(j, "user_name") {
         "" => names.intern(&at("user_id")?.to_string()),
@@ -247,10 +245,205 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
 }
 
 /// Every job of `squeue --json`'s output, names shared through `names`.
+#[cfg(test)]
 pub fn parse_squeue(output: &str, names: &mut Names) -> Result<Vec<QueueJob>, String> {
-    let v = parse(output, "squeue --json")?;
-    let jobs = document(&v, "jobs", "squeue --json")?;
-    jobs.iter().enumerate().map(|(i, j)| job(j, names).map_err(|e| format!("squeue --json: job #{} of the list: {e}", i + 1))).collect()
+    read_squeue(output.as_bytes(), names)
+}
+
+/// [`parse_squeue`] as the output arrives: each job is read into the
+/// engine's view and its JSON dropped before the next (only the fields
+/// [`job`] reads are kept), so a 10,000-job queue (some 50 MB of JSON) is
+/// never held whole, as text or as a tree.
+pub fn read_squeue(input: impl std::io::Read, names: &mut Names) -> Result<Vec<QueueJob>, String> {
+    const WHAT: &str = "squeue --json";
+    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, input));
+    let doc = Squeue { names }.deserialize(&mut de).and_then(|doc| de.end().map(|()| doc));
+    let doc = doc.map_err(|e| match e.io_error_kind() {
+        Some(_) => format!("{WHAT}: {e}"),
+        None => format!("{WHAT}: not JSON ({e}) (Slurm 22.05 or later with the serializer/json plugin is needed)"),
+    })?;
+    if !doc.errors.is_empty() {
+        return Err(format!("{WHAT}: Slurm reported errors: {}", doc.errors.join("; ")));
+    }
+    doc.jobs.ok_or_else(|| format!("{WHAT}: no `jobs` list in the JSON (is this Slurm 22.05 or later with the serializer/json plugin?)"))?
+}
+
+/// The fields of a job that [`job`] reads; the rest of squeue's hundred or
+/// so are skipped unread.
+const JOB_FIELDS: [&str; 32] = [
+    "account",
+    "array_job_id",
+    "array_task_id",
+    "array_task_string",
+    "comment",
+    "dependency",
+    "eligible_time",
+    "end_time",
+    "het_job_id",
+    "job_id",
+    "job_state",
+    "nice",
+    "node_count",
+    "nodes",
+    "partition",
+    "pre_sus_time",
+    "priority",
+    "restart_cnt",
+    "resv_name",
+    "start_time",
+    "state_reason",
+    "submit_time",
+    "suspend_time",
+    "tasks",
+    "time_limit",
+    "tres_alloc_str",
+    "tres_per_job",
+    "tres_per_node",
+    "tres_per_socket",
+    "tres_per_task",
+    "user_id",
+    "user_name",
+];
+
+/// `squeue --json`'s document: Slurm's `errors` (their descriptions) and
+/// the jobs, or the first job that could not be read.
+struct SqueueDoc {
+    errors: Vec<String>,
+    jobs: Option<Result<Vec<QueueJob>, String>>,
+}
+
+struct Squeue<'n> {
+    names: &'n mut Names,
+}
+
+impl<'de> DeserializeSeed<'de> for Squeue<'_> {
+    type Value = SqueueDoc;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<SqueueDoc, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Squeue<'_> {
+    type Value = SqueueDoc;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object with a `jobs` list")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SqueueDoc, A::Error> {
+        let mut doc = SqueueDoc { errors: Vec::new(), jobs: None };
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "errors" => doc.errors = slurm_errors(&map.next_value::<Value>()?),
+                "jobs" => doc.jobs = Some(map.next_value_seed(Jobs { names: &mut *self.names })?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(doc)
+    }
+}
+
+/// The descriptions of a Slurm JSON document's `errors`.
+fn slurm_errors(errors: &Value) -> Vec<String> {
+    let Some(errors) = errors.as_array() else { return Vec::new() };
+    errors
+        .iter()
+        .map(|e| e.get("description").or_else(|| e.get("error")).and_then(Value::as_str).map_or_else(|| e.to_string(), str::to_string))
+        .collect()
+}
+
+/// The `jobs` list, each read as it comes; after the first job that cannot
+/// be read the rest are skipped (that job is the refusal).
+struct Jobs<'n> {
+    names: &'n mut Names,
+}
+
+impl<'de> DeserializeSeed<'de> for Jobs<'_> {
+    type Value = Result<Vec<QueueJob>, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Jobs<'_> {
+    type Value = Result<Vec<QueueJob>, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of jobs")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut jobs = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(JobFields(fields)) = seq.next_element()? {
+            match job(&fields, self.names) {
+                Ok(j) => jobs.push(j),
+                Err(e) => {
+                    let refusal = format!("squeue --json: job #{} of the list: {e}", jobs.len() + 1);
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
+                    return Ok(Err(refusal));
+                }
+            }
+        }
+        Ok(Ok(jobs))
+    }
+}
+
+/// One job object with only its [`JOB_FIELDS`], as a JSON object.
+struct JobFields(Value);
+
+impl<'de> Deserialize<'de> for JobFields {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<JobFields, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = JobFields;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a job object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JobFields, A::Error> {
+                let mut kept = serde_json::Map::new();
+                while let Some(FieldName(name)) = map.next_key()? {
+                    match name {
+                        Some(name) => {
+                            kept.insert(name.to_string(), map.next_value()?);
+                        }
+                        None => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(JobFields(Value::Object(kept)))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// A job object's key: one of [`JOB_FIELDS`], or `None` for the others
+/// (read without allocating).
+struct FieldName(Option<&'static str>);
+
+impl<'de> Deserialize<'de> for FieldName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<FieldName, D::Error> {
+        struct Name;
+        impl Visitor<'_> for Name {
+            type Value = FieldName;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FieldName, E> {
+                Ok(FieldName(JOB_FIELDS.binary_search(&v).ok().map(|k| JOB_FIELDS[k])))
+            }
+        }
+        d.deserialize_str(Name)
+    }
 }
 
 /// Every node of `sinfo --json`'s output.
@@ -394,5 +587,32 @@ mod tests {
         assert!(err(r#"{"jobs": [{"job_id": 3, "job_state": "PENDING", "priority": "high"}]}"#).contains("`priority` is \"high\""));
         assert!(err(r#"{"errors": [{"description": "Invalid user"}], "jobs": []}"#).contains("Slurm reported errors: Invalid user"));
         assert!(parse_sinfo(r#"{"nodes": [{"state": "idle"}]}"#).unwrap_err().contains("no `name`"));
+    }
+
+    #[test]
+    fn the_streamed_read_keeps_every_field_a_job_view_reads() {
+        // The whole tree, job by job, as [`job`] reads it: the streamed
+        // read must find the same in every job of the captured queue.
+        let tree: Value = serde_json::from_str(SQUEUE).unwrap();
+        let mut names = Names::new();
+        let whole: Vec<QueueJob> = tree["jobs"].as_array().unwrap().iter().map(|j| job(j, &mut names).unwrap()).collect();
+        assert_eq!(jobs(), whole);
+        assert!(JOB_FIELDS.is_sorted(), "JOB_FIELDS is searched by bisection");
+        // Fields nobody reads, nested or not, are skipped; so is the rest
+        // of the document, wherever `errors` comes.
+        let padded = r#"{"jobs": [{"job_id": 7, "extra": {"a": [1, {"b": null}]}, "job_state": "PENDING", "many": [1,2,3], "user_name": "u"}],
+            "meta": {"plugin": {"type": "openapi"}}, "errors": [], "warnings": [{"description": "x"}]}"#;
+        let j = &parse_squeue(padded, &mut Names::new()).unwrap()[0];
+        assert_eq!((j.view.job_id, &*j.view.user, j.state.as_str()), (7, "u", "PENDING"));
+    }
+
+    #[test]
+    fn a_job_that_cannot_be_read_is_the_refusal_whatever_follows() {
+        let text = r#"{"jobs": [{"job_id": 1, "job_state": "PENDING"}, {"job_id": 2, "job_state": "ODD"}, {"job_id": 3, "job_state": "PENDING"}], "errors": []}"#;
+        assert_eq!(parse_squeue(text, &mut Names::new()).unwrap_err(), "squeue --json: job #2 of the list: job 2: unknown job_state \"ODD\"");
+        // Slurm's own errors come first, even after the jobs.
+        let text = r#"{"jobs": [{"job_id": 2, "job_state": "ODD"}], "errors": [{"error": "Unable to contact slurm controller"}]}"#;
+        assert_eq!(parse_squeue(text, &mut Names::new()).unwrap_err(), "squeue --json: Slurm reported errors: Unable to contact slurm controller");
+        assert!(parse_squeue(r#"{"jobs": []} trailing"#, &mut Names::new()).unwrap_err().contains("not JSON"));
     }
 }

@@ -15,7 +15,10 @@
 //!    0; a file may grow while it is read);
 //! 4. UTF-8, or a refusal that says so.
 //!
-//! [`read_stream`] does steps 3 and 4 for standard input (`-`).
+//! [`read_stream`] does steps 3 and 4 for standard input (`-`);
+//! [`open_bounded`] steps 1 to 3 for a reader that parses as it reads
+//! (a saved `squeue --json` of tens of MiB), and [`Bounded`] step 3 for a
+//! command's output.
 //!
 //! Every refusal says what is wrong and what is allowed:
 //!
@@ -25,7 +28,7 @@
 //! ```
 
 use std::fmt;
-use std::fs::{FileType, Metadata, OpenOptions};
+use std::fs::{File, FileType, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
@@ -123,27 +126,85 @@ fn regular(meta: &Metadata, what: &str) -> Result<(), InputError> {
     }
 }
 
-/// The bytes of the regular file at `path`, at most `max_bytes` of them;
-/// `what` names the kind of file in refusals ("a ledger"). See the module
-/// documentation for the steps.
-pub fn read_bytes(path: &Path, what: &str, max_bytes: u64) -> Result<Vec<u8>, InputError> {
+/// The regular file at `path`, opened (steps 1 and 2): refused when it is
+/// not a regular file or the file system says it is over `max_bytes`.
+fn open_regular(path: &Path, what: &str, max_bytes: u64) -> Result<(File, Metadata), InputError> {
     regular(&std::fs::metadata(path).map_err(InputError::Io)?, what)?;
     let f = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(InputError::Io)?;
     // The path may have changed between the stat and the open.
     let meta = f.metadata().map_err(InputError::Io)?;
     regular(&meta, what)?;
-    let too_big = |size: Option<u64>| InputError::TooBig { size, max: max_bytes, what: what.to_string(), stream: false };
     if meta.len() > max_bytes {
-        return Err(too_big(Some(meta.len())));
+        return Err(InputError::TooBig { size: Some(meta.len()), max: max_bytes, what: what.to_string(), stream: false });
     }
+    Ok((f, meta))
+}
+
+/// The bytes of the regular file at `path`, at most `max_bytes` of them;
+/// `what` names the kind of file in refusals ("a ledger"). See the module
+/// documentation for the steps.
+pub fn read_bytes(path: &Path, what: &str, max_bytes: u64) -> Result<Vec<u8>, InputError> {
+    let (f, meta) = open_regular(path, what, max_bytes)?;
     // Room for the whole file and the byte that would say it grew past
     // the bound: one allocation for a file that holds still.
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len().saturating_add(1)).unwrap_or(0));
     (&f).take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(InputError::Io)?;
     if bytes.len() as u64 > max_bytes {
-        return Err(too_big(f.metadata().ok().map(|m| m.len()).filter(|&n| n > max_bytes)));
+        let size = f.metadata().ok().map(|m| m.len()).filter(|&n| n > max_bytes);
+        return Err(InputError::TooBig { size, max: max_bytes, what: what.to_string(), stream: false });
     }
     Ok(bytes)
+}
+
+/// The regular file at `path` as a stream of at most `max_bytes` (steps 1
+/// to 3 for a reader that parses as it reads, holding no copy of the
+/// whole file): see [`Bounded`].
+pub fn open_bounded(path: &Path, what: &str, max_bytes: u64) -> Result<Bounded<File>, InputError> {
+    let (f, _) = open_regular(path, what, max_bytes)?;
+    Ok(Bounded::new(f, what, max_bytes, false))
+}
+
+/// A reader that gives at most `max` bytes of `inner` and then fails, with
+/// an [`io::Error`] of kind `InvalidData` that carries
+/// [`InputError::TooBig`], if there is more.
+#[derive(Debug)]
+pub struct Bounded<R> {
+    inner: R,
+    left: u64,
+    max: u64,
+    what: String,
+    stream: bool,
+}
+
+impl<R: Read> Bounded<R> {
+    /// `stream`: `inner` is a stream (standard input, a command's output),
+    /// not a file, for the refusal's words.
+    pub fn new(inner: R, what: &str, max: u64, stream: bool) -> Bounded<R> {
+        Bounded { inner, left: max, max, what: what.to_string(), stream }
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            // At the bound: one more byte means too much.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    InputError::TooBig { size: None, max: self.max, what: self.what.clone(), stream: self.stream },
+                )),
+            };
+        }
+        let room = usize::try_from(self.left).unwrap_or(usize::MAX).min(buf.len());
+        let n = self.inner.read(&mut buf[..room])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
 }
 
 /// The regular file at `path` as UTF-8 text, at most `max_bytes` of it
@@ -280,5 +341,31 @@ mod tests {
         assert_eq!(human((256 << 20) + 1), "256.0 MiB");
         assert_eq!(human(1 << 30), "1 GiB");
         assert_eq!(human(3 << 29), "1.5 GiB");
+    }
+
+    #[test]
+    fn a_bounded_reader_gives_up_to_its_bound_and_refuses_one_byte_more() {
+        let mut out = Vec::new();
+        Bounded::new(&b"0123456789"[..], "saved output", 10, true).read_to_end(&mut out).unwrap();
+        assert_eq!(out, b"0123456789");
+        let mut out = Vec::new();
+        let err = Bounded::new(&b"0123456789x"[..], "saved output", 10, true).read_to_end(&mut out).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(err.to_string(), "the input is more than 10 bytes; saved output may be at most 10 bytes");
+        assert_eq!(out, b"0123456789", "the bound's bytes, then the refusal");
+    }
+
+    #[test]
+    fn open_bounded_refuses_what_read_text_refuses() {
+        let d = dir("bounded");
+        let f = d.join("big.json");
+        std::fs::write(&f, "x".repeat(2048)).unwrap();
+        let err = open_bounded(&f, "saved output", 1024).unwrap_err().to_string();
+        assert_eq!(err, "the file is 2048 bytes (2 KiB); saved output may be at most 1024 bytes (1 KiB)");
+        assert!(open_bounded(&d, "saved output", 1024).unwrap_err().to_string().starts_with("is a directory"));
+        let mut text = String::new();
+        open_bounded(&f, "saved output", 4096).unwrap().read_to_string(&mut text).unwrap();
+        assert_eq!(text.len(), 2048);
+        std::fs::remove_dir_all(d).unwrap();
     }
 }

@@ -29,13 +29,16 @@ pub(crate) use words::refusal_words;
 
 use crate::live;
 use crate::slurm_json::{self, NodeInfo, QueueJob};
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use tally_allocator::outlook::{back_under, BackUnder};
 use tally_allocator::preempt::{eligible_victims, may_preempt, Decision, Moment, Refusal};
 use tally_allocator::priority::{decode, precedence, Decoded, Precedence, PLAN};
 use tally_allocator::{Contract, Job, Snapshot, TeamNow, DAY_S, HOUR_S};
+use tally_config::input::Bounded;
 use tally_config::Config;
 use tally_engine::engine::queue::{self, SlurmKey};
 use tally_engine::engine::{classify, rank, Counted, Ranking, DEFAULT_PREEMPT_WINDOW_S};
@@ -91,7 +94,7 @@ pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
     let snapshot = live::read_snapshot(&state, &config)?;
     let now = args.now.unwrap_or_else(live::now);
     let mut names = Names::new();
-    let queue = slurm_json::parse_squeue(&slurm_output("squeue", args.squeue_json)?, &mut names)?;
+    let queue = read_queue(args.squeue_json, &mut names)?;
     let nodes = slurm_json::parse_sinfo(&nodes_output(args.sinfo_json)?)?;
     let report = explain(&config, &snapshot, &queue, &nodes, &args.job, now)?;
     if let Some(me) = private_for {
@@ -118,7 +121,7 @@ pub fn run_cmd(args: ExplainArgs) -> Result<(), String> {
 pub const MAX_SLURM_JSON_BYTES: u64 = 256 << 20;
 
 /// `tool --json`'s output, or the saved file given instead.
-pub(crate) fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
+fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
     if let Some(path) = saved {
         return crate::read_file(&path, &format!("saved `{tool} --json` output"), MAX_SLURM_JSON_BYTES);
     }
@@ -139,24 +142,65 @@ pub(crate) fn nodes_output(saved: Option<PathBuf>) -> Result<String, String> {
     }
 }
 
+/// The queue as `squeue --json` shows it, read as the output arrives
+/// ([`slurm_json::read_squeue`]), or from the saved output given instead;
+/// either at most [`MAX_SLURM_JSON_BYTES`].
+pub(crate) fn read_queue(saved: Option<PathBuf>, names: &mut Names) -> Result<Vec<QueueJob>, String> {
+    if let Some(path) = saved {
+        let what = "saved `squeue --json` output";
+        let file = tally_config::input::open_bounded(&path, what, MAX_SLURM_JSON_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
+        return slurm_json::read_squeue(file, names);
+    }
+    run_reading(&["squeue", "--json"], |out| slurm_json::read_squeue(Bounded::new(out, "squeue --json's output", MAX_SLURM_JSON_BYTES, true), names))
+}
+
 fn run_json(cmd: &[&str]) -> Result<String, String> {
+    run_reading(cmd, |mut out| {
+        let mut text = String::new();
+        Bounded::new(&mut out, &format!("{}'s output", cmd.join(" ")), MAX_SLURM_JSON_BYTES, true)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{}: {e}", cmd.join(" ")))?;
+        Ok(text)
+    })
+}
+
+/// Run `cmd` and hand its standard output to `read` as it arrives (its
+/// standard error is gathered beside it, for the refusal). A command that
+/// fails is the error, whatever `read` made of what it printed.
+fn run_reading<T>(cmd: &[&str], read: impl FnOnce(&mut ChildStdout) -> Result<T, String>) -> Result<T, String> {
     let (tool, line) = (cmd[0], cmd.join(" "));
-    let out = Command::new(tool).args(&cmd[1..]).output().map_err(|e| {
+    let mut child = Command::new(tool).args(&cmd[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             format!("{tool} not found on PATH: run tally explain where Slurm's client commands are installed (a login node)")
         } else {
             format!("{line}: cannot run: {e}")
         }
     })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    // A command that fills the error pipe while nobody reads it would
+    // stop before it finished its output.
+    let said = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = (&mut stderr).take(1 << 20).read_to_end(&mut text);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let got = read(&mut stdout);
+    // Closed before the wait: a command whose output was not read to its
+    // end gets EPIPE instead of blocking on a full pipe.
+    drop(stdout);
+    let status = child.wait().map_err(|e| format!("{line}: {e}"))?;
+    let err = said.join().unwrap_or_default();
+    // A command stopped by the closed pipe: what was read is the story.
+    let cut_off = got.is_err() && status.signal() == Some(libc::SIGPIPE);
+    if !status.success() && !cut_off {
         return Err(format!(
-            "{line} failed ({}): {} (is slurmctld up, and is this Slurm 22.05 or later with the serializer/json plugin?)",
-            out.status,
+            "{line} failed ({status}): {} (is slurmctld up, and is this Slurm 22.05 or later with the serializer/json plugin?)",
             err.trim()
         ));
     }
-    String::from_utf8(out.stdout).map_err(|_| format!("{line}: output is not UTF-8"))
+    got
 }
 
 // ---- the facts ---------------------------------------------------------------------------------

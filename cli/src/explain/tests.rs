@@ -310,3 +310,24 @@ fn priorities_of_the_last_re_ranking_are_said_as_such() {
          Tally re-ranks every calc_period and the queue has changed since)"
     );
 }
+
+#[test]
+fn a_command_that_fails_is_the_refusal_with_what_it_said() {
+    let err =
+        run_reading(&["sh", "-c", "echo '{\"jobs\": []}'; echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1"], |out| {
+            slurm_json::read_squeue(out, &mut Names::new())
+        })
+        .unwrap_err();
+    assert!(err.starts_with("sh -c"), "{err}");
+    assert!(err.contains("failed (exit status: 1): slurm_load_jobs error: Unable to contact slurm controller"), "{err}");
+}
+
+#[test]
+fn output_left_unread_ends_the_command_instead_of_blocking() {
+    // `yes` never ends: the reader stops at the first line, and the closed
+    // pipe ends the command; the reader's refusal is what is said.
+    let err = run_reading(&["yes", "not json"], |out| slurm_json::read_squeue(out, &mut Names::new())).unwrap_err();
+    assert!(err.starts_with("squeue --json: not JSON"), "{err}");
+    let ok = run_reading(&["printf", "{\"jobs\": []}"], |out| slurm_json::read_squeue(out, &mut Names::new())).unwrap();
+    assert!(ok.is_empty());
+}

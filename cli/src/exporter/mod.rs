@@ -144,7 +144,7 @@ fn refresh(src: &Sources, shared: &Mutex<Shared>, started_at: u64) {
         Ok(x) => x,
         Err(e) => return failed(shared, e),
     };
-    let queue = crate::explain::slurm_output("squeue", None).and_then(|out| slurm_json::parse_squeue(&out, &mut Names::new()));
+    let queue = crate::explain::read_queue(None, &mut Names::new());
     let squeue_problem = queue.as_ref().err().map(|e| format!("{e}: no job figures until squeue answers"));
     let queue = queue.ok();
     let private = config.reports.private && !src.show_accounts;
