@@ -84,6 +84,29 @@ impl Walked {
     pub fn ahead(&self, id: u32) -> Option<f64> {
         self.get(id).map(|p| p.ahead_gpus)
     }
+
+    /// [`Walked::get`] for ids asked in nearly ascending order (a walk over
+    /// slurmctld's list): each lookup tries the place after the last one
+    /// found before it searches.
+    fn cursor(&self) -> WalkedCursor<'_> {
+        WalkedCursor { walked: &self.0, next: 0 }
+    }
+}
+
+struct WalkedCursor<'a> {
+    walked: &'a [(u32, Place)],
+    next: usize,
+}
+
+impl WalkedCursor<'_> {
+    fn get(&mut self, id: u32) -> Option<Place> {
+        let k = match self.walked.get(self.next) {
+            Some(&(i, _)) if i == id => self.next,
+            _ => self.walked.binary_search_by_key(&id, |&(i, _)| i).ok()?,
+        };
+        self.next = k + 1;
+        Some(self.walked[k].1)
+    }
 }
 
 /// Where a job counts in what its team runs and waits for now.
@@ -391,11 +414,12 @@ pub fn walked_priority(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Pr
 /// (priority 0) stay held; an admin's priority stays.
 pub fn changed_priorities(r: &Ranking, views: &[JobView], jobs: &[(Counted, Job)], plan: Option<&PlanBoard>) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
+    let mut walked = r.walked.cursor();
     for (i, (v, (_, job))) in views.iter().zip(jobs).enumerate() {
         if v.state != RunState::Pending || v.priority == 0 || v.direct_set_prio {
             continue;
         }
-        let p = match r.walked.get(v.job_id) {
+        let p = match walked.get(v.job_id) {
             Some(place) => place.priority.planned(PlanBoard::starts(plan, v.job_id)).value,
             None => priority_of_job(r, job, plan).value,
         };
