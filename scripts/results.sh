@@ -11,8 +11,9 @@
 #      multifactor, then under Tally, on the local test bed), RUNS times,
 #      since real runs vary by a few points: the file gives the range;
 #   3. the planner on 40 generated instances against full mode's bounds;
-#   4. speed: the suite's wall time, `tally plan` on the 64-GPU scenario
-#      (median of 5), and the plugin's tick at 100,000 jobs (bench).
+#   4. speed: the suite's wall time, `tally plan` on every shipped scenario
+#      (median of 5), the plugin's tick at 100,000 jobs, the simulator's
+#      replay of 60 days and `tally explain` on a 10,000-job queue (benches).
 #
 # As root on the machine `make test` runs on (it brings the test bed up and
 # down). Needs the GPU traces: TALLY_TRACES (default ../shared/traces/
@@ -48,7 +49,7 @@ timed() {
     s=$(date +%s.%N)
     "$@" >"$out"
     e=$(date +%s.%N)
-    awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }'
+    awk -v s="$s" -v e="$e" 'BEGIN { printf "%.4f", e - s }'
 }
 
 # The importer against the traces' own table, before they are used.
@@ -80,13 +81,18 @@ t0=$(now)
 "$TALLY" plan --instances 40 --mode full --time-limit "$LIMIT" --quiet >"$WORK/instances.txt"
 log "results: planner instances [$(elapsed "$t0")s]"
 
-# 4. Speed.
+# 4. Speed: every scenario's plan (whole process, 5 times each), then the benches.
 t0=$(now)
-: >"$WORK/plan64.txt"
-for _ in 1 2 3 4 5; do
-    echo "$(timed /dev/null "$TALLY" plan --scenario examples/scenarios/scale-64.toml)" >>"$WORK/plan64.txt"
+for scenario in examples/scenarios/*.toml; do
+    name=$(basename "$scenario" .toml)
+    : >"$WORK/plan-$name.txt"
+    for _ in 1 2 3 4 5; do
+        echo "$(timed /dev/null "$TALLY" plan --scenario "$scenario")" >>"$WORK/plan-$name.txt"
+    done
 done
 cargo bench --locked -p tally-engine --bench tick >"$WORK/tick.txt" 2>/dev/null
+cargo bench --locked -p tally-sim --bench replay >"$WORK/replay-bench.txt" 2>/dev/null
+cargo bench --locked -p tally-cli --bench explain >"$WORK/explain.txt" 2>/dev/null
 log "results: speed [$(elapsed "$t0")s]"
 
 cores=$(nproc)
