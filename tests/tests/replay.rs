@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tally_config::Config;
 use tally_sim::augment::{augment, AugmentOptions};
-use tally_sim::metrics::{score, Scored};
+use tally_sim::metrics::{score, Run, Scored};
 use tally_sim::sacct::{runs, Clock};
 use tally_sim::sim::{job_meta, run, Policy as SimPolicy, Settings};
 use tally_sim::trace::{to_csv, Class, Trace};
@@ -92,8 +92,8 @@ fn trace_time(config: &Config, k: u64) -> Config {
     c
 }
 
-/// Score a replay from its sacct dump.
-fn scored(trace: &Trace, config: &Config, out: &ReplayOutput) -> Scored {
+/// Score a replay from its sacct dump; its runs beside the figures.
+fn scored(trace: &Trace, config: &Config, out: &ReplayOutput) -> (Scored, Vec<Run>) {
     let index: BTreeMap<u64, usize> = trace.jobs.iter().enumerate().map(|(i, j)| (j.job_id, i)).collect();
     let ids: BTreeMap<u32, usize> = out.id_map.iter().filter_map(|(&s, t)| Some((s, *index.get(t)?))).collect();
     let clock = Clock { t0: out.t0_unix, trace_origin: 0, speedup: out.speedup };
@@ -101,7 +101,32 @@ fn scored(trace: &Trace, config: &Config, out: &ReplayOutput) -> Scored {
     let r = runs(&out.sacct, &ids, clock, end).unwrap_or_else(|e| panic!("{}: {e}", out.sacct_path.display()));
     let (meta, teams) = job_meta(trace, config, GPUS);
     let last = r.iter().map(|x| x.end_s).max().unwrap_or(0);
-    score(&meta, &r, &teams, GPUS, last)
+    (score(&meta, &r, &teams, GPUS, last), r)
+}
+
+/// The five debug jobs that waited longest for their first start (real
+/// seconds), with how many runs they had: which waits decide the p90.
+fn slowest_debug(trace: &Trace, runs: &[Run], k: f64) -> String {
+    let mut first: BTreeMap<usize, (u64, usize)> = BTreeMap::new();
+    for r in runs {
+        let e = first.entry(r.job).or_insert((r.start_s, 0));
+        e.0 = e.0.min(r.start_s);
+        e.1 += 1;
+    }
+    let mut waits: Vec<(f64, u64, usize)> = trace
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| j.class == Class::Debug)
+        .filter_map(|(i, j)| first.get(&i).map(|&(start, n)| (start.saturating_sub(j.submit_s) as f64 / k, j.job_id, n)))
+        .collect();
+    waits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    waits
+        .iter()
+        .take(5)
+        .map(|(w, id, n)| format!("trace job {id} {w:.0} s ({n} run{})", if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn line(name: &str, s: &Scored) -> String {
@@ -182,7 +207,9 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
             out.timings.drain_s,
             out.cancelled_at_deadline
         );
-        real.insert(policy.name(), scored(&trace, &config, &out));
+        let (figures, runs) = scored(&trace, &config, &out);
+        println!("{}: the debug jobs that waited longest: {}", policy.name(), slowest_debug(&trace, &runs, k));
+        real.insert(policy.name(), figures);
     }
 
     // The same window through the simulator, with the bed's mechanics: a
