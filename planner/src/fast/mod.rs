@@ -54,16 +54,17 @@
 //! block's earliest free run is a few shifts. The improvement loop resumes
 //! decoding at a saved state before the first changed position. The work
 //! is counted (a candidate block examined is one unit, a job decoded four),
-//! never timed, so the result is deterministic: 60 times the single
+//! not timed, so the result is deterministic: 60 times the single
 //! greedy's work, at least 45,000 units (small instances: hundreds of
 //! decodes) and at most 4,000,000 (1024 GPUs / 1,000 jobs: about a dozen),
 //! two thirds for the seeded passes; the co-placement search has its own
-//! budget (`pack::Budget`). `cargo bench -p tally-planner --bench plan`
-//! (one service each): about 0.27 s at 64 GPUs / 30 jobs / 24 steps and
-//! 0.25 s at 512 / 300 / 48, nearly all of it the co-placement search
-//! (0.6 ms and 22 ms without it), 33 ms at 1024 / 1,000 / 48, where the
-//! budget is too small for that search to run. Horizons longer than 64
-//! steps fall back to the single greedy order.
+//! budget (`pack::Budget`). A wall-clock cap (10 s times the effort) stops
+//! the loops only as a safety. `cargo bench -p tally-planner --bench plan`
+//! (one service each): about 0.33 s at 64 GPUs / 30 jobs / 24 steps and
+//! 0.32 s at 512 / 300 / 48, nearly all of it the co-placement search,
+//! 43 ms at 1024 / 1,000 / 48, where the budget is too small for that
+//! search to run. Horizons longer than 64 steps fall back to the single
+//! greedy order.
 //!
 //! Modules (imports only go down): this one ([`plan`], the single
 //! `greedy` plan and the choice between it and the search), `pack.rs`

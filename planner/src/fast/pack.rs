@@ -7,6 +7,7 @@ use super::super::rng::Rng;
 use super::super::{Placed, Plan, Scenario};
 use super::elastic;
 use super::layout::{clip, layouts, place_layout};
+use std::time::{Duration, Instant};
 
 mod tokens;
 
@@ -15,7 +16,8 @@ mod tokens;
 pub(crate) const MAX_STEPS: usize = 64;
 
 /// How much fast mode may do, in work units: a candidate block examined
-/// is one, a job decoded four.
+/// is one, a job decoded four. The units decide where every loop stops, so
+/// the plan is the same on every machine; `time_cap` is a safety on top.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Budget {
     /// Decodes wanted (the single greedy's work times this) …
@@ -38,6 +40,11 @@ pub(crate) struct Budget {
     pub tokens_max: u64,
     /// … and not at all when that is fewer decodes than this.
     pub tokens_min_passes: u64,
+    /// Wall-clock time after which every loop stops as if its work were
+    /// spent, the best plan so far kept: a safety for a slow machine or an
+    /// unforeseen instance, far above what the work takes (only when it is
+    /// reached does the plan depend on the machine).
+    pub time_cap: Duration,
 }
 
 impl Default for Budget {
@@ -52,6 +59,7 @@ impl Default for Budget {
             tokens_passes: 80_000,
             tokens_max: 40_000_000,
             tokens_min_passes: 1_000,
+            time_cap: Duration::from_secs(10),
         }
     }
 }
@@ -69,6 +77,7 @@ impl Budget {
             elastic_max: d.elastic_max * k,
             tokens_passes: d.tokens_passes * k,
             tokens_max: d.tokens_max * k,
+            time_cap: d.time_cap * effort.max(1),
             ..d
         }
     }
@@ -92,15 +101,15 @@ fn runs(m: u64, d: usize) -> u64 {
 /// with bit `t` set when GPUs `b·2^k .. (b+1)·2^k` are all free at step `t`
 /// (bits from the horizon on are always set). One flat vector, so a copy
 /// is one `memcpy`.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Packer {
     pub(super) bits: Vec<u64>,
     /// Start of each level in `bits` (and, last, its length).
-    at: Vec<usize>,
+    pub(super) at: Vec<usize>,
     pub(super) gpus: u32,
     /// Elastic layout: per step, the GPUs batch may still take (the rest
     /// is kept for the services); empty: no such limit.
-    cap: Vec<u32>,
+    pub(super) cap: Vec<u32>,
 }
 
 // By hand so `clone_from` reuses the buffers: the searches copy saved
@@ -267,6 +276,13 @@ pub(super) struct Ctx {
     /// curves.
     elastic: Option<(usize, Vec<Vec<u32>>)>,
     pub(super) work: u64,
+    /// The budget's wall-clock cap (`None`: none), …
+    deadline: Option<Instant>,
+    /// … how many times `spent` was asked (the clock is read every 64th
+    /// time) …
+    asked: u32,
+    /// … and whether it has passed.
+    late: bool,
 }
 
 impl Ctx {
@@ -294,11 +310,24 @@ impl Ctx {
         let top_level = jobs.iter().map(|j| j.size).max().unwrap_or(0);
         let cands = (0..=top_level).map(|k| firsts(s.gpus, per_node, 1 << k).collect()).collect();
         let disc = Discounts::new(s.decay, steps);
-        let mut ctx = Ctx { steps, per_node, jobs, cands, disc, bases: Vec::new(), elastic: None, work: 0 };
+        let mut ctx = Ctx { steps, per_node, jobs, cands, disc, bases: Vec::new(), elastic: None, work: 0, deadline: None, asked: 0, late: false };
         for i in 0..ctx.jobs.len() {
             ctx.jobs[i].ideal = ctx.value(&ctx.jobs[i], ctx.jobs[i].arrival);
         }
         ctx
+    }
+
+    /// Whether a loop bounded by `limit` work units is to stop: the work is
+    /// spent, or the wall-clock cap has passed.
+    pub(super) fn spent(&mut self, limit: u64) -> bool {
+        if self.work >= limit || self.late {
+            return true;
+        }
+        self.asked = self.asked.wrapping_add(1);
+        if self.asked % 64 == 0 {
+            self.late = self.deadline.is_some_and(|d| Instant::now() >= d);
+        }
+        self.late
     }
 
     /// Value of job `j` started at `t` (its steps inside the horizon).
@@ -508,6 +537,7 @@ fn orders(jobs: &[Job], decay: f64) -> Vec<Vec<u32>> {
 pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
     let steps = s.steps;
     let mut ctx = Ctx::new(s);
+    ctx.deadline = Instant::now().checked_add(budget.time_cap);
     let top_level = ctx.cands.len() - 1;
     // Pinned jobs and, per layout, the bands.
     let grid = pinned_bits(s);
@@ -590,7 +620,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         }
     }
     for (o, rule, layout) in seeds {
-        if ctx.work >= seed_limit {
+        if ctx.spent(seed_limit) {
             break;
         }
         let d = ctx.decode(&mut scratch, &mut cand_marks, every, None, layout, o.clone(), rule);
@@ -614,7 +644,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         let g_seed_limit = ctx.work + extra / 6;
         'g: for o in &orders {
             for rule in RULES {
-                if ctx.work >= g_seed_limit {
+                if ctx.spent(g_seed_limit) {
                     break 'g;
                 }
                 let d = ctx.decode(&mut scratch, &mut cand_marks, every, None, counts, o.clone(), rule);
@@ -636,7 +666,7 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         }
         // Each guide: its services' tokens, a layout, its batch again.
         for (o, rule, g) in guides {
-            if ctx.work >= e_seed_limit {
+            if ctx.spent(e_seed_limit) {
                 break;
             }
             match g {
@@ -696,9 +726,9 @@ pub(crate) fn search(s: &Scenario, budget: Budget) -> Searched {
         let mut plan = pinned.clone();
         plan.realtime = vec![vec![Vec::new(); steps]; s.services.len()];
         for (k, pieces) in search.tokens().iter().zip(&found.pieces) {
-            for &(a, b, g) in pieces {
-                for h in &mut plan.realtime[k.service][a..b] {
-                    h.push(g);
+            for p in pieces {
+                for h in &mut plan.realtime[k.service][p.from..p.to] {
+                    h.push(p.gpu);
                 }
             }
         }
@@ -778,7 +808,7 @@ fn trade(
     let mut by_weight: Vec<usize> = (0..s.services.len()).collect();
     by_weight.sort_by(|&a, &b| s.services[a].weight.total_cmp(&s.services[b].weight).then(a.cmp(&b)));
     let mut given_up = vec![false; ctx.jobs.len()];
-    while ctx.work < limit {
+    while !ctx.spent(limit) {
         // The room the curves leave batch.
         let room = ctx.bases[counts].0.cap.clone();
         let mut best: Option<(f64, usize, Vec<Vec<u32>>, f64)> = None;
@@ -861,11 +891,12 @@ fn trade(
 /// the best plan seen.
 fn improve(ctx: &mut Ctx, scratch: &mut Packer, marks: &mut [Mark], cand_marks: &mut [Mark], every: usize, mut best: Decoded, limit: u64) -> Decoded {
     let n = ctx.jobs.len();
-    // Deterministic: the search never looks at the clock.
+    // Deterministic: a fixed stream, and the work decides where it stops
+    // (the clock only at the budget's time cap).
     let mut rng = Rng::new(1);
     let mut cur = best.clone();
     let mut late = ctx.late(&cur);
-    while ctx.work < limit && n >= 2 {
+    while !ctx.spent(limit) && n >= 2 {
         let mut order = cur.order.clone();
         let mut rule = cur.rule;
         let r = rng.below(100);
@@ -949,4 +980,25 @@ fn improve(ctx: &mut Ctx, scratch: &mut Packer, marks: &mut [Mark], cand_marks: 
     }
 
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{instance, Family};
+    use crate::validate;
+
+    #[test]
+    fn a_spent_time_cap_stops_the_search_with_a_legal_plan() {
+        // No time at all: every loop stops at its first look at the clock,
+        // and what the search has by then is a legal plan, scored as the
+        // validator scores it.
+        let s = instance(Family::Scale64, 1);
+        let capped = search(&s, Budget { time_cap: Duration::ZERO, ..Budget::default() });
+        let score = validate(&s, &capped.plan).expect("legal plan");
+        assert!((score.value - capped.value).abs() < 1e-6 * score.value.abs(), "{} vs {}", score.value, capped.value);
+        let (plan, value) = capped.best();
+        let score = validate(&s, &plan).expect("legal plan");
+        assert!((score.value - value).abs() < 1e-6 * score.value.abs(), "{} vs {value}", score.value);
+    }
 }

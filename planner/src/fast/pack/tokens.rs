@@ -44,17 +44,31 @@
 //! batch job, as the bands are) and runs once per block rule (Time,
 //! Lowest, Buddy), each with a third of the budget, counted in the
 //! decoder's work units, so the result is deterministic.
+//!
+//! A move is evaluated without decoding what it cannot change. The
+//! decoding starts from a saved state (one every few positions); the items
+//! between it and the first changed position are put back as the current
+//! plan has them, without a search. Past the last changed position, once
+//! every item has come out as in the current plan (a move that changes
+//! nothing, as about half of them do), the rest of the plan is the current
+//! one: its value is summed from the pieces the current plan recorded. The
+//! value (to the bit) and the work counted are those of decoding it all, so
+//! the search takes the same path, only sooner.
 
 use super::{free_around, Ctx, Packer, Rule};
 use crate::grid::{demand, step_bits};
 use crate::rng::Rng;
 use crate::Scenario;
+use std::ops::Range;
 
 /// The block rules the search runs under, each with a third of the budget.
 const RULES: [Rule; 3] = [Rule::Time, Rule::Lowest, Rule::Buddy];
 
 /// The annealing's starting temperature, as a share of the plan's value.
 const T0: f64 = 0.005;
+
+/// Marks kept every this many multiples of `every` (see `Search::stride`).
+const STRIDE: usize = 2;
 
 /// How many times a token's steps may be split around busy GPUs (2: at
 /// most seven pieces).
@@ -88,7 +102,7 @@ pub(super) fn cut(curves: &[Vec<u32>], steps: usize) -> Vec<Token> {
 }
 
 /// The decoder's state before a position of the order.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct State {
     grid: Packer,
     /// GPUs held per service and step (`service · steps + t`).
@@ -123,7 +137,10 @@ impl Clone for State {
     }
 
     fn clone_from(&mut self, o: &State) {
-        self.grid.clone_from(&o.grid);
+        // Every state of a search has the same levels and no per-step limit:
+        // the grid's bits are all that differ.
+        debug_assert!(self.grid.at == o.grid.at && self.grid.cap.is_empty() && o.grid.cap.is_empty());
+        self.grid.bits.clone_from(&o.grid.bits);
         self.held.clone_from(&o.held);
         self.swaps.clone_from(&o.swaps);
         self.owned.clone_from(&o.owned);
@@ -163,6 +180,16 @@ impl State {
     }
 }
 
+/// A piece of a token: one GPU over steps `from..to`, serving `served`
+/// GPU-steps of demand the pieces before it left unmet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Piece {
+    pub from: usize,
+    pub to: usize,
+    pub gpu: u32,
+    served: u32,
+}
+
 /// A decoded order (items: the jobs, then the tokens) and its plan.
 #[derive(Debug, Clone)]
 pub(super) struct Found {
@@ -170,22 +197,47 @@ pub(super) struct Found {
     /// Per item, a job's start and first GPU (`None`: not placed, or a
     /// token).
     pub at: Vec<Option<(usize, u32)>>,
-    /// Per token, the pieces placed: (first step, end, GPU).
-    pub pieces: Vec<Vec<(usize, usize, u32)>>,
+    /// Per token, the pieces placed.
+    pub pieces: Vec<Vec<Piece>>,
     /// Per job, the steps its start is held back past its arrival.
     pub delays: Vec<u16>,
+    /// Per item, the work its decoding took (the same again whenever it is
+    /// decoded from the same state).
+    cost: Vec<u64>,
     pub value: f64,
 }
 
 impl Found {
+    /// An order with its delays, not decoded yet.
+    fn new(order: Vec<u32>, delays: Vec<u16>, tokens: usize) -> Found {
+        let n = order.len();
+        Found { order, at: vec![None; n], pieces: vec![Vec::new(); tokens], delays, cost: vec![0; n], value: 0.0 }
+    }
+
     /// `self` made equal to `o`, reusing its buffers.
     fn copy_from(&mut self, o: &Found) {
         self.order.clone_from(&o.order);
+        self.delays.clone_from(&o.delays);
+        self.copy_plan_from(o);
+    }
+
+    /// `o`'s plan (placements, costs, value) into `self`, reusing its
+    /// buffers.
+    fn copy_plan_from(&mut self, o: &Found) {
         self.at.clone_from(&o.at);
         self.pieces.clone_from(&o.pieces);
-        self.delays.clone_from(&o.delays);
+        self.cost.clone_from(&o.cost);
         self.value = o.value;
     }
+}
+
+/// Where a decoding resumes: the current plan's marks, and the positions
+/// `lo..=hi` at which the new order (or a delay) differs from it.
+#[derive(Clone, Copy)]
+struct Resume<'m> {
+    marks: &'m [State],
+    lo: usize,
+    hi: usize,
 }
 
 /// The search over one scenario.
@@ -194,7 +246,14 @@ pub(super) struct Search<'a> {
     s: &'a Scenario,
     tokens: Vec<Token>,
     base: State,
+    /// A decoding resumed at position `p` counts the work from the last
+    /// multiple of `every` at or before `p` on (the work the search is
+    /// budgeted in) …
     every: usize,
+    /// … and starts from the state kept at the last multiple of `stride`
+    /// (a multiple of `every`): fewer states copied, the positions between
+    /// redone from the current plan without a search.
+    stride: usize,
     /// Words per step in `State::cols`.
     words: usize,
     /// A GPU set (`State::free_over`) reused by every token placed.
@@ -203,6 +262,10 @@ pub(super) struct Search<'a> {
     beside: Vec<u64>,
     /// The decoder's working state, kept between decodes for its buffers.
     spare: Option<State>,
+    /// A token's pieces as they are placed, before they replace its old ones.
+    placed: Vec<Piece>,
+    /// The GPUs each service wants by step (`service · steps + t`).
+    demand: Vec<u32>,
 }
 
 impl<'a> Search<'a> {
@@ -224,7 +287,22 @@ impl<'a> Search<'a> {
         let owned = vec![0; services * words];
         let base = State { grid, held: vec![0; services], swaps: vec![0; services], owned, short, cols, value: fixed - unmet };
         let items = ctx.jobs.len() + tokens.len();
-        Search { ctx, s, tokens, base, every: items.div_ceil(16).max(1), words, scratch: Vec::new(), beside: Vec::new(), spare: None }
+        let every = items.div_ceil(16).max(1);
+        let demand = (0..s.services.len()).flat_map(|si| (0..steps).map(move |t| demand(s, si, t))).collect();
+        Search {
+            ctx,
+            s,
+            tokens,
+            base,
+            every,
+            stride: STRIDE * every,
+            words,
+            scratch: Vec::new(),
+            beside: Vec::new(),
+            spare: None,
+            placed: Vec::new(),
+            demand,
+        }
     }
 
     /// The tokens.
@@ -232,61 +310,135 @@ impl<'a> Search<'a> {
         &self.tokens
     }
 
-    /// Decode `order` under `rule` into `at`, each job starting no earlier
-    /// than its arrival plus its delay, from scratch or (`from`: the
-    /// current plan's marks and the first changed position) from the last
-    /// mark at or before it; `marks` receives the states after that.
-    #[allow(clippy::too_many_arguments)]
-    fn decode(
-        &mut self,
-        order: &[u32],
-        rule: Rule,
-        delays: &[u16],
-        at: &mut [Option<(usize, u32)>],
-        pieces: &mut [Vec<(usize, usize, u32)>],
-        from: Option<(&[State], usize)>,
-        marks: &mut [State],
-    ) -> f64 {
+    /// Decode `f.order` under `rule` into `f`'s plan, each job starting no
+    /// earlier than its arrival plus its delay: from scratch, or (`from`)
+    /// from the current plan's last mark at or before the first changed
+    /// position, `f` then holding the current plan on entry. The work counted is that
+    /// of decoding from the last multiple of `every` at or before that
+    /// position; the items before it are the current plan's. Past the
+    /// changed positions, once every item decoded has come out as in the
+    /// current plan, the rest of the plan is the current one too: it is
+    /// taken as it is, its value and work added as decoding it would add
+    /// them, so the search sees the same figures either way. `marks`
+    /// receives the states before every `stride`-th position decoded and,
+    /// past those, the values alone (the states are the current plan's);
+    /// returns the indices of the marks written whole.
+    fn decode(&mut self, rule: Rule, f: &mut Found, from: Option<Resume<'_>>, marks: &mut [State]) -> Range<usize> {
         let steps = self.ctx.steps;
         let jobs = self.ctx.jobs.len();
+        let stride = self.stride;
         let mut st = self.spare.take().unwrap_or_else(|| self.base.clone());
-        let begin = match from {
-            Some((cur, changed)) => {
-                let m = changed / self.every;
-                st.clone_from(&cur[m]);
-                m * self.every
+        let (begin, counted, hi) = match from {
+            Some(r) => {
+                let m = r.lo / stride;
+                st.clone_from(&r.marks[m]);
+                (m * stride, r.lo / self.every * self.every, r.hi)
             }
             None => {
                 st.clone_from(&self.base);
-                0
+                (0, 0, usize::MAX)
             }
         };
-        for (pos, &item) in order.iter().enumerate().skip(begin) {
-            if pos % self.every == 0 && (pos > begin || from.is_none()) {
-                marks[pos / self.every].clone_from(&st);
+        let first_mark = if from.is_some() { begin / stride + 1 } else { 0 };
+        let mut end = f.order.len();
+        // Every item decoded so far placed as in the current plan.
+        let mut same = true;
+        let mut placed = std::mem::take(&mut self.placed);
+        for pos in begin..f.order.len() {
+            if same && pos > hi {
+                for (q, &item) in f.order.iter().enumerate().skip(pos) {
+                    if q % stride == 0 {
+                        marks[q / stride].value = st.value;
+                    }
+                    self.replay(&mut st, f, item as usize);
+                }
+                end = pos;
+                break;
             }
-            let item = item as usize;
-            at[item] = if item < jobs {
+            if pos % stride == 0 && (pos > begin || from.is_none()) {
+                marks[pos / stride].clone_from(&st);
+            }
+            let item = f.order[pos] as usize;
+            if pos < counted {
+                self.redo(&mut st, f, item);
+                continue;
+            }
+            let work = self.ctx.work;
+            if item < jobs {
                 let mut j = self.ctx.jobs[item].clone();
-                j.arrival += usize::from(delays[item]);
+                j.arrival += usize::from(f.delays[item]);
                 self.ctx.work += 4;
                 let found = self.ctx.find(&st.grid, &j, rule);
                 if let Some((t, first)) = found {
                     st.take(self.words, first, j.gpus, t, (t + j.dur).min(steps));
                     st.value += self.ctx.value(&j, t);
                 }
-                found
+                same &= found == f.at[item];
+                f.at[item] = found;
             } else {
                 let k = self.tokens[item - jobs];
-                let out = &mut pieces[item - jobs];
-                out.clear();
-                self.place(&mut st, k, k.from, k.to, SPLIT_DEPTH, out);
-                None
-            };
+                placed.clear();
+                self.place(&mut st, k, k.from, k.to, SPLIT_DEPTH, &mut placed);
+                same &= placed == f.pieces[item - jobs];
+                std::mem::swap(&mut placed, &mut f.pieces[item - jobs]);
+            }
+            f.cost[item] = self.ctx.work - work;
         }
-        let value = st.value;
+        self.placed = placed;
+        f.value = st.value;
         self.spare = Some(st);
-        value
+        first_mark..end.div_ceil(stride)
+    }
+
+    /// The marks of a plan decoded from `marks` into `cand_marks` (the
+    /// marks `written` whole) made `marks`: the states the decoding wrote
+    /// and, past them, the values alone (the states there are the same for
+    /// both plans, the values summed in another order).
+    fn adopt(&self, marks: &mut [State], cand_marks: &mut [State], written: Range<usize>) {
+        let positions = self.ctx.jobs.len() + self.tokens.len();
+        for m in written.start..marks.len() {
+            if m < written.end {
+                std::mem::swap(&mut marks[m], &mut cand_marks[m]);
+            } else if m * self.stride < positions {
+                marks[m].value = cand_marks[m].value;
+            }
+        }
+    }
+
+    /// `item` placed in `st` as in `f`, its value added as decoding it
+    /// would add it (its work is not counted: see `decode`).
+    fn redo(&self, st: &mut State, f: &Found, item: usize) {
+        let jobs = self.ctx.jobs.len();
+        if item < jobs {
+            if let Some((t, first)) = f.at[item] {
+                let j = &self.ctx.jobs[item];
+                st.take(self.words, first, j.gpus, t, (t + j.dur).min(self.ctx.steps));
+                st.value += self.ctx.value(j, t);
+            }
+        } else {
+            let service = self.tokens[item - jobs].service;
+            for &p in &f.pieces[item - jobs] {
+                self.hold(st, service, p);
+            }
+        }
+    }
+
+    /// The value and work of `item` placed as in `f`, added to `st` and the
+    /// work count as decoding it would add them (the state itself is left
+    /// as it is: nothing after it is decoded).
+    fn replay(&mut self, st: &mut State, f: &Found, item: usize) {
+        let jobs = self.ctx.jobs.len();
+        self.ctx.work += f.cost[item];
+        if item < jobs {
+            if let Some((t, _)) = f.at[item] {
+                st.value += self.ctx.value(&self.ctx.jobs[item], t);
+            }
+        } else {
+            let weight = self.s.services[self.tokens[item - jobs].service].weight;
+            for p in &f.pieces[item - jobs] {
+                st.value += self.s.penalty * weight * f64::from(p.served);
+            }
+        }
     }
 
     /// Put `k`'s steps `from..to` on GPUs: on one GPU free over all of them
@@ -294,13 +446,12 @@ impl<'a> Search<'a> {
     /// demand, and what is left on either side the same way with one level
     /// less. A piece's ends count against the service's swap cap where they
     /// add or remove a GPU (not where it continues one the service holds).
-    fn place(&mut self, st: &mut State, k: Token, from: usize, to: usize, depth: u32, out: &mut Vec<(usize, usize, u32)>) {
+    fn place(&mut self, st: &mut State, k: Token, from: usize, to: usize, depth: u32, out: &mut Vec<Piece>) {
         let steps = self.ctx.steps;
         let words = self.words;
         let row = k.service * steps;
         let cap = self.s.services[k.service].swap_cap;
-        let serving = |st: &State, a: usize, b: usize| (st.short[k.service] & step_bits(a, b)).count_ones() as usize;
-        if from >= to || serving(st, from, to) == 0 {
+        if st.short[k.service] & step_bits(from, to) == 0 {
             return;
         }
         self.ctx.work += 1 + u64::from(st.grid.gpus) / 4;
@@ -333,24 +484,28 @@ impl<'a> Search<'a> {
         if pick.is_none() && depth > 0 {
             self.ctx.work += u64::from(st.grid.gpus) / 2;
             let w = step_bits(from, to);
-            let mut best: Option<(usize, usize, (usize, usize, u32))> = None;
+            let short = st.short[k.service] & w;
+            // (steps served, length, piece): the most served, then the shortest.
+            let mut best: Option<(u32, usize, (usize, usize, u32))> = None;
             // Only a GPU free at a step the service is short of can serve.
-            st.free_over(words, st.short[k.service] & w, false, &mut self.scratch);
+            st.free_over(words, short, false, &mut self.scratch);
             for g in descending(&self.scratch) {
                 let mut m = st.grid.bits[g as usize] & w;
                 // No run on this GPU serves more than its free short steps.
-                if best.is_some_and(|x| ((st.short[k.service] & m).count_ones() as usize) < x.0) {
+                if best.is_some_and(|x| (short & m).count_ones() < x.0) {
                     continue;
                 }
                 while m != 0 {
                     let a = m.trailing_zeros() as usize;
                     let b = (a + (!(m >> a)).trailing_zeros() as usize).min(to);
                     m &= !step_bits(a, b);
-                    if !room(st, a, b, g) {
+                    let served = short & step_bits(a, b);
+                    if served == 0 {
                         continue;
                     }
-                    let n = serving(st, a, b);
-                    if n > 0 && best.is_none_or(|x| (n, usize::MAX - (b - a)) > (x.0, usize::MAX - x.1)) {
+                    let n = served.count_ones();
+                    let better = best.is_none_or(|x| n > x.0 || (n == x.0 && b - a < x.1));
+                    if better && room(st, a, b, g) {
                         best = Some((n, b - a, (a, b, g)));
                     }
                 }
@@ -358,27 +513,9 @@ impl<'a> Search<'a> {
             pick = best.map(|b| b.2);
         }
         let Some((a, b, g)) = pick else { return };
-        let n = serving(st, a, b);
-        // The ends first, while the bits beside the piece are the others'.
-        for (t, beside) in [(a, a.wrapping_sub(1)), (b, b)] {
-            if t > 0 && t < steps {
-                if holds(st, beside, g) {
-                    st.swaps[row + t] -= 1;
-                } else {
-                    st.swaps[row + t] += 1;
-                }
-            }
-        }
-        st.take(words, g, 1, a, b);
-        st.value += self.s.penalty * self.s.services[k.service].weight * n as f64;
-        for t in a..b {
-            st.owned[owned(t)][(g / 64) as usize] |= 1 << (g % 64);
-            st.held[row + t] += 1;
-            if st.held[row + t] >= demand(self.s, k.service, t) {
-                st.short[k.service] &= !(1 << t);
-            }
-        }
-        out.push((a, b, g));
+        let piece = Piece { from: a, to: b, gpu: g, served: (st.short[k.service] & step_bits(a, b)).count_ones() };
+        self.hold(st, k.service, piece);
+        out.push(piece);
         if depth > 0 && (a, b) != (from, to) {
             // Where this piece's end fills its boundary's swap cap, the piece
             // beside it reaches one step into this one: a handover, both GPUs
@@ -392,6 +529,34 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// `service` takes `p` in `st`: its swaps at the piece's ends (one more
+    /// change, or one fewer where it continues a GPU the service holds on
+    /// the other side), the GPU, the value of the demand it serves.
+    fn hold(&self, st: &mut State, service: usize, p: Piece) {
+        let (steps, words) = (self.ctx.steps, self.words);
+        let row = service * steps;
+        let (w, bit) = ((p.gpu / 64) as usize, 1 << (p.gpu % 64));
+        // The ends first, while the bits beside the piece are the others'.
+        for (t, beside) in [(p.from, p.from.wrapping_sub(1)), (p.to, p.to)] {
+            if t > 0 && t < steps {
+                if st.owned[(row + beside) * words + w] & bit != 0 {
+                    st.swaps[row + t] -= 1;
+                } else {
+                    st.swaps[row + t] += 1;
+                }
+            }
+        }
+        st.take(words, p.gpu, 1, p.from, p.to);
+        st.value += self.s.penalty * self.s.services[service].weight * f64::from(p.served);
+        for t in p.from..p.to {
+            st.owned[(row + t) * words + w] |= bit;
+            st.held[row + t] += 1;
+            if st.held[row + t] >= self.demand[row + t] {
+                st.short[service] &= !(1 << t);
+            }
+        }
+    }
+
     /// Annealing from the best of `seeds` (batch orders: indices into the
     /// jobs), `work` units in all. Returns the best plan seen.
     pub(super) fn run(&mut self, seeds: &[Vec<u32>], work: u64) -> Option<Found> {
@@ -402,24 +567,23 @@ impl<'a> Search<'a> {
         }
         let mut first: Vec<u32> = (0..self.tokens.len() as u32).collect();
         first.sort_by_key(|&k| std::cmp::Reverse(self.tokens[k as usize].to - self.tokens[k as usize].from));
-        let marks_len = n / self.every + 1;
+        let marks_len = n / self.stride + 1;
         let mut marks = vec![self.base.clone(); marks_len];
         let mut cand_marks = marks.clone();
-        let mut at = vec![None; n];
-        let mut pieces = vec![Vec::new(); self.tokens.len()];
-        let no_delays = vec![0; jobs as usize];
         let mut best: Option<Found> = None;
         for rule in RULES {
             for seed in seeds {
                 let order: Vec<u32> = first.iter().map(|&k| k + jobs).chain(seed.iter().copied()).collect();
-                let value = self.decode(&order, rule, &no_delays, &mut at, &mut pieces, None, &mut marks);
-                if best.as_ref().is_none_or(|b| value > b.value) {
-                    best = Some(Found { order, at: at.clone(), pieces: pieces.clone(), delays: no_delays.clone(), value });
+                let mut f = Found::new(order, vec![0; jobs as usize], self.tokens.len());
+                self.decode(rule, &mut f, None, &mut marks);
+                if best.as_ref().is_none_or(|b| f.value > b.value) {
+                    best = Some(f);
                 }
             }
         }
         let mut best = best?;
-        // Deterministic: the search never looks at the clock.
+        // Deterministic: a fixed stream, and the work decides where it stops
+        // (the clock only at the budget's time cap).
         let mut rng = Rng::new(1);
         let share = (work / RULES.len() as u64).max(1);
         let mut cur = best.clone();
@@ -427,13 +591,13 @@ impl<'a> Search<'a> {
         for rule in RULES {
             let start = self.ctx.work;
             cur.copy_from(&best);
-            cur.value = self.decode(&cur.order, rule, &cur.delays, &mut cur.at, &mut cur.pieces, None, &mut marks);
-            while self.ctx.work < start + share {
+            self.decode(rule, &mut cur, None, &mut marks);
+            while !self.ctx.spent(start + share) {
                 let done = (self.ctx.work - start) as f64 / share as f64;
                 let temp = T0 * cur.value.abs() * (1.0 - done);
                 cand.order.clone_from(&cur.order);
                 cand.delays.clone_from(&cur.delays);
-                let changed = if jobs == 0 || rng.below(3) < 2 {
+                let (lo, hi) = if jobs == 0 || rng.below(3) < 2 {
                     // Swap two items, or move one (only that without jobs).
                     let (i, k) = (rng.below(n), rng.below(n));
                     if i == k {
@@ -445,7 +609,7 @@ impl<'a> Search<'a> {
                         let x = cand.order.remove(i);
                         cand.order.insert(k, x);
                     }
-                    i.min(k)
+                    (i.min(k), i.max(k))
                 } else {
                     // Hold a job back (a new delay up to its last start) or
                     // let it start at its arrival again.
@@ -456,17 +620,14 @@ impl<'a> Search<'a> {
                     if cand.delays[j] == was {
                         continue;
                     }
-                    cand.order.iter().position(|&x| x as usize == j).expect("every job is in the order")
+                    let p = cand.order.iter().position(|&x| x as usize == j).expect("every job is in the order");
+                    (p, p)
                 };
-                cand.at.clone_from(&cur.at);
-                cand.pieces.clone_from(&cur.pieces);
-                cand.value = self.decode(&cand.order, rule, &cand.delays, &mut cand.at, &mut cand.pieces, Some((&marks, changed)), &mut cand_marks);
+                cand.copy_plan_from(&cur);
+                let written = self.decode(rule, &mut cand, Some(Resume { marks: &marks, lo, hi }), &mut cand_marks);
                 let delta = cand.value - cur.value;
                 if delta >= 0.0 || (temp > 0.0 && rng.unit() < (delta / temp).exp()) {
-                    // The marks after the resumed one are the new plan's.
-                    for m in changed / self.every + 1..marks_len {
-                        std::mem::swap(&mut marks[m], &mut cand_marks[m]);
-                    }
+                    self.adopt(&mut marks, &mut cand_marks, written);
                     std::mem::swap(&mut cur, &mut cand);
                     if cur.value > best.value {
                         best.copy_from(&cur);
@@ -483,21 +644,31 @@ impl<'a> Search<'a> {
 /// GPUs free over them (whole nodes are kept for whole-node blocks), then
 /// the highest GPU. `None` when no GPU is free over all of them.
 fn gpu_for(grid: &Packer, free: &[u64], k: Token, steps: usize, per_node: u32) -> Option<u32> {
-    let is_free = |g: u32| free[(g / 64) as usize] >> (g % 64) & 1 == 1;
-    let mut best: Option<((usize, usize), u32)> = None;
+    let mut best: Option<((usize, u32), u32)> = None;
     // From the highest GPU down, so the first of equal keys is the highest.
     let mut node = (u32::MAX, 0);
     for g in descending(free) {
+        let around = free_around(grid.bits[g as usize], k.from, k.to, steps);
+        if best.is_some_and(|b| around > b.0 .0) {
+            continue;
+        }
         if g / per_node != node.0 {
             let lo = g / per_node * per_node;
-            node = (g / per_node, (lo..(lo + per_node).min(grid.gpus)).filter(|&h| is_free(h)).count());
+            node = (g / per_node, count(free, lo, (lo + per_node).min(grid.gpus)));
         }
-        let key = (free_around(grid.bits[g as usize], k.from, k.to, steps), node.1);
+        let key = (around, node.1);
         if best.is_none_or(|b| key < b.0) {
             best = Some((key, g));
         }
     }
     best.map(|b| b.1)
+}
+
+/// How many of GPUs `lo..hi` are in `words` (bit `g % 64` of word `g / 64`
+/// is GPU `g`).
+fn count(words: &[u64], lo: u32, hi: u32) -> u32 {
+    let (lo, hi) = (lo as usize, hi as usize);
+    (lo / 64..hi.div_ceil(64)).map(|w| (words[w] & step_bits(lo.max(w * 64) - w * 64, hi.min(w * 64 + 64) - w * 64)).count_ones()).sum()
 }
 
 /// The set bits of `words` (bit `g % 64` of word `g / 64` is GPU `g`),
@@ -544,11 +715,11 @@ mod tests {
         let mut search = Search::new(&mut ctx, &s, grid, 0.0, &[]);
         let mut marks = vec![search.base.clone(); 2];
         for (delay, start) in [(0u16, 1usize), (2, 3), (3, 4)] {
-            let mut at = vec![None];
-            let value = search.decode(&[0], Rule::Lowest, &[delay], &mut at, &mut [], None, &mut marks);
-            assert_eq!(at[0], Some((start, 0)), "delay {delay}");
+            let mut f = Found::new(vec![0], vec![delay], 0);
+            search.decode(Rule::Lowest, &mut f, None, &mut marks);
+            assert_eq!(f.at[0], Some((start, 0)), "delay {delay}");
             let want = 3.0 * (0.9f64.powi(start as i32) + 0.9f64.powi(start as i32 + 1));
-            assert!((value - want).abs() < 1e-9, "delay {delay}: {value} vs {want}");
+            assert!((f.value - want).abs() < 1e-9, "delay {delay}: {} vs {want}", f.value);
         }
     }
 
@@ -580,16 +751,93 @@ mod tests {
         search.base.take(words, 1, 1, 0, 2);
         search.base.take(words, 0, 1, 4, 6);
         let mut marks = vec![search.base.clone(); 2];
-        let mut pieces = vec![Vec::new(); 2];
-        let value = search.decode(&[0, 1], Rule::Lowest, &[], &mut [None, None], &mut pieces, None, &mut marks);
-        assert_eq!(value, 0.0, "every GPU-step of demand served: {pieces:?}");
+        let mut f = Found::new(vec![0, 1], Vec::new(), 2);
+        search.decode(Rule::Lowest, &mut f, None, &mut marks);
+        let pieces = &f.pieces;
+        assert_eq!(f.value, 0.0, "every GPU-step of demand served: {pieces:?}");
         let mut held: Vec<Vec<u32>> = vec![Vec::new(); 6];
-        for &(a, b, g) in pieces.iter().flatten() {
-            (a..b).for_each(|t| held[t].push(g));
+        for p in pieces.iter().flatten() {
+            (p.from..p.to).for_each(|t| held[t].push(p.gpu));
         }
         for t in 1..6 {
             let changes = held[t].iter().filter(|g| !held[t - 1].contains(g)).count() + held[t - 1].iter().filter(|g| !held[t].contains(g)).count();
             assert!(changes <= 1, "{changes} changes at step {t}: {pieces:?}");
+        }
+    }
+
+    #[test]
+    fn a_decoding_resumed_from_the_current_plan_is_a_decoding_from_scratch() {
+        // Random moves on generated instances, each decoded from the current
+        // plan's marks (and cut short where it rejoins that plan) and from
+        // scratch: the same plan, the same value to the bit, the same work
+        // and, once adopted, the same marks.
+        use crate::generate::{instance, Family};
+        let mut rng = Rng::new(3);
+        for (family, seed) in [(Family::Mixed, 1), (Family::RealtimeContention, 2), (Family::Scale64, 3)] {
+            let s = instance(family, seed);
+            let mut ctx = Ctx::new(&s);
+            let top = ctx.cands.len() - 1;
+            let curves: Vec<Vec<u32>> = s
+                .services
+                .iter()
+                .map(|svc| {
+                    let mut r = svc.demand.clone();
+                    r.resize(s.steps, 0);
+                    dilate(&mut r, svc.swap_cap);
+                    r
+                })
+                .collect();
+            let grid = Packer::from_grid(&pinned_bits(&s), s.gpus, s.steps, top);
+            let mut search = Search::new(&mut ctx, &s, grid, 0.0, &curves);
+            let (jobs, tokens) = (search.ctx.jobs.len(), search.tokens.len());
+            let n = jobs + tokens;
+            let order: Vec<u32> = (jobs..n).chain(0..jobs).map(|x| x as u32).collect();
+            let fresh = |search: &mut Search<'_>, rule: Rule, f: &Found, marks: &mut [State]| {
+                let mut g = Found::new(f.order.clone(), f.delays.clone(), tokens);
+                search.decode(rule, &mut g, None, marks);
+                g
+            };
+            let len = n / search.stride + 1;
+            let (mut marks, mut cand_marks, mut want_marks) =
+                (vec![search.base.clone(); len], vec![search.base.clone(); len], vec![search.base.clone(); len]);
+            for rule in RULES {
+                let mut cur = Found::new(order.clone(), vec![0; jobs], tokens);
+                search.decode(rule, &mut cur, None, &mut marks);
+                for _ in 0..300 {
+                    let mut cand = cur.clone();
+                    let (i, k) = (rng.below(n), rng.below(n));
+                    let (lo, hi) = match rng.below(3) {
+                        0 => {
+                            cand.order.swap(i, k);
+                            (i.min(k), i.max(k))
+                        }
+                        1 => {
+                            let x = cand.order.remove(i);
+                            cand.order.insert(k, x);
+                            (i.min(k), i.max(k))
+                        }
+                        _ => {
+                            let j = rng.below(jobs);
+                            cand.delays[j] = rng.below(4) as u16;
+                            let p = cand.order.iter().position(|&x| x as usize == j).unwrap();
+                            (p, p)
+                        }
+                    };
+                    let before = search.ctx.work;
+                    let written = search.decode(rule, &mut cand, Some(Resume { marks: &marks, lo, hi }), &mut cand_marks);
+                    let work = search.ctx.work - before;
+                    let want = fresh(&mut search, rule, &cand, &mut want_marks);
+                    assert_eq!((&cand.at, &cand.pieces, &cand.cost), (&want.at, &want.pieces, &want.cost));
+                    assert_eq!(cand.value.to_bits(), want.value.to_bits());
+                    let begin = lo / search.every * search.every;
+                    assert_eq!(work, cand.order[begin..].iter().map(|&x| want.cost[x as usize]).sum::<u64>());
+                    search.adopt(&mut marks, &mut cand_marks, written);
+                    for m in (0..len).filter(|m| m * search.stride < n) {
+                        assert!(marks[m] == want_marks[m], "{} #{seed}: mark {m}", family.name());
+                    }
+                    cur = cand;
+                }
+            }
         }
     }
 
