@@ -154,6 +154,8 @@ pub struct Entitlement {
     /// ancestor's subtree below root, its own subtree, then its own part).
     paths: Vec<Vec<usize>>,
     names: Vec<String>,
+    /// The tree's shape: each node's parent.
+    parents: Vec<Option<NodeId>>,
     has_children: Vec<bool>,
     index: FxHashMap<String, NodeId>,
 }
@@ -164,11 +166,65 @@ impl Entitlement {
     /// ```
     pub fn compute(tree: &OrgTree, alloc: &Allocation, load: &Load) -> Entitlement {
         let n = tree.len();
+        let mut paths = Vec::with_capacity(n);
+        let mut names = Vec::with_capacity(n);
+        let mut parents = Vec::with_capacity(n);
+        let mut has_children = Vec::with_capacity(n);
+        let mut index = FxHashMap::default();
+        for id in 0..n {
+            let mut chain = Vec::new();
+            let mut cur = id;
+            while let Some(p) = tree.node(cur).parent {
+                chain.push(sub(cur));
+                cur = p;
+            }
+            chain.reverse();
+            chain.push(own(id));
+            paths.push(chain);
+            names.push(tree.node(id).name.clone());
+            parents.push(tree.node(id).parent);
+            has_children.push(!tree.node(id).children.is_empty());
+            index.insert(tree.node(id).name.clone(), id);
+        }
+        let items = vec![0.0; 2 * n];
+        let mut e = Entitlement {
+            capacity_gpus: 0.0,
+            rate: items.clone(),
+            running: items.clone(),
+            demand: items.clone(),
+            fair: items,
+            paths,
+            names,
+            parents,
+            has_children,
+            index,
+        };
+        e.measure(tree, alloc, load);
+        e
+    }
+
+    /// [`Entitlement::compute`] again, in place: what a scheduler does every
+    /// pass without building the tree's paths and names anew.
+    pub fn update(&mut self, tree: &OrgTree, alloc: &Allocation, load: &Load) {
+        let same_tree = self.names.len() == tree.len()
+            && (0..tree.len()).all(|id| self.parents[id] == tree.node(id).parent && self.names[id] == tree.node(id).name);
+        if same_tree {
+            self.measure(tree, alloc, load);
+        } else {
+            *self = Entitlement::compute(tree, alloc, load);
+        }
+    }
+
+    /// Rates, running and demand of every item of `tree` (whose paths and
+    /// names `self` holds), and the fair shares.
+    fn measure(&mut self, tree: &OrgTree, alloc: &Allocation, load: &Load) {
+        let n = tree.len();
         let hours = alloc.capacity.window_hours();
         let per_hour = |gh: f64| if hours > 0.0 { gh / hours } else { 0.0 };
-        let mut rate = vec![0.0; 2 * n];
-        let mut running = vec![0.0; 2 * n];
-        let mut demand = vec![0.0; 2 * n];
+        let Entitlement { rate, running, demand, fair, .. } = self;
+        for v in [&mut *rate, &mut *running, &mut *demand, &mut *fair] {
+            v.fill(0.0);
+        }
         for id in 0..n {
             rate[sub(id)] = per_hour(alloc.gpu_hours[id]);
             rate[own(id)] = per_hour(alloc.own_gpu_hours[id]);
@@ -184,9 +240,8 @@ impl Entitlement {
                 demand[sub(p)] += demand[sub(id)];
             }
         }
-        let capacity_gpus = alloc.capacity.units;
-        let mut fair = vec![0.0; 2 * n];
-        fair[sub(tree.root())] = capacity_gpus.min(demand[sub(tree.root())]);
+        self.capacity_gpus = alloc.capacity.units;
+        fair[sub(tree.root())] = self.capacity_gpus.min(demand[sub(tree.root())]);
         for &(id, _) in &walk {
             let mut items: Vec<usize> = vec![own(id)];
             items.extend(tree.node(id).children.iter().map(|&c| sub(c)));
@@ -195,25 +250,6 @@ impl Entitlement {
                 fair[i] = s;
             }
         }
-        let mut paths = Vec::with_capacity(n);
-        let mut names = Vec::with_capacity(n);
-        let mut has_children = Vec::with_capacity(n);
-        let mut index = FxHashMap::default();
-        for id in 0..n {
-            let mut chain = Vec::new();
-            let mut cur = id;
-            while let Some(p) = tree.node(cur).parent {
-                chain.push(sub(cur));
-                cur = p;
-            }
-            chain.reverse();
-            chain.push(own(id));
-            paths.push(chain);
-            names.push(tree.node(id).name.clone());
-            has_children.push(!tree.node(id).children.is_empty());
-            index.insert(tree.node(id).name.clone(), id);
-        }
-        Entitlement { capacity_gpus, rate, running, demand, fair, paths, names, has_children, index }
     }
 
     /// May an account's own part hold allocated work: a positive rate of
@@ -391,16 +427,23 @@ impl Reclaim<'_> {
     /// rule compares with the rates.
     pub fn take_units(&mut self, p: &str, p_units: f64, v: &str, v_units: f64) -> Result<(), ReclaimRefusal> {
         let e = self.ent;
+        self.take_at(e.id(p), p_units, e.id(v), v_units).map_err(|r| r.named(e))
+    }
+
+    /// [`Reclaim::take_units`] by node (`None`: an account outside the tree).
+    #[inline]
+    pub(crate) fn take_at(&mut self, p: Option<NodeId>, p_units: f64, v: Option<NodeId>, v_units: f64) -> Result<(), Refused> {
+        let e = self.ent;
         let (x, path) = parting(e, p, v)?;
         let y = path[0];
         if e.running[x] >= e.rate[x] {
-            return Err(ReclaimRefusal::PreemptorNotShort { running: e.running[x], rate: e.rate[x] });
+            return Err(Refused::PreemptorNotShort { running: e.running[x], rate: e.rate[x] });
         }
         self.keeps_rates(path, v_units)?;
         let preemptor_after = share(e.running[x] + p_units, e.rate[x]);
         let victim_after = share(self.after(y, v_units), e.rate[y]);
         if preemptor_after > victim_after + 1e-12 {
-            return Err(ReclaimRefusal::ShareNotLower { preemptor_after, victim_after });
+            return Err(Refused::ShareNotLower { preemptor_after, victim_after });
         }
         self.commit(path, v_units);
         Ok(())
@@ -410,13 +453,20 @@ impl Reclaim<'_> {
     /// yes the victim counts as taken.
     pub fn slice(&mut self, p: &str, p_units: f64, v: &str, v_units: f64) -> Result<(), ReclaimRefusal> {
         let e = self.ent;
+        self.slice_at(e.id(p), p_units, e.id(v), v_units).map_err(|r| r.named(e))
+    }
+
+    /// [`Reclaim::slice`] by node (`None`: an account outside the tree).
+    #[inline]
+    pub(crate) fn slice_at(&mut self, p: Option<NodeId>, p_units: f64, v: Option<NodeId>, v_units: f64) -> Result<(), Refused> {
+        let e = self.ent;
         let (x, path) = parting(e, p, v)?;
         self.keeps_rates(path, v_units)?;
         let preemptor_after = share(e.running[x] + p_units, e.rate[x]);
         for &i in path {
             let victim_after = share(self.after(i, v_units), e.rate[i]);
             if preemptor_after > victim_after + 1e-12 {
-                return Err(ReclaimRefusal::Outranked { account: e.item_name(i), victim_after, preemptor_after });
+                return Err(Refused::Outranked { item: i, victim_after, preemptor_after });
             }
         }
         self.commit(path, v_units);
@@ -429,12 +479,12 @@ impl Reclaim<'_> {
     }
 
     /// Every item of the victim's path stays at or above its rate.
-    fn keeps_rates(&self, path: &[usize], g: f64) -> Result<(), ReclaimRefusal> {
+    fn keeps_rates(&self, path: &[usize], g: f64) -> Result<(), Refused> {
         let e = self.ent;
         for &i in path {
             // Tolerance: rates are fractions of GPUs, runs are whole GPUs.
             if self.after(i, g) < e.rate[i] - 1e-9 {
-                return Err(ReclaimRefusal::VictimBelowRate { account: e.item_name(i), after: self.after(i, g), rate: e.rate[i] });
+                return Err(Refused::VictimBelowRate { item: i, after: self.after(i, g), rate: e.rate[i] });
             }
         }
         Ok(())
@@ -447,12 +497,42 @@ impl Reclaim<'_> {
     }
 }
 
-/// Where the paths of accounts `p` and `v` part: X (p's item there), and
-/// v's path from Y down.
-fn parting<'e>(e: &'e Entitlement, p: &str, v: &str) -> Result<(usize, &'e [usize]), ReclaimRefusal> {
-    let (Some(pi), Some(vi)) = (e.id(p), e.id(v)) else { return Err(ReclaimRefusal::Unknown) };
+/// A [`ReclaimRefusal`] with its items not yet named: the checks name them
+/// only for a caller that asks why ([`Refused::named`]), so a scheduler
+/// asking yes or no of many victims builds no text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Refused {
+    SameTeam,
+    Unknown,
+    PreemptorNotShort { running: f64, rate: f64 },
+    VictimBelowRate { item: usize, after: f64, rate: f64 },
+    ShareNotLower { preemptor_after: f64, victim_after: f64 },
+    Outranked { item: usize, victim_after: f64, preemptor_after: f64 },
+}
+
+impl Refused {
+    /// The refusal with its items named.
+    pub(crate) fn named(self, e: &Entitlement) -> ReclaimRefusal {
+        match self {
+            Refused::SameTeam => ReclaimRefusal::SameTeam,
+            Refused::Unknown => ReclaimRefusal::Unknown,
+            Refused::PreemptorNotShort { running, rate } => ReclaimRefusal::PreemptorNotShort { running, rate },
+            Refused::VictimBelowRate { item, after, rate } => ReclaimRefusal::VictimBelowRate { account: e.item_name(item), after, rate },
+            Refused::ShareNotLower { preemptor_after, victim_after } => ReclaimRefusal::ShareNotLower { preemptor_after, victim_after },
+            Refused::Outranked { item, victim_after, preemptor_after } => {
+                ReclaimRefusal::Outranked { account: e.item_name(item), victim_after, preemptor_after }
+            }
+        }
+    }
+}
+
+/// Where the paths of the accounts of nodes `p` and `v` part: X (p's item
+/// there), and v's path from Y down.
+#[inline]
+fn parting(e: &Entitlement, p: Option<NodeId>, v: Option<NodeId>) -> Result<(usize, &[usize]), Refused> {
+    let (Some(pi), Some(vi)) = (p, v) else { return Err(Refused::Unknown) };
     if pi == vi {
-        return Err(ReclaimRefusal::SameTeam);
+        return Err(Refused::SameTeam);
     }
     let (pp, vp) = (&e.paths[pi], &e.paths[vi]);
     let k = pp.iter().zip(vp.iter()).take_while(|(a, b)| a == b).count();

@@ -88,8 +88,12 @@ impl RankKey {
 /// The ranking of every account of a tree at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FairShare {
-    standings: FxHashMap<String, Standing>,
-    order: Vec<String>,
+    /// Every account's standing, by node.
+    standings: Vec<Standing>,
+    /// Nodes by account name.
+    index: FxHashMap<String, NodeId>,
+    /// Nodes, rank 0 first.
+    order: Vec<NodeId>,
 }
 
 enum Item {
@@ -99,6 +103,37 @@ enum Item {
 
 impl FairShare {
     pub fn compute(tree: &OrgTree, alloc: &Allocation, usage: &WindowUsage) -> FairShare {
+        let standings: Vec<Standing> = (0..tree.len())
+            .map(|id| Standing {
+                account: tree.node(id).name.clone(),
+                rank: 0,
+                factor: 0.0,
+                used_gpu_hours: 0.0,
+                allocated_gpu_hours: 0.0,
+                subtree_used_gpu_hours: 0.0,
+                subtree_allocated_gpu_hours: 0.0,
+                key: RankKey::new(0.0, 0.0),
+            })
+            .collect();
+        let index = standings.iter().enumerate().map(|(id, s)| (s.account.clone(), id)).collect();
+        let mut fs = FairShare { standings, index, order: Vec::with_capacity(tree.len()) };
+        fs.rank(tree, alloc, usage);
+        fs
+    }
+
+    /// [`FairShare::compute`] again, in place: what a recalculation of the
+    /// same tree does every period without building its names anew.
+    pub fn update(&mut self, tree: &OrgTree, alloc: &Allocation, usage: &WindowUsage) {
+        let same_tree = self.standings.len() == tree.len() && (0..tree.len()).all(|id| self.standings[id].account == tree.node(id).name);
+        if same_tree {
+            self.rank(tree, alloc, usage);
+        } else {
+            *self = FairShare::compute(tree, alloc, usage);
+        }
+    }
+
+    /// Rank the accounts of `tree`, whose standings `self` holds by node.
+    fn rank(&mut self, tree: &OrgTree, alloc: &Allocation, usage: &WindowUsage) {
         let n = tree.len();
         // Own usage per node, and subtree sums bottom-up.
         let own_used: Vec<f64> = (0..n).map(|id| usage.account_gpu_hours(&tree.node(id).name)).collect();
@@ -112,58 +147,47 @@ impl FairShare {
         let own_key = |id: NodeId| RankKey::new(alloc.own_gpu_hours[id], own_used[id]);
         let sub_key = |id: NodeId| RankKey::new(alloc.gpu_hours[id], sub_used[id]);
 
-        let mut order = Vec::with_capacity(n);
+        let order = &mut self.order;
+        order.clear();
         // Depth-first with an explicit stack of items still to visit.
         let mut stack = vec![Item::Child(tree.root())];
+        let mut items: Vec<(RankKey, &str, Item)> = Vec::new();
         while let Some(item) = stack.pop() {
             match item {
                 Item::Own(id) => order.push(id),
                 Item::Child(id) => {
-                    let mut items: Vec<(RankKey, &str, Item)> = Vec::new();
                     items.push((own_key(id), tree.node(id).name.as_str(), Item::Own(id)));
                     for &c in &tree.node(id).children {
                         items.push((sub_key(c), tree.node(c).name.as_str(), Item::Child(c)));
                     }
                     // 1–2: class, ratio; 3: name; own part before a child of
                     // the same name (cannot happen: names are unique).
-                    items.sort_by(|a, b| a.0.order(&b.0).then(a.1.cmp(b.1)));
-                    for (_, _, it) in items.into_iter().rev() {
-                        stack.push(it);
-                    }
+                    items.sort_by(|a, b| a.0.order(&b.0).then_with(|| a.1.cmp(b.1)));
+                    stack.extend(items.drain(..).rev().map(|(_, _, it)| it));
                 }
             }
         }
         let total = order.len() as f64;
-        let mut standings = FxHashMap::default();
-        let mut names = Vec::with_capacity(n);
         for (rank, &id) in order.iter().enumerate() {
-            let name = tree.node(id).name.clone();
-            standings.insert(
-                name.clone(),
-                Standing {
-                    account: name.clone(),
-                    rank: rank as u32,
-                    factor: (total - rank as f64) / total,
-                    used_gpu_hours: own_used[id],
-                    allocated_gpu_hours: alloc.own_gpu_hours[id],
-                    subtree_used_gpu_hours: sub_used[id],
-                    subtree_allocated_gpu_hours: alloc.gpu_hours[id],
-                    key: own_key(id),
-                },
-            );
-            names.push(name);
+            let s = &mut self.standings[id];
+            s.rank = rank as u32;
+            s.factor = (total - rank as f64) / total;
+            s.used_gpu_hours = own_used[id];
+            s.allocated_gpu_hours = alloc.own_gpu_hours[id];
+            s.subtree_used_gpu_hours = sub_used[id];
+            s.subtree_allocated_gpu_hours = alloc.gpu_hours[id];
+            s.key = own_key(id);
         }
-        FairShare { standings, order: names }
     }
 
     /// `None` for an account that is not in the tree.
     pub fn standing(&self, account: &str) -> Option<&Standing> {
-        self.standings.get(account)
+        self.index.get(account).map(|&id| &self.standings[id])
     }
 
     /// Accounts from rank 0 (most under-served) down.
     pub fn ranked(&self) -> impl Iterator<Item = &Standing> + '_ {
-        self.order.iter().filter_map(|a| self.standings.get(a))
+        self.order.iter().map(|&id| &self.standings[id])
     }
 
     /// Number of ranked accounts (including root).

@@ -267,13 +267,29 @@ impl Ledger {
     /// ranking reads each tick: whole GPU-seconds summed exactly, in any
     /// order, so no per-user sort).
     pub fn usage(&self, now: u64) -> WindowUsage {
+        let mut usage = WindowUsage::default();
+        self.usage_into(now, &mut usage);
+        usage
+    }
+
+    /// [`Ledger::usage`] into `usage`, keeping the names it holds (what a
+    /// recalculation does every period without allocating them anew).
+    pub fn usage_into(&self, now: u64, usage: &mut WindowUsage) {
         self.with_sums(now, |sums| {
             let mut by_account: FxHashMap<&str, u64> = FxHashMap::default();
             for (key, &gs) in sums {
                 let e = by_account.entry(&*key.account).or_insert(0);
                 *e = e.saturating_add(gs);
             }
-            WindowUsage { by_account: by_account.into_iter().map(|(a, gs)| (a.to_string(), gs as f64)).collect() }
+            usage.by_account.retain(|a, _| by_account.contains_key(a.as_str()));
+            for (a, gs) in by_account {
+                match usage.by_account.get_mut(a) {
+                    Some(v) => *v = gs as f64,
+                    None => {
+                        usage.by_account.insert(a.to_string(), gs as f64);
+                    }
+                }
+            }
         })
     }
 

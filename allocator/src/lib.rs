@@ -66,7 +66,8 @@ pub use job::{charge_from_mark, Funded, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
 pub use preempt::{eligible_victims, lost_gpu_seconds, may_preempt, victim_rank, Decision, Moment, PreemptReason, Refusal, VictimClass, VictimPool};
 pub use priority::{
-    inside_key, inside_order, job_priority, order_queue, slurm_key, Priority, PriorityRules, QueueOrder, QueueWalk, SlurmKey, TeamLoad,
+    inside_key, inside_order, job_priority, order_queue, settled_priority, slurm_key, Priority, PriorityRules, QueueOrder, QueueWalk, SlurmKey,
+    TeamLoad,
 };
 pub use runs::{protection_after, Requeue, RunBook, RunRecord, Seen};
 pub use state::{Snapshot, StateError};

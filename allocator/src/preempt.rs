@@ -36,9 +36,10 @@
 //! rule.
 
 use crate::contract::ContractRules;
-use crate::entitlement::{Entitlement, Reclaim, ReclaimRefusal};
+use crate::entitlement::{Entitlement, Reclaim, ReclaimRefusal, Refused};
 use crate::job::Job;
 use crate::priority::PriorityRules;
+use crate::tree::NodeId;
 use crate::MINUTE_S;
 use std::sync::Arc;
 
@@ -130,9 +131,10 @@ pub fn may_preempt(preemptor: &Job, victim: &Job, m: &Moment<'_>) -> Decision {
             Err(Refusal::LongJob)
         }
     } else {
-        across(&mut m.ent.reclaim(), preemptor, m, &victim.account, victim.units(), e).map(|_| ()).map_err(|r| match r {
+        let (p_node, v_node) = (m.ent.id(&preemptor.account), m.ent.id(&victim.account));
+        across(&mut m.ent.reclaim(), preemptor, p_node, m, v_node, victim.units(), e).map(|_| ()).map_err(|r| match r {
             Across::NotResumable => Refusal::NotResumable { ran_s: protection_used(victim, m.now), max_s: m.contracts.max_s },
-            Across::Refused(r) => Refusal::Reclaim(r),
+            Across::Refused(r) => Refusal::Reclaim(r.named(m.ent)),
         })
     };
     match answer {
@@ -153,20 +155,30 @@ fn inside(p_key: (i32, bool), v_key: (i32, bool)) -> Result<(), Refusal> {
 /// Why [`across`] said no.
 enum Across {
     NotResumable,
-    Refused(ReclaimRefusal),
+    Refused(Refused),
 }
 
-/// Between two accounts: restoration ([`Reclaim::take_units`]) for any
-/// preemptor, of a victim it may throw away (`restorable`); then, for a
-/// debug job, time-slicing ([`Reclaim::slice`]). Both count on the same
-/// `reclaim` (cumulative over one preemptor's victims).
-fn across(reclaim: &mut Reclaim<'_>, p: &Job, m: &Moment<'_>, v_account: &str, v_units: f64, e: Eligible) -> Result<PreemptReason, Across> {
+/// Between two accounts (their nodes, `p_node` the preemptor's):
+/// restoration ([`Reclaim::take_units`]) for any preemptor, of a victim it
+/// may throw away (`restorable`); then, for a debug job, time-slicing
+/// ([`Reclaim::slice`]). Both count on the same `reclaim` (cumulative over
+/// one preemptor's victims).
+#[inline]
+fn across(
+    reclaim: &mut Reclaim<'_>,
+    p: &Job,
+    p_node: Option<NodeId>,
+    m: &Moment<'_>,
+    v_node: Option<NodeId>,
+    v_units: f64,
+    e: Eligible,
+) -> Result<PreemptReason, Across> {
     let restored =
-        if e.restorable { reclaim.take_units(&p.account, p.units(), v_account, v_units).map_err(Across::Refused) } else { Err(Across::NotResumable) };
+        if e.restorable { reclaim.take_at(p_node, p.units(), v_node, v_units).map_err(Across::Refused) } else { Err(Across::NotResumable) };
     match restored {
         Ok(()) => Ok(PreemptReason::Restore),
         Err(r) if !(m.rules.is_debug(p) && e.sliceable) => Err(r),
-        Err(_) => reclaim.slice(&p.account, p.units(), v_account, v_units).map(|()| PreemptReason::TimeSlice).map_err(Across::Refused),
+        Err(_) => reclaim.slice_at(p_node, p.units(), v_node, v_units).map(|()| PreemptReason::TimeSlice).map_err(Across::Refused),
     }
 }
 
@@ -234,10 +246,22 @@ struct Eligible {
 /// asks); `Ok(Unallocated)` = a victim for any allocated preemptor;
 /// otherwise a victim if the preemptor's rule agrees.
 fn victim_alone(victim: &Job, m: &Moment<'_>) -> Result<Eligible, Refusal> {
+    victim_alone_at(victim, m.ent.id(&victim.account), m)
+}
+
+/// [`Job::is_allocated`] with the job's node (`None`: outside the tree)
+/// already looked up.
+fn allocated_at(job: &Job, node: Option<NodeId>, ent: &Entitlement) -> bool {
+    job.contract.is_allocated() && node.is_some_and(|id| ent.funded_at(id))
+}
+
+/// [`victim_alone`] with the victim's node (`None`: outside the tree)
+/// already looked up.
+fn victim_alone_at(victim: &Job, node: Option<NodeId>, m: &Moment<'_>) -> Result<Eligible, Refusal> {
     if victim.start_s.is_none() {
         return Err(Refusal::VictimNotRunning);
     }
-    if !victim.is_allocated(m.ent) {
+    if !allocated_at(victim, node, m.ent) {
         return Ok(Eligible { class: VictimClass::Unallocated, restorable: true, sliceable: true });
     }
     let left = victim.contract_left_s(m.now);
@@ -283,6 +307,8 @@ struct Victim<H> {
     id: u64,
     handle: H,
     account: Arc<str>,
+    /// Its account's node (`None`: outside the tree).
+    node: Option<NodeId>,
     /// Budget units ([`Job::units`]).
     units: f64,
     /// Allocated: the rule decides for each preemptor.
@@ -295,23 +321,24 @@ struct Victim<H> {
 
 impl<H: Copy> VictimPool<H> {
     pub fn new<'a>(running: impl IntoIterator<Item = (H, &'a Job)>, m: &Moment<'_>) -> VictimPool<H> {
-        let mut victims: Vec<Victim<H>> = running
-            .into_iter()
-            .filter_map(|(h, v)| {
-                let e = victim_alone(v, m).ok()?;
-                Some(Victim {
-                    rank: victim_rank(v, None, m),
-                    gpus: v.gpus,
-                    id: v.id,
-                    handle: h,
-                    account: v.account.clone(),
-                    units: v.units(),
-                    needs_reclaim: e.class != VictimClass::Unallocated,
-                    eligible: e,
-                    slice: m.rules.slice_key(v),
-                })
+        let running = running.into_iter();
+        let mut victims: Vec<Victim<H>> = Vec::with_capacity(running.size_hint().0);
+        victims.extend(running.filter_map(|(h, v)| {
+            let node = m.ent.id(&v.account);
+            let e = victim_alone_at(v, node, m).ok()?;
+            Some(Victim {
+                rank: rank(e.class as u32, v, None, m.now),
+                gpus: v.gpus,
+                id: v.id,
+                handle: h,
+                account: v.account.clone(),
+                node,
+                units: v.units(),
+                needs_reclaim: e.class != VictimClass::Unallocated,
+                eligible: e,
+                slice: m.rules.slice_key(v),
             })
-            .collect();
+        }));
         victims.sort_by_key(|v| (v.rank, std::cmp::Reverse(v.id)));
         VictimPool { victims }
     }
@@ -327,16 +354,20 @@ impl<H: Copy> VictimPool<H> {
 
     /// [`VictimPool::for_preemptor`], each victim with the rule that made it one.
     pub fn for_preemptor_why(&self, preemptor: &Job, m: &Moment<'_>) -> Vec<(H, PreemptReason)> {
-        if !preemptor.is_allocated(m.ent) {
+        let p_node = m.ent.id(&preemptor.account);
+        if !allocated_at(preemptor, p_node, m.ent) {
             return Vec::new();
         }
         let mut reclaim = m.ent.reclaim();
         let slice = m.rules.slice_key(preemptor);
-        // In this preemptor's order: the closest in size first.
-        let mut order: Vec<&Victim<H>> = self.victims.iter().collect();
-        order.sort_by_key(|v| (v.rank | FIT.put(fit(v.gpus, Some(preemptor.gpus))), std::cmp::Reverse(v.id)));
+        // In this preemptor's order: the closest in size first (ties in
+        // the pool's order, by position).
+        let mut order: Vec<(u32, std::cmp::Reverse<u64>, usize)> =
+            self.victims.iter().enumerate().map(|(k, v)| (v.rank | FIT.put(fit(v.gpus, Some(preemptor.gpus))), std::cmp::Reverse(v.id), k)).collect();
+        order.sort_unstable();
         order
             .into_iter()
+            .map(|(_, _, k)| &self.victims[k])
             .filter(|v| v.id != preemptor.id)
             .filter_map(|v| {
                 let why = if !v.needs_reclaim {
@@ -344,7 +375,7 @@ impl<H: Copy> VictimPool<H> {
                 } else if v.account == preemptor.account {
                     (v.eligible.sliceable && inside(slice, v.slice).is_ok()).then_some(PreemptReason::TimeSlice)
                 } else {
-                    across(&mut reclaim, preemptor, m, &v.account, v.units, v.eligible).ok()
+                    across(&mut reclaim, preemptor, p_node, m, v.node, v.units, v.eligible).ok()
                 };
                 why.map(|w| (v.handle, w))
             })
@@ -380,7 +411,12 @@ pub fn victim_rank(victim: &Job, preemptor_gpus: Option<u32>, m: &Moment<'_>) ->
         Ok(e) => e.class as u32,
         Err(_) => 3,
     };
-    CLASS.put(class) | FIT.put(fit(victim.gpus, preemptor_gpus)) | LOSS.put(loss(victim, m.now))
+    rank(class, victim, preemptor_gpus, m.now)
+}
+
+/// [`victim_rank`] of a victim of class `class`.
+fn rank(class: u32, victim: &Job, preemptor_gpus: Option<u32>, now: u64) -> u32 {
+    CLASS.put(class) | FIT.put(fit(victim.gpus, preemptor_gpus)) | LOSS.put(loss(victim, now))
 }
 
 fn fit(victim_gpus: u32, preemptor_gpus: Option<u32>) -> u32 {

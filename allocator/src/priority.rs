@@ -196,6 +196,15 @@ pub fn job_priority(job: &Job, standing: Option<&Standing>, load: TeamLoad<'_>, 
     job_priority_at(traits(job, rules), standing, load.ent.id(&job.account), load, rules)
 }
 
+/// A job's priority behind any number of its team's GPUs: what
+/// [`job_priority`] gives it once its team is served at or past both its
+/// rate and its fair share (need 0, or the debug lane, at level 0). Every
+/// job of a team walked after the team is settled gets it
+/// ([`QueueWalk::settled`]).
+pub fn settled_priority(job: &Job, standing: Option<&Standing>, ent: &Entitlement, rules: &PriorityRules) -> Priority {
+    job_priority(job, standing, TeamLoad { ent, ahead_gpus: f64::INFINITY }, rules)
+}
+
 /// What of a job its priority reads besides its team (a queue walk copies
 /// these out once, in memory order, then walks them in queue order).
 #[derive(Debug, Clone, Copy, Default)]
@@ -394,12 +403,25 @@ impl<'a> QueueWalk<'a> {
     }
 
     /// Make `account` the team walked (a no-op if it is already).
-    fn enter(&mut self, account: &Arc<str>) {
+    pub fn enter(&mut self, account: &Arc<str>) {
         if self.current.as_ref().is_none_or(|c| !Arc::ptr_eq(&c.account, account) && c.account != *account) {
             self.flush();
             let ahead = self.waiting_gpus.remove(&**account).unwrap_or(0.0);
             self.current = Some(Current { account: account.clone(), standing: self.fs.standing(account), node: self.ent.id(account), ahead });
         }
+    }
+
+    /// Whether the team entered last is settled: its running GPUs and the
+    /// allocated GPUs of its jobs walked so far reach both its rate and its
+    /// fair share (or it holds no allocated work), so every later job of it
+    /// gets its [`settled_priority`], whatever else of its team waits before
+    /// it. A caller that kept those priorities from an earlier walk (the
+    /// same 7-day rank) may stop walking the team here.
+    pub fn settled(&self) -> bool {
+        self.current.as_ref().is_none_or(|c| match c.node {
+            Some(id) if self.ent.funded_at(id) => self.ent.need(id, c.ahead) == Need::Surplus,
+            _ => true,
+        })
     }
 
     /// The next job of the team entered last.

@@ -268,6 +268,58 @@ proptest! {
         }
         prop_assert!(steps <= 64);
     }
+
+    /// Once a walk finds a team settled, it stays settled and every later
+    /// job of the team gets its settled priority: what lets a caller that
+    /// kept those priorities stop walking the team there.
+    #[test]
+    fn a_settled_team_gives_every_later_job_its_settled_priority(w in arb_world(), specs in arb_jobs()) {
+        let fs = w.fs();
+        let jobs = build_jobs(&w, &specs);
+        let ent = w.ent(&jobs);
+        let rules = PriorityRules::default();
+        let mut waiting: Vec<&Job> = jobs.iter().filter(|j| j.start_s.is_none()).collect();
+        waiting.sort_by(|a, b| a.account.cmp(&b.account).then_with(|| inside_order(a, b, &rules)));
+        let mut walk = QueueWalk::new(&fs, &ent, &rules);
+        let mut settled_team: Option<&str> = None;
+        for j in waiting {
+            walk.enter(&j.account);
+            let settled = walk.settled();
+            prop_assert!(settled || settled_team != Some(&*j.account), "{} was settled, then not", j.account);
+            if settled {
+                settled_team = Some(&j.account);
+            }
+            let p = walk.next(j);
+            if settled {
+                prop_assert_eq!(p, settled_priority(j, fs.standing(&j.account), &ent, &rules), "job {}", j.id);
+            }
+        }
+    }
+
+    /// The in-place forms compute what the constructors do: the ranking,
+    /// the entitlement and the window's usage, for the same tree or
+    /// another one.
+    #[test]
+    fn updating_in_place_is_computing_anew(w in arb_world(), other in arb_world(), specs in arb_jobs(), pick in any::<prop::sample::Index>(), extra in 0.001f64..5000.0) {
+        let names: Vec<String> = w.specs.iter().map(|s| s.name.clone()).collect();
+        let later = w.clone().used(pick.get(&names).as_str(), "u", extra);
+        for next in [&later, &other] {
+            let mut fs = w.fs();
+            fs.update(&next.tree(), &next.alloc(), &next.ledger.usage(next.now));
+            prop_assert_eq!(fs, next.fs());
+        }
+        let jobs = build_jobs(&w, &specs);
+        let mut ent = w.ent(&[]);
+        ent.update(&w.tree(), &w.alloc(), &w.load(&jobs));
+        prop_assert_eq!(&ent, &w.ent(&jobs));
+        ent.update(&other.tree(), &other.alloc(), &Load::new(&other.tree()));
+        prop_assert_eq!(ent, other.ent(&[]));
+        let mut usage = later.ledger.usage(NOW + 8 * DAY_S);
+        for now in [NOW, NOW + DAY_S, NOW + 8 * DAY_S, NOW] {
+            later.ledger.usage_into(now, &mut usage);
+            prop_assert_eq!(&usage, &later.ledger.usage(now));
+        }
+    }
 }
 
 /// GPU types (`allocator::gpu_types`): a table whose weights are all 1 is

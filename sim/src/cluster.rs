@@ -119,8 +119,8 @@ impl Cluster {
             return best.map(|(_, i)| vec![(i, gpus)]);
         }
         let need = gpus.div_ceil(per_node) as usize;
-        let whole: Vec<usize> = free.iter().enumerate().filter(|&(i, &f)| f == per_node && allowed(i)).map(|(i, _)| i).take(need).collect();
-        (whole.len() == need).then(|| whole.into_iter().map(|i| (i, per_node)).collect())
+        let whole = || free.iter().enumerate().filter(|&(i, &f)| f == per_node && allowed(i)).map(|(i, _)| (i, per_node)).take(need);
+        (whole().count() == need).then(|| whole().collect())
     }
 
     /// [`Cluster::fit_where`] on `free` for a job of `gpu_type`.

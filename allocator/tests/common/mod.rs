@@ -57,6 +57,11 @@ impl World {
     /// The entitlement now with these jobs: started ones run, the others
     /// wait; only allocated jobs count.
     pub fn ent(&self, jobs: &[Job]) -> Entitlement {
+        Entitlement::compute(&self.tree(), &self.alloc(), &self.load(jobs))
+    }
+    /// What [`World::ent`] counts: started jobs run, the others wait; only
+    /// allocated jobs count.
+    pub fn load(&self, jobs: &[Job]) -> Load {
         let tree = self.tree();
         let alloc = self.alloc();
         let mut load = Load::new(&tree);
@@ -68,7 +73,7 @@ impl World {
                 load.wait_units(id, j.units());
             }
         }
-        Entitlement::compute(&tree, &alloc, &load)
+        load
     }
 }
 

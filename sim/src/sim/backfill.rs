@@ -7,8 +7,13 @@ use super::preempt::PreemptGroup;
 use super::{Policy, Sim, MAX_PREEMPT_TRIES, R};
 use crate::cluster::{Cluster, Placement};
 use crate::trace::Class;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
 use tally_allocator::{VictimPool, DAY_S};
+
+/// Queue keys a scheduling pass reads at once.
+const QUEUE_BATCH: usize = 64;
 
 impl<'a> Sim<'a> {
     fn fifo_reserve(&self, now: u64) -> u32 {
@@ -17,9 +22,21 @@ impl<'a> Sim<'a> {
     }
 
     /// Where job `i` fits now (FIFO keeps its realtime reservation free).
-    fn fit(&self, i: usize, now: u64) -> Option<Placement> {
+    /// `too_big`: per GPU type, the fewest GPUs that found no place on the
+    /// cluster as it is (a bigger job of the type finds none either).
+    fn fit(&self, i: usize, now: u64, too_big: &mut Vec<(Option<Arc<str>>, u32)>) -> Option<Placement> {
         let j = &self.jobs[i];
-        let p = self.cluster.place_for(j.job.gpus, j.gpu_type.as_deref())?;
+        let bound = too_big.iter_mut().find(|(t, _)| *t == j.gpu_type);
+        if bound.as_ref().is_some_and(|(_, g)| j.job.gpus >= *g) {
+            return None;
+        }
+        let Some(p) = self.cluster.place_for(j.job.gpus, j.gpu_type.as_deref()) else {
+            match bound {
+                Some((_, g)) => *g = j.job.gpus,
+                None => too_big.push((j.gpu_type.clone(), j.job.gpus)),
+            }
+            return None;
+        };
         if self.policy == Policy::Fifo && j.class != Class::Realtime {
             let cap = self.cluster.total().saturating_sub(self.fifo_reserve(now).max(self.rt_busy));
             if self.nonrt_blocked + Cluster::blocked(&p) > cap {
@@ -68,17 +85,21 @@ impl<'a> Sim<'a> {
         // asking for as many or more fails too.
         let mut failed: BTreeMap<PreemptGroup, u32> = BTreeMap::new();
         let mut pool: Option<VictimPool<usize>> = None;
+        // The queue changes under the walk only by the start of the job
+        // just walked, or by a preemption, after which the walk starts over:
+        // the keys after the cursor are read a batch at a time.
         let mut cursor: Option<QueueKey> = None;
+        let mut batch: VecDeque<QueueKey> = VecDeque::with_capacity(QUEUE_BATCH);
+        let mut too_big = Vec::new();
         loop {
-            let next = match cursor {
-                None => self.queue.iter().next(),
-                Some(c) => self.queue.range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded)).next(),
-            };
-            let Some(&key) = next else { break };
+            if batch.is_empty() {
+                let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+                batch.extend(self.queue.range((after, Bound::Unbounded)).take(QUEUE_BATCH));
+            }
+            let Some(key) = batch.pop_front() else { break };
             cursor = Some(key);
             let i = key.1;
-            let group = self.preempt_group(i);
-            if let Some(p) = self.fit(i, now) {
+            if let Some(p) = self.fit(i, now, &mut too_big) {
                 let ok = match first_blocked {
                     None => true,
                     Some(b) => {
@@ -97,14 +118,17 @@ impl<'a> Sim<'a> {
                 };
                 if ok {
                     self.start(i, p, now)?;
+                    too_big.clear();
                     continue;
                 }
-            } else if can_preempt && tries < MAX_PREEMPT_TRIES && failed.get(&group).is_none_or(|&f| self.jobs[i].job.gpus < f) {
+            } else if can_preempt && tries < MAX_PREEMPT_TRIES && failed.get(&self.preempt_group(i)).is_none_or(|&f| self.jobs[i].job.gpus < f) {
                 tries += 1;
                 if let Some(p) = self.try_preempt(i, now, &mut pool)? {
                     self.start(i, p, now)?;
                     // Victims left the cluster: start over from the top.
                     cursor = None;
+                    batch.clear();
+                    too_big.clear();
                     first_blocked = None;
                     reservation = None;
                     tested = 0;
@@ -112,7 +136,7 @@ impl<'a> Sim<'a> {
                     pool = None;
                     continue;
                 }
-                failed.insert(group, self.jobs[i].job.gpus);
+                failed.insert(self.preempt_group(i), self.jobs[i].job.gpus);
             }
             if first_blocked.is_none() {
                 first_blocked = Some(i);
@@ -120,7 +144,7 @@ impl<'a> Sim<'a> {
                 tested += 1;
             }
             let more_preemption = can_preempt && tries < MAX_PREEMPT_TRIES;
-            if tested >= self.s.backfill_depth || (self.cluster.free_total() == 0 && !more_preemption) {
+            if tested >= self.s.backfill_depth || (!more_preemption && self.cluster.free_total() == 0) {
                 break;
             }
         }

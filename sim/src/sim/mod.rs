@@ -53,12 +53,14 @@ mod preempt;
 use crate::cluster::{Cluster, GpuGroup, Placement};
 use crate::metrics::{score, JobMeta, Run, RunEnd, Scored};
 use crate::trace::{Class, Trace};
-use keys::{QueueKey, TeamQueue};
+use keys::{QueueKey, TeamQueue, TeamWalk};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 use tally_allocator::tree::NodeId;
-use tally_allocator::{charge_from_mark, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, QueueOrder, Standing, Weight, DAY_S, WEEK_S};
+use tally_allocator::{
+    charge_from_mark, Contract, Entitlement, FairShare, Funded, Job, Ledger, Load, QueueOrder, Weight, WindowUsage, DAY_S, WEEK_S,
+};
 use tally_config::Config;
 use tally_planner::predict::{mae, JobKey, Mae, Outcome, PredictRules, Predictor};
 use thiserror::Error;
@@ -225,6 +227,9 @@ struct SimJob {
     planned: bool,
     /// The time limit of the trace, if any.
     time_limit_s: Option<u64>,
+    /// Tally: its key is its settled priority (true out of the queue;
+    /// [`keys`]).
+    settled: bool,
     /// What the planners believe its whole duration is ([`PlanDurations`];
     /// set at submission).
     belief_s: u64,
@@ -274,22 +279,31 @@ struct Sim<'a> {
     /// Waiting jobs per team in inside-team order (within_team descending,
     /// submit, id), for the re-plan's walk.
     team_queues: Vec<TeamQueue>,
+    /// Tally: what the last re-keying left of each team for the next.
+    team_walks: Vec<TeamWalk>,
     running: BTreeSet<usize>,
     /// Team names (leaves of the tree, then accounts outside it) and their
     /// allocation rates in GPUs.
     team_names: Vec<String>,
     team_rates: Vec<f64>,
+    /// Each team's tree node when it is funded (its allocated jobs' node).
+    team_nodes: Vec<Option<NodeId>>,
+    /// Every job weighs whole budget units, less than 2⁵³ in all: sums of
+    /// them are exact in any order.
+    whole_units: bool,
     ends: BinaryHeap<Reverse<(u64, usize, u32)>>,
     /// Requeued jobs becoming eligible: (time, job).
     requeues: BinaryHeap<Reverse<(u64, usize)>>,
     // tally
     ledger: Ledger,
+    /// The ledger's usage at the last re-plan.
+    usage_now: WindowUsage,
     marks: BTreeMap<u64, u64>,
     fs: FairShare,
     /// The budgets at the simulated cluster size.
     alloc: tally_allocator::Allocation,
-    /// Each team's standing in `fs` (looked up once per re-plan).
-    standings: Vec<Option<Standing>>,
+    /// Each team's 7-day rank in `fs` (looked up once per re-plan).
+    ranks: Vec<Option<u32>>,
     /// Allocated GPUs running and waiting (eligible) per tree node, in
     /// budget units (GPUs × weight).
     run_gpus: Vec<f64>,
@@ -297,6 +311,8 @@ struct Sim<'a> {
     /// What each team runs and is owed now (recomputed every pass, kept
     /// current through the pass).
     ent: Entitlement,
+    /// `run_gpus` or `wait_gpus` changed since `ent` was computed.
+    ent_stale: bool,
     /// The last re-plan's queue order (what a new job waits behind).
     order: QueueOrder,
     // multifactor
@@ -349,9 +365,13 @@ impl<'a> Sim<'a> {
         }
         let origin = trace.jobs.first().map_or(0, |j| j.submit_s);
         let mut jobs = Vec::with_capacity(trace.jobs.len());
-        // One shared name per account (the queue walk tells teams apart by
-        // address first, as the plugin's copies share theirs).
+        // One shared name per account and per user (the queue walk tells
+        // teams apart by address first, as the plugin's copies share theirs;
+        // so does the ledger its keys).
         let mut names: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+        fn shared<'t>(names: &mut BTreeMap<&'t str, Arc<str>>, name: &'t str) -> Arc<str> {
+            names.entry(name).or_insert_with(|| Arc::from(name)).clone()
+        }
         for tj in &trace.jobs {
             let team = match team_index.get(&tj.account) {
                 Some(&i) => i,
@@ -371,8 +391,8 @@ impl<'a> Sim<'a> {
             let ask = config.weight_of(gpu_type.as_deref());
             let job = Job {
                 id: tj.job_id,
-                account: names.entry(tj.account.as_str()).or_insert_with(|| Arc::from(tj.account.as_str())).clone(),
-                user: tj.user.as_str().into(),
+                account: shared(&mut names, &tj.account),
+                user: shared(&mut names, &tj.user),
                 contract,
                 gpus: tj.gpus,
                 weight: ask,
@@ -403,14 +423,19 @@ impl<'a> Sim<'a> {
                 planned: false,
                 time_limit_s: tj.time_limit_s,
                 belief_s: tj.duration_s.max(1),
+                settled: true,
             });
         }
         let teams = shares.len();
+        let funded = Funded::new(&config.tree, &alloc);
+        let team_nodes = team_names.iter().map(|t| config.tree.id(t).filter(|&id| funded.funded_at(id))).collect();
+        let units = jobs.iter().map(|j| j.job.units());
+        let whole_units = units.clone().all(|u| u.fract() == 0.0) && units.sum::<f64>() < 2f64.powi(53);
         let ledger = config.new_ledger();
         // Ranked at the simulated size (fixed GPU-hour budgets depend on it).
         let fs = FairShare::compute(&config.tree, &alloc, &ledger.usage(origin));
         let rt_reserve = if policy == Policy::Fifo { realtime_daily_peaks(trace, origin) } else { Vec::new() };
-        let standings = team_names.iter().map(|t| fs.standing(t).cloned()).collect();
+        let ranks = team_names.iter().map(|t| fs.standing(t).map(|s| s.rank)).collect();
         let n = config.tree.len();
         let ent = Entitlement::compute(&config.tree, &alloc, &Load::new(&config.tree));
         Ok(Sim {
@@ -420,21 +445,26 @@ impl<'a> Sim<'a> {
             cluster,
             keys: vec![0; jobs.len()],
             team_queues: vec![BTreeSet::new(); teams],
+            team_walks: vec![TeamWalk::default(); teams],
             jobs,
             queue: BTreeSet::new(),
             running: BTreeSet::new(),
             team_names,
             team_rates,
+            team_nodes,
+            whole_units,
             ends: BinaryHeap::new(),
             requeues: BinaryHeap::new(),
             ledger,
+            usage_now: WindowUsage::default(),
             marks: BTreeMap::new(),
-            standings,
+            ranks,
             fs,
             alloc,
             run_gpus: vec![0.0; n],
             wait_gpus: vec![0.0; n],
             ent,
+            ent_stale: true,
             order: QueueOrder { priorities: Vec::new(), ahead: Vec::new(), waiting_gpus: BTreeMap::new() },
             usage: vec![0.0; teams],
             usage_at: origin,
@@ -475,7 +505,7 @@ impl<'a> Sim<'a> {
         }
         self.ledger = st.ledger.clone();
         self.fs = FairShare::compute(&self.config.tree, &self.alloc, &self.ledger.usage(t0));
-        self.standings = self.team_names.iter().map(|t| self.fs.standing(t).cloned()).collect();
+        self.ranks = self.team_names.iter().map(|t| self.fs.standing(t).map(|s| s.rank)).collect();
         for &(i, submit_s) in &st.submitted {
             if let Some(j) = self.jobs.get_mut(i) {
                 j.job.submit_s = submit_s.min(t0);
@@ -511,9 +541,7 @@ impl<'a> Sim<'a> {
                 return Err(broken(now, format!("node {n} over-committed by job {}", self.jobs[i].job.id)));
             }
         }
-        self.queue.remove(&self.queue_key(i));
-        let k = self.inside_key(i);
-        self.team_queues[self.jobs[i].team].remove(&k);
+        self.dequeue(i);
         self.cluster.take(&p);
         self.running.insert(i);
         let blocked = Cluster::blocked(&p);
@@ -525,6 +553,7 @@ impl<'a> Sim<'a> {
             self.wait_gpus[n] = settle(self.wait_gpus[n] - waited);
             self.run_gpus[n] += g;
             self.ent.add_running(n, g);
+            self.ent_stale = true;
         }
         let j = &mut self.jobs[i];
         j.status = Status::Running;
@@ -564,11 +593,14 @@ impl<'a> Sim<'a> {
             let g = self.jobs[i].job.units();
             self.run_gpus[n] = settle(self.run_gpus[n] - g);
             self.ent.add_running(n, -g);
+            self.ent_stale = true;
         }
         match self.policy {
             Policy::Tally | Policy::TallyPlanner => {
                 let j = &self.jobs[i];
                 charge_from_mark(&mut self.marks, &j.job, &Funded::new(&self.config.tree, &self.alloc), &mut self.ledger, j.run_start, now);
+                // Charged to its end: a next run is charged from its start.
+                self.marks.remove(&j.job.id);
             }
             Policy::Multifactor => {
                 self.decay_to(now);

@@ -4,7 +4,7 @@
 use super::keys::QueueKey;
 use super::{PlanDurations, Policy, Sim, Status};
 use std::collections::BTreeSet;
-use tally_allocator::{charge_from_mark, order_queue, Entitlement, FairShare, Funded, Job, Load, HOUR_S};
+use tally_allocator::{charge_from_mark, order_queue, Funded, Job, Load, HOUR_S};
 use tally_planner::predict::Outcome;
 use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
 
@@ -27,8 +27,9 @@ impl<'a> Sim<'a> {
                     charge_from_mark(&mut self.marks, &j.job, &Funded::new(&self.config.tree, &self.alloc), &mut self.ledger, j.run_start, now);
                 }
                 self.ledger.prune(now);
-                self.fs = FairShare::compute(&self.config.tree, &self.alloc, &self.ledger.usage(now));
-                self.standings = self.team_names.iter().map(|t| self.fs.standing(t).cloned()).collect();
+                self.ledger.usage_into(now, &mut self.usage_now);
+                self.fs.update(&self.config.tree, &self.alloc, &self.usage_now);
+                self.ranks = self.team_names.iter().map(|t| self.fs.standing(t).map(|s| s.rank)).collect();
             }
             Policy::Multifactor => {
                 self.decay_to(now);
@@ -41,14 +42,19 @@ impl<'a> Sim<'a> {
         self.rekey(now);
     }
 
-    /// The entitlement from the per-node counters (every scheduling pass).
+    /// The entitlement from the per-node counters (every scheduling pass;
+    /// as it was if they did not change).
     pub(super) fn refresh_entitlement(&mut self) {
+        if !self.ent_stale {
+            return;
+        }
+        self.ent_stale = false;
         let mut load = Load::new(&self.config.tree);
         for n in 0..self.run_gpus.len() {
             load.run_units(n, self.run_gpus[n]);
             load.wait_units(n, self.wait_gpus[n]);
         }
-        self.ent = Entitlement::compute(&self.config.tree, &self.alloc, &load);
+        self.ent.update(&self.config.tree, &self.alloc, &load);
     }
 
     /// A job is submitted: what the planners will believe its duration is.
@@ -149,7 +155,11 @@ impl<'a> Sim<'a> {
         let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &planner, &running, &queue);
         let starts: BTreeSet<usize> = plan.starts_now().map(|i| i as usize).collect();
         for &i in &waiting {
-            self.jobs[i].planned = starts.contains(&i);
+            let planned = starts.contains(&i);
+            if self.jobs[i].planned != planned {
+                self.jobs[i].planned = planned;
+                self.team_walks[self.jobs[i].team].replanned();
+            }
         }
         self.rekey(now);
     }
