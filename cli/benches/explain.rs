@@ -10,6 +10,10 @@
 
 #![deny(unsafe_code)]
 
+// The engine's benches' fixed random sequence.
+#[path = "../../plugin/engine/benches/common/mod.rs"]
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -29,15 +33,7 @@ fn unread_fields(i: u32) -> String {
 }
 
 fn queue(pending: u32) -> String {
-    let mut draw = {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        }
-    };
+    let mut draw = common::draws();
     let mut jobs = Vec::new();
     let job = |id: u32, account: &str, user: &str, state: &str, gpus: u64, comment: &str, start: u64| {
         format!(
