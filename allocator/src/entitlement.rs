@@ -122,8 +122,12 @@ pub enum Need {
 /// Why an allocated victim may not give its GPUs to an allocated preemptor
 /// of another account ([`Reclaim::take`], [`Reclaim::slice`]); the side
 /// names are the two items where the paths of the two accounts part.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ReclaimRefusal {
+/// `A` is how an item is named: its account (`String`), or, inside the
+/// checks, its index, named only for a caller that asks why
+/// ([`Refused`]), so a scheduler asking yes or no of many victims builds
+/// no text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReclaimRefusal<A = String> {
     /// Same account: the team's own order decides ([`crate::preempt`]).
     SameTeam,
     /// An account outside the tree.
@@ -132,14 +136,14 @@ pub enum ReclaimRefusal {
     PreemptorNotShort { running: f64, rate: f64 },
     /// Taking the victim would leave an item on the victim's side (`account`
     /// is the subtree or own part concerned) below its rate.
-    VictimBelowRate { account: String, after: f64, rate: f64 },
+    VictimBelowRate { account: A, after: f64, rate: f64 },
     /// The preemptor's side would end with a higher share than the victim's
     /// side keeps (`running / rate`, Kueue's final-share rule).
     ShareNotLower { preemptor_after: f64, victim_after: f64 },
     /// (A debug preemptor, [`Reclaim::slice`].) Without the victim, an item
     /// of the victim's side (`account`) would run a smaller share of its
     /// rate than the preemptor's side with the preemptor.
-    Outranked { account: String, victim_after: f64, preemptor_after: f64 },
+    Outranked { account: A, victim_after: f64, preemptor_after: f64 },
 }
 
 /// The entitlement of every item at one moment.
@@ -466,7 +470,7 @@ impl Reclaim<'_> {
         for &i in path {
             let victim_after = share(self.after(i, v_units), e.rate[i]);
             if preemptor_after > victim_after + 1e-12 {
-                return Err(Refused::Outranked { item: i, victim_after, preemptor_after });
+                return Err(Refused::Outranked { account: i, victim_after, preemptor_after });
             }
         }
         self.commit(path, v_units);
@@ -484,7 +488,7 @@ impl Reclaim<'_> {
         for &i in path {
             // Tolerance: rates are fractions of GPUs, runs are whole GPUs.
             if self.after(i, g) < e.rate[i] - 1e-9 {
-                return Err(Refused::VictimBelowRate { item: i, after: self.after(i, g), rate: e.rate[i] });
+                return Err(Refused::VictimBelowRate { account: i, after: self.after(i, g), rate: e.rate[i] });
             }
         }
         Ok(())
@@ -497,18 +501,8 @@ impl Reclaim<'_> {
     }
 }
 
-/// A [`ReclaimRefusal`] with its items not yet named: the checks name them
-/// only for a caller that asks why ([`Refused::named`]), so a scheduler
-/// asking yes or no of many victims builds no text.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Refused {
-    SameTeam,
-    Unknown,
-    PreemptorNotShort { running: f64, rate: f64 },
-    VictimBelowRate { item: usize, after: f64, rate: f64 },
-    ShareNotLower { preemptor_after: f64, victim_after: f64 },
-    Outranked { item: usize, victim_after: f64, preemptor_after: f64 },
-}
+/// A [`ReclaimRefusal`] with its items not yet named.
+pub(crate) type Refused = ReclaimRefusal<usize>;
 
 impl Refused {
     /// The refusal with its items named.
@@ -517,10 +511,10 @@ impl Refused {
             Refused::SameTeam => ReclaimRefusal::SameTeam,
             Refused::Unknown => ReclaimRefusal::Unknown,
             Refused::PreemptorNotShort { running, rate } => ReclaimRefusal::PreemptorNotShort { running, rate },
-            Refused::VictimBelowRate { item, after, rate } => ReclaimRefusal::VictimBelowRate { account: e.item_name(item), after, rate },
+            Refused::VictimBelowRate { account, after, rate } => ReclaimRefusal::VictimBelowRate { account: e.item_name(account), after, rate },
             Refused::ShareNotLower { preemptor_after, victim_after } => ReclaimRefusal::ShareNotLower { preemptor_after, victim_after },
-            Refused::Outranked { item, victim_after, preemptor_after } => {
-                ReclaimRefusal::Outranked { account: e.item_name(item), victim_after, preemptor_after }
+            Refused::Outranked { account, victim_after, preemptor_after } => {
+                ReclaimRefusal::Outranked { account: e.item_name(account), victim_after, preemptor_after }
             }
         }
     }

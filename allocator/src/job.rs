@@ -160,6 +160,12 @@ impl Job {
         self.contract.is_allocated() && accounts.knows(&self.account)
     }
 
+    /// [`Job::is_allocated`] under an entitlement, with the account's node
+    /// (`None`: outside the tree) already looked up.
+    pub fn is_allocated_at(&self, node: Option<crate::tree::NodeId>, ent: &crate::entitlement::Entitlement) -> bool {
+        self.contract.is_allocated() && node.is_some_and(|id| ent.funded_at(id))
+    }
+
     /// Budget units of the job: `gpus × weight` (its GPUs when untyped).
     pub fn units(&self) -> f64 {
         self.weight.units(self.gpus)

@@ -249,19 +249,13 @@ fn victim_alone(victim: &Job, m: &Moment<'_>) -> Result<Eligible, Refusal> {
     victim_alone_at(victim, m.ent.id(&victim.account), m)
 }
 
-/// [`Job::is_allocated`] with the job's node (`None`: outside the tree)
-/// already looked up.
-fn allocated_at(job: &Job, node: Option<NodeId>, ent: &Entitlement) -> bool {
-    job.contract.is_allocated() && node.is_some_and(|id| ent.funded_at(id))
-}
-
 /// [`victim_alone`] with the victim's node (`None`: outside the tree)
 /// already looked up.
 fn victim_alone_at(victim: &Job, node: Option<NodeId>, m: &Moment<'_>) -> Result<Eligible, Refusal> {
     if victim.start_s.is_none() {
         return Err(Refusal::VictimNotRunning);
     }
-    if !allocated_at(victim, node, m.ent) {
+    if !victim.is_allocated_at(node, m.ent) {
         return Ok(Eligible { class: VictimClass::Unallocated, restorable: true, sliceable: true });
     }
     let left = victim.contract_left_s(m.now);
@@ -355,7 +349,7 @@ impl<H: Copy> VictimPool<H> {
     /// [`VictimPool::for_preemptor`], each victim with the rule that made it one.
     pub fn for_preemptor_why(&self, preemptor: &Job, m: &Moment<'_>) -> Vec<(H, PreemptReason)> {
         let p_node = m.ent.id(&preemptor.account);
-        if !allocated_at(preemptor, p_node, m.ent) {
+        if !preemptor.is_allocated_at(p_node, m.ent) {
             return Vec::new();
         }
         let mut reclaim = m.ent.reclaim();
