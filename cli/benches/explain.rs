@@ -10,7 +10,7 @@
 
 #![deny(unsafe_code)]
 
-// The engine's benches' fixed random sequence.
+// The engine's benches' fixed random sequence and accounts.
 #[path = "../../plugin/engine/benches/common/mod.rs"]
 mod common;
 
@@ -65,17 +65,6 @@ fn nodes() -> String {
     format!(r#"{{"meta":{{}},"errors":[],"nodes":[{}]}}"#, (1..=64).map(node).collect::<Vec<_>>().join(","))
 }
 
-fn config() -> String {
-    let mut text = String::from("[cluster]\ngpus = 512\n[priority]\ncalc_period = \"1m\"\n");
-    for p in 0..10 {
-        text.push_str(&format!("[accounts.prog{p}]\nshare = 10\n"));
-        for t in 0..20 {
-            text.push_str(&format!("[accounts.team{p}x{t}]\nparent = \"prog{p}\"\nshare = 5\n"));
-        }
-    }
-    text
-}
-
 /// Peak resident memory of the children waited for so far, in MB.
 #[allow(unsafe_code)]
 fn children_peak_mb() -> f64 {
@@ -97,7 +86,7 @@ fn main() {
     };
     let squeue = file("squeue.json", queue(pending));
     let sinfo = file("sinfo.json", nodes());
-    let config = file("tally.toml", config());
+    let config = file("tally.toml", common::config_text(512));
     let mb = std::fs::metadata(&squeue).map(|m| m.len() as f64 / 1e6).unwrap_or(0.0);
     println!("queue: 64 running, {pending} pending, 200 accounts; squeue --json {mb:.0} MB");
     // Another build to compare with: `TALLY_BENCH_BIN=/path/to/tally`.

@@ -17,14 +17,7 @@ use tally_engine::view::{JobView, Names, RunState};
 const T0: u64 = 1_796_083_200;
 
 fn config() -> Config {
-    let mut text = String::from("[cluster]\ngpus = 4096\n[priority]\ncalc_period = \"1m\"\n");
-    for p in 0..10 {
-        text.push_str(&format!("[accounts.prog{p}]\nshare = 10\n"));
-        for t in 0..20 {
-            text.push_str(&format!("[accounts.team{p}x{t}]\nparent = \"prog{p}\"\nshare = 5\n"));
-        }
-    }
-    Config::parse(&text, "bench.toml").expect("bench config")
+    Config::parse(&common::config_text(4096), "bench.toml").expect("bench config")
 }
 
 fn jobs(n: u32) -> Vec<JobView> {

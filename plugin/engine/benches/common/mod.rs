@@ -11,3 +11,18 @@ pub fn draws() -> impl FnMut(u64) -> u64 {
         x % m
     }
 }
+
+/// A tally.toml of `gpus` GPUs, a 1-minute calc_period and the load test's
+/// tree: 10 programmes × 20 teams (`team{p}x{t}`), equal shares. (The
+/// copy bench, which includes this file too, needs no config.)
+#[allow(dead_code)]
+pub fn config_text(gpus: u32) -> String {
+    let mut text = format!("[cluster]\ngpus = {gpus}\n[priority]\ncalc_period = \"1m\"\n");
+    for p in 0..10 {
+        text.push_str(&format!("[accounts.prog{p}]\nshare = 10\n"));
+        for t in 0..20 {
+            text.push_str(&format!("[accounts.team{p}x{t}]\nparent = \"prog{p}\"\nshare = 5\n"));
+        }
+    }
+    text
+}
