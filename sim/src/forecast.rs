@@ -79,6 +79,12 @@ pub struct Forecast {
 
 /// Replay `m` under Tally's policy until job `target` starts (module docs).
 pub fn forecast(config: &Config, m: &Moment, target: u64) -> Result<Forecast, SimError> {
+    forecast_stopping(config, m, target, true)
+}
+
+/// [`forecast`]; `stop`: the replay ends at the target's first start
+/// (false only to check, in tests, that stopping there changes nothing).
+fn forecast_stopping(config: &Config, m: &Moment, target: u64, stop: bool) -> Result<Forecast, SimError> {
     // Typed counts that do not fit the GPUs forecast: dropped, and the jobs' types too.
     let untyped;
     let typed = u64::from(config.cluster.gpu_types.counted_gpus()) <= u64::from(m.gpus);
@@ -149,7 +155,10 @@ pub fn forecast(config: &Config, m: &Moment, target: u64) -> Result<Forecast, Si
     // The trace's origin is its first entry: `now` when anything runs or
     // waits now, else the first begin time.
     let s = Settings { gpus: m.gpus, gpus_per_node: m.gpus_per_node, drain_limit_s: m.horizon_s, ..Settings::default() };
-    let start = StartState { ledger: m.ledger.clone(), running, submitted };
+    // The replay stops at the target's first start: what comes after cannot
+    // change the estimate.
+    let until_started = trace.jobs.iter().position(|j| j.job_id == target).filter(|_| stop);
+    let start = StartState { ledger: m.ledger.clone(), running, submitted, until_started };
     let (_, happenings) = run_from(&trace, config, Policy::Tally, s, &start)?;
     let horizon_end = m.now + m.horizon_s;
     let estimate = happenings
@@ -251,5 +260,41 @@ mod tests {
         m.horizon_s = HOUR_S;
         assert_eq!(forecast(&config, &m, 2).unwrap().estimate, Estimate::NotWithin { horizon_end: NOW + HOUR_S });
         assert_eq!(forecast(&config, &m, 3).unwrap().estimate, Estimate::NeverFits);
+    }
+
+    #[test]
+    fn stopping_at_the_targets_start_changes_no_estimate() {
+        let config = Config::parse(
+            "[cluster]\ngpus = 32\ngpus_per_node = 8\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 30\n[accounts.c]\nshare = 20\n",
+            "f.toml",
+        )
+        .unwrap();
+        // A busy moment: 32 GPUs running, 60 waiting jobs of every size,
+        // contracts from none to 2 h (preemptions and requeues on the way).
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let teams = ["a", "b", "c"];
+        let mut jobs = Vec::new();
+        for id in 1..=64 {
+            let account = teams[next(3) as usize];
+            let gpus = [1, 2, 4, 8][next(4) as usize];
+            let started = (id <= 4).then(|| NOW - next(3 * HOUR_S));
+            let mut j = job(id, account, if started.is_some() { 8 } else { gpus }, Some(1 + next(6)), started);
+            j.contract = Contract::new(next(3) * HOUR_S, next(2) == 0);
+            jobs.push(j);
+        }
+        let m = Moment { gpus: 32, ..moment(jobs, config.new_ledger()) };
+        let mut starts = 0;
+        for target in 5..=64 {
+            let full = forecast_stopping(&config, &m, target, false).unwrap();
+            assert_eq!(forecast(&config, &m, target).unwrap(), full, "job {target}");
+            starts += usize::from(matches!(full.estimate, Estimate::StartsAt(_)));
+        }
+        assert_eq!(starts, 60, "every waiting job starts within the week");
     }
 }

@@ -748,6 +748,10 @@ pub struct StartState {
     /// Each job's real submit time, by index into the trace (Slurm's
     /// tie-break and the inside-team order read it); at most `t0`.
     pub submitted: Vec<(usize, u64)>,
+    /// Stop once this job (by index into the trace) has started: the
+    /// replay's first start of it is its last happening (a forecast needs
+    /// nothing after it). `None`: run until the queue drains.
+    pub until_started: Option<usize>,
 }
 
 /// A job already running at a replay's start ([`StartState`]).
@@ -868,6 +872,10 @@ fn run_inner(
             events += 1;
         }
         sim.schedule(t, preempt)?;
+        // (A job's epoch counts its starts.)
+        if start.and_then(|st| st.until_started).is_some_and(|i| sim.jobs.get(i).is_some_and(|j| j.epoch > 0)) {
+            break;
+        }
         if events % 4096 == 0 {
             progress(t);
         }
