@@ -8,7 +8,7 @@
 //! looked up with `dlsym(RTLD_DEFAULT, …)`; if any is missing we are not in
 //! slurmctld, and no thread is started.
 
-use crate::view::{job_nodes, job_pointers, read_job_named, read_nodes};
+use crate::view::{job_nodes, job_pointers, read_jobs, read_nodes};
 use slurm_sys::{
     lock_level_t, node_record_t, slurmctld_lock_t, slurmctld_only, time_t, List, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE, NO_LOCK, READ_LOCK,
     WRITE_LOCK,
@@ -175,36 +175,36 @@ impl Host {
             let mut jobs = Vec::new();
             let mut on_draining = Vec::new();
             // SAFETY: job_list under the job read lock; pointers not kept.
-            for p in unsafe { job_pointers(list) } {
-                // SAFETY: a live job under the lock.
-                if let Some(mut view) = unsafe { read_job_named(p, &mut names) } {
-                    let running = view.state == RunState::Running;
-                    let untyped = typed && view.gpu_type.is_none() && view.gpus > 0;
-                    let held = if running && (placed || untyped || !draining.is_empty()) {
-                        // SAFETY: as above.
-                        unsafe { job_nodes(p) }
-                    } else {
-                        Vec::new()
-                    };
-                    // A running job of no known type has its nodes' type,
-                    // when they all have the same one.
-                    if running && untyped {
-                        let mut types = held.iter().map(|&i| node_type.get(i as usize).and_then(Option::as_ref));
-                        if let Some(Some(first)) = types.next() {
-                            if types.all(|t| t == Some(first)) {
-                                view.gpu_type = Some(first.clone());
-                            }
+            let pointers = unsafe { job_pointers(list) };
+            let each_job = |p: *mut slurm_sys::job_record_t, mut view: JobView| {
+                let running = view.state == RunState::Running;
+                let untyped = typed && view.gpu_type.is_none() && view.gpus > 0;
+                let held = if running && (placed || untyped || !draining.is_empty()) {
+                    // SAFETY: a live job under the lock.
+                    unsafe { job_nodes(p) }
+                } else {
+                    Vec::new()
+                };
+                // A running job of no known type has its nodes' type,
+                // when they all have the same one.
+                if running && untyped {
+                    let mut types = held.iter().map(|&i| node_type.get(i as usize).and_then(Option::as_ref));
+                    if let Some(Some(first)) = types.next() {
+                        if types.all(|t| t == Some(first)) {
+                            view.gpu_type = Some(first.clone());
                         }
                     }
-                    if !draining.is_empty() && running {
-                        let on: Vec<Arc<str>> = held.iter().filter_map(|&i| draining.get(i as usize).cloned().flatten()).collect();
-                        if !on.is_empty() {
-                            on_draining.push((view.job_id, on));
-                        }
-                    }
-                    jobs.push(each(view, held));
                 }
-            }
+                if !draining.is_empty() && running {
+                    let on: Vec<Arc<str>> = held.iter().filter_map(|&i| draining.get(i as usize).cloned().flatten()).collect();
+                    if !on.is_empty() {
+                        on_draining.push((view.job_id, on));
+                    }
+                }
+                jobs.push(each(view, held));
+            };
+            // SAFETY: live jobs under the lock.
+            unsafe { read_jobs(&pointers, &mut names, each_job) };
             Copied { jobs, nodes, on_draining, waited: locked.duration_since(asked), held: locked.elapsed() }
         })
     }

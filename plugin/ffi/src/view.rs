@@ -128,6 +128,94 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
     })
 }
 
+/// How many jobs ahead [`read_jobs`] asks the memory for a record, and
+/// (half as far) for what the record points to.
+const AHEAD: usize = 16;
+
+/// Ask the memory for the cache line at `p` (a hint: never faults, no
+/// effect on what any read returns).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address (SSE is
+    // baseline on x86_64).
+    #[allow(unused_unsafe)]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Every 64-byte line of `*p`'s first `len` bytes.
+#[inline(always)]
+fn prefetch_lines(p: *const u8, len: usize) {
+    for off in (0..len).step_by(64) {
+        prefetch(p.wrapping_add(off));
+    }
+}
+
+/// What [`read_job_named`] reads that a job record points to: its details,
+/// association and strings.
+///
+/// # Safety
+/// As [`read_job`] (the record itself is read, not what it points to).
+#[inline(always)]
+unsafe fn prefetch_referenced(job: *const job_record_t) {
+    // SAFETY: the caller's contract.
+    let Some(j) = (unsafe { job.as_ref() }) else { return };
+    if !j.details.is_null() {
+        use slurm_sys::job_details as D;
+        use std::mem::offset_of;
+        let d = j.details.cast::<u8>();
+        for off in [
+            offset_of!(D, begin_time),
+            offset_of!(D, min_nodes),
+            offset_of!(D, num_tasks),
+            offset_of!(D, submit_time),
+            offset_of!(D, preempt_start_time),
+        ] {
+            prefetch(d.wrapping_add(off));
+        }
+    }
+    if !j.assoc_ptr.is_null() {
+        // SAFETY: in bounds of a live association (only the address is formed).
+        prefetch(unsafe { std::ptr::addr_of!((*j.assoc_ptr).user) });
+    }
+    for s in [j.account, j.comment, j.partition, j.user_name, j.tres_per_job, j.tres_per_node, j.tres_per_task, j.tres_per_socket] {
+        prefetch(s);
+    }
+}
+
+/// [`read_job_named`] of every job in `jobs`, in order, each given to
+/// `each` with its record: the same views, read with the memory asked for
+/// ahead (a record [`AHEAD`] jobs ahead, what it points to half as far), as
+/// slurmctld's records and strings lie anywhere in its heap and a copy
+/// otherwise waits on every one of them in turn.
+///
+/// # Safety
+/// Every pointer is NULL or a valid `job_record_t` of slurmctld, and the job
+/// lock is held for the duration of the call.
+pub unsafe fn read_jobs(jobs: &[*mut job_record_t], names: &mut Names, mut each: impl FnMut(*mut job_record_t, JobView)) {
+    let size = std::mem::size_of::<job_record_t>();
+    for &p in jobs.iter().take(AHEAD) {
+        prefetch_lines(p.cast::<u8>(), size);
+    }
+    for (i, &p) in jobs.iter().enumerate() {
+        if let Some(&far) = jobs.get(i + AHEAD) {
+            prefetch_lines(far.cast::<u8>(), size);
+        }
+        if let Some(&near) = jobs.get(i + AHEAD / 2) {
+            // SAFETY: the caller's contract.
+            unsafe { prefetch_referenced(near) };
+        }
+        // SAFETY: the caller's contract.
+        if let Some(view) = unsafe { read_job_named(p, names) } {
+            each(p, view);
+        }
+    }
+}
+
 /// The node indices (bits of `node_bitmap`, the order of slurmctld's node
 /// table) a job runs on; empty when it holds none.
 ///
@@ -281,6 +369,50 @@ mod tests {
         for (word, state, flags) in cases {
             assert_eq!(node_state(word), NodeState::from_names(state, flags.iter().copied()), "{state} {flags:?}");
         }
+    }
+
+    #[test]
+    fn reading_ahead_gives_the_same_views() {
+        use std::ffi::CString;
+        // Records with and without details, association, strings; and a NULL.
+        let text = |t: &str| CString::new(t).unwrap().into_raw();
+        let mut recs: Vec<*mut job_record_t> = (0..40u32)
+            .map(|i| {
+                // SAFETY: plain C records; all-zero is what xmalloc gives slurmctld.
+                let mut j: Box<job_record_t> = Box::new(unsafe { std::mem::zeroed() });
+                j.job_id = i + 1;
+                if i % 3 != 0 {
+                    // SAFETY: as above.
+                    let mut d: Box<slurm_sys::job_details> = Box::new(unsafe { std::mem::zeroed() });
+                    d.submit_time = 1_000 + i64::from(i);
+                    d.nice = NICE_OFFSET;
+                    d.min_nodes = 1 + i % 2;
+                    j.details = Box::into_raw(d);
+                }
+                if i % 4 != 1 {
+                    j.account = text(&format!("team{}", i % 5));
+                    j.comment = text(&format!("contract={}h", i % 3));
+                    j.tres_per_node = text(&format!("gres:gpu:{}", 1 + i % 8));
+                }
+                j.user_name = text(&format!("user{}", i % 7));
+                if i % 5 == 0 {
+                    j.job_state = JOB_RUNNING;
+                    j.start_time = 2_000;
+                    j.tres_fmt_alloc_str = text("cpu=2,gres/gpu:h100=4");
+                }
+                Box::into_raw(j)
+            })
+            .collect();
+        recs.insert(7, std::ptr::null_mut());
+        let mut names = Names::new();
+        // SAFETY: live records built above (or NULL), nothing else touches them.
+        let one_by_one: Vec<JobView> = recs.iter().filter_map(|&p| unsafe { read_job_named(p, &mut names) }).collect();
+        let mut ahead = Vec::new();
+        // SAFETY: as above.
+        unsafe { read_jobs(&recs, &mut Names::new(), |p, v| ahead.push((p, v))) };
+        assert_eq!(ahead.len(), 40);
+        assert_eq!(ahead.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), one_by_one);
+        assert!(ahead.iter().all(|(p, v)| unsafe { (**p).job_id } == v.job_id), "each view with its own record");
     }
 
     #[test]
