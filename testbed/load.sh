@@ -36,6 +36,9 @@
 # Both runs: same slurm.conf apart from PriorityType (PriorityCalcPeriod=1, MaxJobCount=20000),
 # no JobSubmitPlugins and no PreemptType (job_submit/tally would only normalise the comments,
 # which are already in its one spelling; preemption is off so that both queues stay identical).
+# With TALLY_LOAD_PREEMPT=1 Tally's run adds PreemptType=preempt/tally (PreemptMode=REQUEUE),
+# whose thread copies the jobs every second: nothing can be preempted (every running job is
+# inside its 4 h contract), so the queue stays the same and the windows measure that copy too.
 #
 # Environment (all optional):
 #   TALLY_LOAD_DIR      work dir (default /var/tmp/tally-load)
@@ -47,6 +50,7 @@
 #   TALLY_LOAD_PROBE_MS probe interval (default 20)
 #   TALLY_LOAD_SETTLE   pause after the submissions, s (default 30)
 #   TALLY_LOAD_ONLY     "multifactor" or "tally": run one policy only (for trying things out)
+#   TALLY_LOAD_PREEMPT  1: Tally's run with PreemptType=preempt/tally (see above)
 #   TALLY_LOAD_PLUGINS  use the plugins already built in this dir (no build; e.g. when the tree
 #                       does not compile mid-edit); the CLI from TALLY_LOAD_CLI (default
 #                       <dir>/tally)
@@ -70,6 +74,8 @@ MF_WINDOW=${TALLY_LOAD_MF_WINDOW:-300}
 PERIODS=${TALLY_LOAD_PERIODS:-"60:300 10:120 2:60 1:60"}
 PROBE_MS=${TALLY_LOAD_PROBE_MS:-20}
 SETTLE=${TALLY_LOAD_SETTLE:-30}
+PREEMPT=${TALLY_LOAD_PREEMPT:-0}
+[[ $PREEMPT == 0 || $PREEMPT == 1 ]] || { echo "TALLY_LOAD_PREEMPT must be 0 or 1, not '$PREEMPT'" >&2; exit 2; }
 ONLY=${TALLY_LOAD_ONLY:-}
 NODES=64
 FILL=64
@@ -81,7 +87,7 @@ T_START=$(now)
 mkdir -p "$WORK"
 rm -rf "$RES" && mkdir -p "$RES"
 exec > >(tee "$RES/load.log") 2>&1
-log "load: work dir $WORK, $JOBS pending jobs, $NODES nodes, periods '$PERIODS', probe every ${PROBE_MS} ms"
+log "load: work dir $WORK, $JOBS pending jobs, $NODES nodes, periods '$PERIODS', probe every ${PROBE_MS} ms, preempt/tally ${PREEMPT}"
 
 # ---- 1. build once ---------------------------------------------------------------------------
 build() {
@@ -238,17 +244,21 @@ measure() {
     timeout 30 sdiag -r >/dev/null || warn "sdiag -r failed"
     timeout 30 sdiag >"$dir/sdiag-before.txt" || true
     local cpu0; cpu0=$(cpu_snapshot)
+    # preempt/tally's thread (TALLY_LOAD_PREEMPT=1): its CPU time over the window.
+    local pstat pre0=- pre1=-
+    if pstat=$(thread_stat tally-preempt); then pre0=$(awk '{ print $1 }' "$pstat"); fi
     log "measure: $policy, period ${period}s, window ${window}s (probe job $probe_id, thread $thread)"
     local t0; t0=$(date +%s.%N)
     timeout $(( window + 60 )) "$PROBE" probe "$probe_id" "$PROBE_MS" "$window" "$dir/probe.txt" "$mark" "$stat" \
         || warn "probe exited with an error"
     local t1; t1=$(date +%s.%N)
     local cpu1; cpu1=$(cpu_snapshot)
+    if [[ $pre0 != - ]]; then pre1=$(awk '{ print $1 }' "$pstat" 2>/dev/null || echo -); fi
     timeout 30 sdiag >"$dir/sdiag-after.txt" || true
     tail -c +"$(( offset + 1 ))" "$(ctld_log)" >"$dir/slurmctld.log"
-    printf 'policy=%s\nperiod=%s\nwindow=%s\nstart=%s\nend=%s\npending=%s\nrunning=%s\ncpu0=%s\ncpu1=%s\nhz=%s\n' \
+    printf 'policy=%s\nperiod=%s\nwindow=%s\nstart=%s\nend=%s\npending=%s\nrunning=%s\ncpu0=%s\ncpu1=%s\nhz=%s\npreempt0=%s\npreempt1=%s\n' \
         "$policy" "$period" "$window" "$t0" "$t1" "$(count_state PENDING)" "$(count_state RUNNING)" \
-        "${cpu0// /,}" "${cpu1// /,}" "$(getconf CLK_TCK)" >"$dir/meta"
+        "${cpu0// /,}" "${cpu1// /,}" "$(getconf CLK_TCK)" "$pre0" "$pre1" >"$dir/meta"
     "$PY" "$WORK/analyse.py" phase "$dir" | tee "$dir/summary.txt"
 }
 
@@ -261,6 +271,11 @@ run_policy() {
     export TALLY_ACCOUNTS=$WORK/accounts TALLY_ENV="TALLY_CONFIG=$cfg"
     export TALLY_SLURM_EXTRA="PriorityCalcPeriod=1
 MaxJobCount=20000"
+    if [[ $policy == tally && $PREEMPT == 1 ]]; then
+        TALLY_SLURM_EXTRA+="
+PreemptType=preempt/tally
+PreemptMode=REQUEUE"
+    fi
     t=$(now)
     timeout 900 bash "$ROOT/testbed/up.sh" || die "up.sh failed for $policy"
     log "[$policy] bed up [$(elapsed "$t")s]"
@@ -429,6 +444,9 @@ def phase(d):
         "machine_busy_pct": 100.0 * (c1[0] - c0[0]) / max(1, c1[1] - c0[1]),
         "ctld_cpu_pct": 100.0 * (c1[2] - c0[2]) / int(meta["hz"]) / secs if secs > 0 else None,
         "sdiag": sdiag(f"{d}/sdiag-after.txt"),
+        # preempt/tally's thread (its copy every second), CPU ms per second of the window.
+        "preempt_thread_cpu_ms_per_s": (int(meta["preempt1"]) - int(meta["preempt0"])) / 1e6 / secs
+        if meta.get("preempt1", "-") != "-" and meta.get("preempt0", "-") != "-" and secs > 0 else None,
     }
     json.dump(r, open(f"{d}/summary.json", "w"), indent=1)
     for k, v in r.items():
@@ -448,7 +466,7 @@ def report(res):
             rs.append(json.load(open(p)))
     mf = next((r for r in rs if r["policy"] == "multifactor"), None)
     ta = sorted((r for r in rs if r["policy"] == "tally"), key=lambda r: -r["period_s"])
-    cols = ([("multifactor 1 min", mf)] if mf else []) + [(f"tally {r['period_s']} s", r) for r in ta]
+    cols = ([("multifactor 1 min", mf)] if mf else []) + [(f"tally {r['period_s']} s" + (" + preempt/tally" if r.get("preempt_thread_cpu_ms_per_s") is not None else ""), r) for r in ta]
     t60 = next((r for r in ta if r["period_s"] == 60), None)
     rows = [
         ("window (s) / probes", lambda r: f"{r['window_s']} / {r['probes']}", None),
@@ -467,6 +485,7 @@ def report(res):
         ("jobs seen / priorities changed per tick (median)", lambda r: "–" if r["policy"] != "tally" else f"{r['tick_jobs']} / {f(r['tick_changed_median'], 0)}", None),
         ("sdiag main scheduler max / mean cycle (ms)", lambda r: f"{f(r['sdiag'].get('main max cycle', 0) / 1e3)} / {f(r['sdiag'].get('main mean cycle', 0) / 1e3)}", None),
         ("sdiag backfill max / mean cycle (ms)", lambda r: f"{f(r['sdiag'].get('bf max cycle', 0) / 1e3)} / {f(r['sdiag'].get('bf mean cycle', 0) / 1e3)}", None),
+        ("preempt/tally's thread CPU (ms per second)", lambda r: f(r.get("preempt_thread_cpu_ms_per_s"), 2), None),
         ("CPU busy: machine (% of 2 cores) / slurmctld (% of one core)", lambda r: f"{f(r.get('machine_busy_pct'), 0)} / {f(r.get('ctld_cpu_pct'), 0)}", None),
         ("queue at the end: pending / running", lambda r: f"{r['pending_end']} / {r['running_end']}", None),
     ]
