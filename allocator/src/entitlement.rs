@@ -56,12 +56,39 @@ fn own(id: NodeId) -> usize {
 pub struct Load {
     running: Vec<f64>,
     waiting: Vec<f64>,
+    /// GPUs of allocated debug jobs ([`crate::PriorityRules::is_debug`])
+    /// running and waiting, the debug allowance's count
+    /// ([`Entitlement::debug_room`]).
+    debug_running: Vec<f64>,
+    debug_waiting: Vec<f64>,
 }
 
 impl Load {
     /// An empty load for the nodes of `tree`.
     pub fn new(tree: &OrgTree) -> Load {
-        Load { running: vec![0.0; tree.len()], waiting: vec![0.0; tree.len()] }
+        let zero = vec![0.0; tree.len()];
+        Load { running: zero.clone(), waiting: zero.clone(), debug_running: zero.clone(), debug_waiting: zero }
+    }
+    /// Count an allocated job of node `id`, running or waiting: its budget
+    /// units, and its GPUs against the debug allowance if it is a debug job
+    /// (the one way the plugin and the reports count a job).
+    pub fn count(&mut self, id: NodeId, job: &crate::Job, running: bool, rules: &crate::PriorityRules) {
+        if running {
+            self.run_units(id, job.units());
+        } else {
+            self.wait_units(id, job.units());
+        }
+        if rules.is_debug(job) {
+            self.debug_gpus(id, f64::from(job.gpus), running);
+        }
+    }
+    /// Count GPUs of an allocated debug job, running or waiting (besides
+    /// its units, [`Load::run_units`] or [`Load::wait_units`]).
+    pub fn debug_gpus(&mut self, id: NodeId, gpus: f64, running: bool) {
+        let v = if running { &mut self.debug_running } else { &mut self.debug_waiting };
+        if let Some(d) = v.get_mut(id) {
+            *d += gpus;
+        }
     }
     /// Count a running allocated job of `gpus` GPUs charged to node `id`.
     pub fn run(&mut self, id: NodeId, gpus: u32) {
@@ -97,6 +124,9 @@ pub struct TeamNow {
     pub owed: f64,
     /// The water-filled fair share (≥ `owed`).
     pub fair: f64,
+    /// GPUs of its allocated debug jobs running now, and waiting.
+    pub debug_running: f64,
+    pub debug_waiting: f64,
 }
 
 impl TeamNow {
@@ -154,6 +184,9 @@ pub struct Entitlement {
     running: Vec<f64>,
     demand: Vec<f64>,
     fair: Vec<f64>,
+    /// Per node: GPUs of its own allocated debug jobs running and waiting.
+    debug_running: Vec<f64>,
+    debug_waiting: Vec<f64>,
     /// Per node: the items from the top of the tree to its own part (each
     /// ancestor's subtree below root, its own subtree, then its own part).
     paths: Vec<Vec<usize>>,
@@ -197,6 +230,8 @@ impl Entitlement {
             running: items.clone(),
             demand: items.clone(),
             fair: items,
+            debug_running: vec![0.0; n],
+            debug_waiting: vec![0.0; n],
             paths,
             names,
             parents,
@@ -225,9 +260,13 @@ impl Entitlement {
         let n = tree.len();
         let hours = alloc.capacity.window_hours();
         let per_hour = |gh: f64| if hours > 0.0 { gh / hours } else { 0.0 };
-        let Entitlement { rate, running, demand, fair, .. } = self;
+        let Entitlement { rate, running, demand, fair, debug_running, debug_waiting, .. } = self;
         for v in [&mut *rate, &mut *running, &mut *demand, &mut *fair] {
             v.fill(0.0);
+        }
+        for (mine, given) in [(debug_running, &load.debug_running), (debug_waiting, &load.debug_waiting)] {
+            mine.clear();
+            mine.extend((0..n).map(|id| given.get(id).copied().unwrap_or(0.0)));
         }
         for id in 0..n {
             rate[sub(id)] = per_hour(alloc.gpu_hours[id]);
@@ -281,7 +320,31 @@ impl Entitlement {
     /// [`Entitlement::team`] by node.
     pub fn team_at(&self, id: NodeId) -> TeamNow {
         let i = own(id);
-        TeamNow { rate: self.rate[i], running: self.running[i], demand: self.demand[i], owed: self.rate[i].min(self.demand[i]), fair: self.fair[i] }
+        TeamNow {
+            rate: self.rate[i],
+            running: self.running[i],
+            demand: self.demand[i],
+            owed: self.rate[i].min(self.demand[i]),
+            fair: self.fair[i],
+            debug_running: self.debug_running[id],
+            debug_waiting: self.debug_waiting[id],
+        }
+    }
+
+    /// GPUs the team of `id` may still put in the debug allowance now: its
+    /// allowance ([`crate::PriorityRules::debug_allowance`] of its rate)
+    /// less the GPUs of its debug jobs running (negative when over).
+    pub fn debug_room(&self, id: NodeId, rules: &crate::PriorityRules) -> f64 {
+        rules.debug_allowance(self.rate[own(id)]) - self.debug_running.get(id).copied().unwrap_or(0.0)
+    }
+
+    /// A debug job of `gpus` GPUs of the team of `id` started (`delta` > 0)
+    /// or stopped: move its count (as [`Entitlement::add_running`] moves
+    /// the units).
+    pub fn add_debug_running(&mut self, id: NodeId, delta: f64) {
+        if let Some(d) = self.debug_running.get_mut(id) {
+            *d += delta;
+        }
     }
 
     /// Where the team of `id` would stand when a job starts after

@@ -177,9 +177,16 @@ fn across(
         if e.restorable { reclaim.take_at(p_node, p.units(), v_node, v_units).map_err(Across::Refused) } else { Err(Across::NotResumable) };
     match restored {
         Ok(()) => Ok(PreemptReason::Restore),
-        Err(r) if !(m.rules.is_debug(p) && e.sliceable) => Err(r),
+        Err(r) if !(e.sliceable && slices_across(p, p_node, m)) => Err(r),
         Err(_) => reclaim.slice_at(p_node, p.units(), v_node, v_units).map(|()| PreemptReason::TimeSlice).map_err(Across::Refused),
     }
+}
+
+/// May `p` time-slice another team's work: a debug job whose GPUs fit its
+/// team's debug allowance beside the team's debug jobs running
+/// ([`Entitlement::debug_room`]; beyond it a debug job is ordinary work).
+fn slices_across(p: &Job, p_node: Option<NodeId>, m: &Moment<'_>) -> bool {
+    m.rules.is_debug(p) && p_node.is_some_and(|id| f64::from(p.gpus) <= m.ent.debug_room(id, m.rules) + 1e-9)
 }
 
 /// Which rule made a running job a victim of a preemptor.
@@ -264,11 +271,17 @@ fn victim_alone_at(victim: &Job, node: Option<NodeId>, m: &Moment<'_>) -> Result
     }
     if victim.contract.resumable {
         Ok(Eligible { class: VictimClass::PastContractResumable, restorable: true, sliceable: true })
+    } else if m.rules.is_debug(victim) {
+        // A debug job declares it is done within a short contract: past it,
+        // nothing shields it (neither the contract maximum nor a requeue
+        // budget), or a team could hold GPUs for hours behind the debug
+        // class's favours.
+        Ok(Eligible { class: VictimClass::PastContract, restorable: true, sliceable: true })
     } else if m.contracts.max_requeues.is_some_and(|max| victim.restarts >= max) {
         Err(Refusal::RequeuesSpent(victim.restarts))
     } else {
-        let restorable = protection_used(victim, m.now) >= m.contracts.max_s;
         let sliceable = !m.contracts.is_long(victim.contract, victim.time_limit_s);
+        let restorable = protection_used(victim, m.now) >= m.contracts.max_s;
         if !(restorable || sliceable) {
             return Err(Refusal::NotResumable { ran_s: protection_used(victim, m.now), max_s: m.contracts.max_s });
         }
@@ -291,6 +304,17 @@ pub fn eligible_victims<'a>(preemptor: &Job, running: impl IntoIterator<Item = &
 #[derive(Debug, Clone)]
 pub struct VictimPool<H> {
     victims: Vec<Victim<H>>,
+    /// Where the victims run ([`VictimPool::placed`]); empty: not known.
+    nodes: Nodes,
+}
+
+/// The cluster's nodes as the scheduler sees them when it preempts: each
+/// node's GPUs and how many of them are free, by node index (the index a
+/// victim's placement names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Nodes {
+    pub size: Vec<u32>,
+    pub free: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -311,17 +335,26 @@ struct Victim<H> {
     eligible: Eligible,
     /// Its place in its team's order ([`PriorityRules::slice_key`]).
     slice: (i32, bool),
+    /// Where it holds its GPUs: (node index, GPUs); empty: not known.
+    at: Vec<(u32, u32)>,
 }
 
 impl<H: Copy> VictimPool<H> {
     pub fn new<'a>(running: impl IntoIterator<Item = (H, &'a Job)>, m: &Moment<'_>) -> VictimPool<H> {
+        Self::placed(running.into_iter().map(|(h, j)| (h, j, &[][..])), Nodes::default(), m)
+    }
+
+    /// [`VictimPool::new`] knowing where each job runs (node index, GPUs)
+    /// and the nodes: a preemptor's victims then come node by node, whole
+    /// nodes that could host it first ([`VictimPool::for_preemptor_why`]).
+    pub fn placed<'a, 'p>(running: impl IntoIterator<Item = (H, &'a Job, &'p [(u32, u32)])>, nodes: Nodes, m: &Moment<'_>) -> VictimPool<H> {
         let running = running.into_iter();
         let mut victims: Vec<Victim<H>> = Vec::with_capacity(running.size_hint().0);
-        victims.extend(running.filter_map(|(h, v)| {
+        victims.extend(running.filter_map(|(h, v, at)| {
             let node = m.ent.id(&v.account);
             let e = victim_alone_at(v, node, m).ok()?;
             Some(Victim {
-                rank: rank(e.class as u32, v, None, m.now),
+                rank: rank(e.class as u32, side(node, m.ent), v, None, m.now),
                 gpus: v.gpus,
                 id: v.id,
                 handle: h,
@@ -331,10 +364,11 @@ impl<H: Copy> VictimPool<H> {
                 needs_reclaim: e.class != VictimClass::Unallocated,
                 eligible: e,
                 slice: m.rules.slice_key(v),
+                at: at.to_vec(),
             })
         }));
         victims.sort_by_key(|v| (v.rank, std::cmp::Reverse(v.id)));
-        VictimPool { victims }
+        VictimPool { victims, nodes }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -347,6 +381,17 @@ impl<H: Copy> VictimPool<H> {
     }
 
     /// [`VictimPool::for_preemptor`], each victim with the rule that made it one.
+    ///
+    /// The victims are walked in this preemptor's victim order ([`victim_rank`]
+    /// with its fit), each admitted only if the rule still holds with every
+    /// one admitted before it gone. When the pool knows where jobs run
+    /// ([`VictimPool::placed`]), whole nodes come first: a node whose free
+    /// GPUs and victims could host the preemptor (for a preemptor larger
+    /// than a node, a node its victims would empty) is admitted with all of
+    /// its victims or not at all, nodes in the order of their last victim;
+    /// then the other victims one by one. Admitting victims scattered over
+    /// nodes where the preemptor cannot fit would spend what the rule lets
+    /// it take on GPUs it cannot use.
     pub fn for_preemptor_why(&self, preemptor: &Job, m: &Moment<'_>) -> Vec<(H, PreemptReason)> {
         let p_node = m.ent.id(&preemptor.account);
         if !preemptor.is_allocated_at(p_node, m.ent) {
@@ -356,30 +401,110 @@ impl<H: Copy> VictimPool<H> {
         let slice = m.rules.slice_key(preemptor);
         // In this preemptor's order: the closest in size first (ties in
         // the pool's order, by position).
-        let mut order: Vec<(u32, std::cmp::Reverse<u64>, usize)> =
-            self.victims.iter().enumerate().map(|(k, v)| (v.rank | FIT.put(fit(v.gpus, Some(preemptor.gpus))), std::cmp::Reverse(v.id), k)).collect();
+        let mut order: Vec<(u32, std::cmp::Reverse<u64>, usize)> = self
+            .victims
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.id != preemptor.id)
+            .map(|(k, v)| (v.rank | FIT.put(fit(v.gpus, Some(preemptor.gpus))), std::cmp::Reverse(v.id), k))
+            .collect();
         order.sort_unstable();
-        order
+        let order: Vec<usize> = order.into_iter().map(|(_, _, k)| k).collect();
+        let admit = |v: &Victim<H>, reclaim: &mut Reclaim<'_>| -> Option<PreemptReason> {
+            if !v.needs_reclaim {
+                Some(PreemptReason::Unallocated)
+            } else if v.account == preemptor.account {
+                (v.eligible.sliceable && inside(slice, v.slice).is_ok()).then_some(PreemptReason::TimeSlice)
+            } else {
+                across(reclaim, preemptor, p_node, m, v.node, v.units, v.eligible).ok()
+            }
+        };
+        let mut out = Vec::new();
+        let mut taken = vec![false; self.victims.len()];
+        for group in self.whole_nodes(&order, preemptor.gpus) {
+            let mut trial = reclaim.clone();
+            let mut whys = Vec::with_capacity(group.len());
+            for &k in &group {
+                match admit(&self.victims[k], &mut trial) {
+                    Some(w) => whys.push((k, w)),
+                    None => break,
+                }
+            }
+            if whys.len() == group.len() {
+                reclaim = trial;
+                for (k, w) in whys {
+                    taken[k] = true;
+                    out.push((self.victims[k].handle, w));
+                }
+            }
+        }
+        for k in order {
+            if !taken[k] {
+                if let Some(w) = admit(&self.victims[k], &mut reclaim) {
+                    out.push((self.victims[k].handle, w));
+                }
+            }
+        }
+        out
+    }
+
+    /// For each node that could host a preemptor of `gpus` GPUs (for one
+    /// larger than a node: that its victims would empty), the fewest of its
+    /// victims, in victim order, whose GPUs there with the node's free ones
+    /// make room (positions in the pool); nodes by the place in `order` of
+    /// the last victim they need, a victim already in an earlier node's
+    /// group not repeated. Empty when placements are not known.
+    fn whole_nodes(&self, order: &[usize], gpus: u32) -> Vec<Vec<usize>> {
+        let n = self.nodes.size.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        // Per node: its victims in order, with the GPUs each holds there.
+        let mut members: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n];
+        for &k in order {
+            for &(node, g) in &self.victims[k].at {
+                if let Some(m) = members.get_mut(node as usize) {
+                    m.push((k, g));
+                }
+            }
+        }
+        let mut place = vec![0usize; self.victims.len()];
+        for (p, &k) in order.iter().enumerate() {
+            place[k] = p;
+        }
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, m) in members.iter().enumerate() {
+            let (size, free) = (self.nodes.size[i], self.nodes.free.get(i).copied().unwrap_or(0));
+            let need = gpus.min(size);
+            let mut room = free;
+            let mut group = Vec::new();
+            for &(k, g) in m {
+                if room >= need {
+                    break;
+                }
+                room += g;
+                group.push(k);
+            }
+            if room >= need && !group.is_empty() {
+                groups.push((group.iter().map(|&k| place[k]).max().unwrap_or(0), group));
+            }
+        }
+        groups.sort_unstable();
+        let mut seen = vec![false; self.victims.len()];
+        groups
             .into_iter()
-            .map(|(_, _, k)| &self.victims[k])
-            .filter(|v| v.id != preemptor.id)
-            .filter_map(|v| {
-                let why = if !v.needs_reclaim {
-                    Some(PreemptReason::Unallocated)
-                } else if v.account == preemptor.account {
-                    (v.eligible.sliceable && inside(slice, v.slice).is_ok()).then_some(PreemptReason::TimeSlice)
-                } else {
-                    across(&mut reclaim, preemptor, p_node, m, v.node, v.units, v.eligible).ok()
-                };
-                why.map(|w| (v.handle, w))
-            })
+            .map(|(_, g)| g.into_iter().filter(|&k| !std::mem::replace(&mut seen[k], true)).collect::<Vec<_>>())
+            .filter(|g| !g.is_empty())
             .collect()
     }
 }
 
 const CLASS: crate::priority::Field = crate::priority::Field { shift: 30, bits: 2 };
-const FIT: crate::priority::Field = crate::priority::Field { shift: 24, bits: 6 };
-const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 24 };
+const SIDE: crate::priority::Field = crate::priority::Field { shift: 24, bits: 6 };
+const FIT: crate::priority::Field = crate::priority::Field { shift: 18, bits: 6 };
+const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 18 };
+/// Steps of the side field per unit of share (running ÷ rate).
+const SIDE_STEPS: f64 = 8.0;
 
 /// The victim order as one number, lowest taken first, for a preemptor of
 /// `preemptor_gpus` GPUs (`None`: not known, every victim fits as well):
@@ -388,14 +513,18 @@ const LOSS: crate::priority::Field = crate::priority::Field { shift: 0, bits: 24
 ///  31..30  class  0 unallocated, 1 past contract & resumable,
 ///                 2 past contract, 3 not a victim now (inside its contract,
 ///                 requeues spent)
-///  29..24  fit    |victim's GPUs − preemptor's GPUs|, saturating at 63:
+///  29..24  side   63 − min(63, ⌊8 · running ÷ rate⌋) of the victim's team:
+///                 the most over-served team first (+∞ without a rate),
+///                 as KAI and Kueue reclaim from the queue furthest over
+///                 its share first
+///  23..18  fit    |victim's GPUs − preemptor's GPUs|, saturating at 63:
 ///                 the victim closest in size first (a 1-GPU debug job
 ///                 takes a 1-GPU job before it requeues an 8-GPU one)
-///  23..0   loss   not resumable: GPU-minutes the requeue throws away
+///  17..0   loss   not resumable: GPU-minutes the requeue throws away
 ///                 (gpus × minutes run; × the GPUs' weight with GPU
 ///                 types, [`crate::gpu_types`]), saturating;
 ///                 resumable: requeues so far (6 bits) above minutes run
-///                 (18 bits), both saturating
+///                 (12 bits), both saturating
 /// ```
 /// [`may_preempt`] decides who is eligible, this number only orders the
 /// eligible (Slurm sorts the candidates it found for one preemptor by it,
@@ -405,12 +534,27 @@ pub fn victim_rank(victim: &Job, preemptor_gpus: Option<u32>, m: &Moment<'_>) ->
         Ok(e) => e.class as u32,
         Err(_) => 3,
     };
-    rank(class, victim, preemptor_gpus, m.now)
+    rank(class, side(m.ent.id(&victim.account), m.ent), victim, preemptor_gpus, m.now)
 }
 
-/// [`victim_rank`] of a victim of class `class`.
-fn rank(class: u32, victim: &Job, preemptor_gpus: Option<u32>, now: u64) -> u32 {
-    CLASS.put(class) | FIT.put(fit(victim.gpus, preemptor_gpus)) | LOSS.put(loss(victim, now))
+/// [`victim_rank`] of a victim of class `class` whose team's side field is `side`.
+fn rank(class: u32, side: u32, victim: &Job, preemptor_gpus: Option<u32>, now: u64) -> u32 {
+    CLASS.put(class) | SIDE.put(side) | FIT.put(fit(victim.gpus, preemptor_gpus)) | LOSS.put(loss(victim, now))
+}
+
+/// [`victim_rank`]'s side field of a victim of node `node` (`None`:
+/// outside the tree, no rate).
+fn side(node: Option<NodeId>, ent: &Entitlement) -> u32 {
+    let share = node.map_or(f64::INFINITY, |id| {
+        let t = ent.team_at(id);
+        if t.rate > 0.0 {
+            t.running / t.rate
+        } else {
+            f64::INFINITY
+        }
+    });
+    let over = (SIDE_STEPS * share).floor().clamp(0.0, f64::from(SIDE.max())) as u32;
+    SIDE.max() - over
 }
 
 fn fit(victim_gpus: u32, preemptor_gpus: Option<u32>) -> u32 {
@@ -421,7 +565,7 @@ fn fit(victim_gpus: u32, preemptor_gpus: Option<u32>) -> u32 {
 fn loss(victim: &Job, now: u64) -> u32 {
     let minutes = victim.start_s.map_or(0, |s| now.saturating_sub(s) / MINUTE_S);
     if victim.contract.resumable {
-        (victim.restarts.min(63) << 18) | minutes.min((1 << 18) - 1) as u32
+        (victim.restarts.min(63) << 12) | minutes.min((1 << 12) - 1) as u32
     } else {
         let lost = if victim.weight.is_one() {
             minutes.saturating_mul(u64::from(victim.gpus))

@@ -108,6 +108,10 @@ pub struct PriorityRules {
     /// whatever their team's standing. Off: priority never sorts across
     /// teams.
     pub debug_lane: bool,
+    /// The debug allowance, in basis points of a team's rate (default 500,
+    /// 5%): how many GPUs of debug jobs a team may hold at once with the
+    /// debug class's favours ([`PriorityRules::debug_allowance`]).
+    pub debug_allowance_bp: u32,
 }
 
 /// The default of `[priority] quick_time_limit`.
@@ -116,6 +120,9 @@ pub const DEFAULT_QUICK_TIME_LIMIT_S: u64 = 30 * MINUTE_S;
 /// (Ai2's debug workloads: a few GPUs, a minimum runtime of 15 minutes or less).
 pub const DEFAULT_DEBUG_MAX_GPUS: u32 = 2;
 pub const DEFAULT_DEBUG_MAX_CONTRACT_S: u64 = 15 * MINUTE_S;
+/// The default of `[priority] debug_allowance`: 5% of a team's rate (in
+/// basis points).
+pub const DEFAULT_DEBUG_ALLOWANCE_BP: u32 = 500;
 
 impl Default for PriorityRules {
     fn default() -> Self {
@@ -124,6 +131,7 @@ impl Default for PriorityRules {
             debug_max_gpus: DEFAULT_DEBUG_MAX_GPUS,
             debug_max_contract_s: DEFAULT_DEBUG_MAX_CONTRACT_S,
             debug_lane: true,
+            debug_allowance_bp: DEFAULT_DEBUG_ALLOWANCE_BP,
         }
     }
 }
@@ -133,6 +141,21 @@ impl PriorityRules {
     /// `debug_max_contract_s` and at most `debug_max_gpus` GPUs.
     pub fn is_debug(&self, job: &Job) -> bool {
         job.contract.is_allocated() && job.contract.min_runtime_s <= self.debug_max_contract_s && job.gpus <= self.debug_max_gpus
+    }
+
+    /// The debug allowance of a team whose rate is `rate` (budget units):
+    ///
+    /// ```text
+    /// allowance = max(debug_max_gpus, debug_allowance × rate)      GPUs
+    /// ```
+    /// A team's debug jobs take the debug lane, and time-slice another
+    /// team's work, only while the GPUs of its debug jobs running and of
+    /// those ahead of them in the lane stay within it; beyond it its debug
+    /// jobs queue as ordinary work. At least one debug job of the largest
+    /// size, so that every funded team can debug.
+    pub fn debug_allowance(&self, rate: f64) -> f64 {
+        let share = f64::from(self.debug_allowance_bp) / 10_000.0 * rate.max(0.0);
+        share.max(f64::from(self.debug_max_gpus))
     }
 
     /// A quick job: a debug job ([`PriorityRules::is_debug`]), or a time
@@ -187,6 +210,20 @@ pub struct Priority {
 pub struct TeamLoad<'a> {
     pub ent: &'a Entitlement,
     pub ahead_gpus: f64,
+    /// GPUs in its team's debug allowance before it: its team's debug jobs
+    /// running and those walked before it that took the lane. A debug job
+    /// takes the lane only if its own GPUs still fit the allowance.
+    pub lane_gpus: f64,
+}
+
+impl<'a> TeamLoad<'a> {
+    /// Behind `ahead_gpus` of its team's GPUs, and only its team's running
+    /// debug jobs in the allowance before it (what a lone job of the team
+    /// would see).
+    pub fn behind(ent: &'a Entitlement, account: &str, ahead_gpus: f64) -> TeamLoad<'a> {
+        let lane_gpus = ent.team(account).map_or(0.0, |t| t.debug_running);
+        TeamLoad { ent, ahead_gpus, lane_gpus }
+    }
 }
 
 /// The one job-order function shared by the plugin, the simulator and
@@ -202,7 +239,7 @@ pub fn job_priority(job: &Job, standing: Option<&Standing>, load: TeamLoad<'_>, 
 /// job of a team walked after the team is settled gets it
 /// ([`QueueWalk::settled`]).
 pub fn settled_priority(job: &Job, standing: Option<&Standing>, ent: &Entitlement, rules: &PriorityRules) -> Priority {
-    job_priority(job, standing, TeamLoad { ent, ahead_gpus: f64::INFINITY }, rules)
+    job_priority(job, standing, TeamLoad { ent, ahead_gpus: f64::INFINITY, lane_gpus: f64::INFINITY }, rules)
 }
 
 /// What of a job its priority reads besides its team (a queue walk copies
@@ -215,6 +252,8 @@ struct Traits {
     debug: bool,
     /// Budget units (`gpus × weight`): what it adds to its team's `ahead`.
     units: f64,
+    /// GPUs: what it adds to its team's debug allowance.
+    gpus: f64,
     within_team: i32,
 }
 
@@ -224,6 +263,7 @@ fn traits(job: &Job, rules: &PriorityRules) -> Traits {
         quick: rules.is_quick(job),
         debug: rules.is_debug(job),
         units: job.units(),
+        gpus: f64::from(job.gpus),
         within_team: job.within_team,
     }
 }
@@ -244,11 +284,17 @@ fn job_priority_at(job: Traits, standing: Option<&Standing>, node: Option<NodeId
     } else {
         (NEED_NONE, 0)
     };
-    let lane = allocated && job.debug && rules.debug_lane;
+    let lane = allocated && job.debug && rules.debug_lane && in_allowance(load, node, job.gpus, rules);
     let need = if lane { NEED_LANE } else { need };
     let nice = (job.within_team.clamp(INSIDE_MIN, INSIDE_MAX) - INSIDE_MIN) as u32;
     let value = TIER.put(u32::from(allocated)) | NEED.put(need) | LEVEL.put(level) | TEAM.put(team) | NICE.put(nice) | QUICK.put(u32::from(quick));
     Priority { value: value.max(1), allocated, planned: false, need, level, rank, team, nice, quick }
+}
+
+/// Whether a debug job of `gpus` GPUs of the team of `node` fits its debug
+/// allowance behind `load.lane_gpus` ([`PriorityRules::debug_allowance`]).
+fn in_allowance(load: TeamLoad<'_>, node: Option<NodeId>, gpus: f64, rules: &PriorityRules) -> bool {
+    node.is_some_and(|id| load.lane_gpus + gpus <= rules.debug_allowance(load.ent.team_at(id).rate) + 1e-9)
 }
 
 /// Slurm's `array_task_id` of a job that is not a task split off an array
@@ -375,6 +421,11 @@ struct Current<'a> {
     standing: Option<&'a Standing>,
     node: Option<NodeId>,
     ahead: f64,
+    /// GPUs in its debug allowance: its debug jobs running, and those
+    /// walked so far that took the lane.
+    lane: f64,
+    /// GPUs of its waiting debug jobs not walked yet.
+    debug_left: f64,
 }
 
 impl<'a> QueueWalk<'a> {
@@ -407,19 +458,29 @@ impl<'a> QueueWalk<'a> {
         if self.current.as_ref().is_none_or(|c| !Arc::ptr_eq(&c.account, account) && c.account != *account) {
             self.flush();
             let ahead = self.waiting_gpus.remove(&**account).unwrap_or(0.0);
-            self.current = Some(Current { account: account.clone(), standing: self.fs.standing(account), node: self.ent.id(account), ahead });
+            let node = self.ent.id(account);
+            let (lane, debug_left) = node.map_or((0.0, 0.0), |id| {
+                let t = self.ent.team_at(id);
+                (t.debug_running, t.debug_waiting)
+            });
+            self.current = Some(Current { account: account.clone(), standing: self.fs.standing(account), node, ahead, lane, debug_left });
         }
     }
 
     /// Whether the team entered last is settled: its running GPUs and the
     /// allocated GPUs of its jobs walked so far reach both its rate and its
-    /// fair share (or it holds no allocated work), so every later job of it
+    /// fair share (or it holds no allocated work), and no debug job of it
+    /// is left to walk that could take the lane, so every later job of it
     /// gets its [`settled_priority`], whatever else of its team waits before
     /// it. A caller that kept those priorities from an earlier walk (the
     /// same 7-day rank) may stop walking the team here.
     pub fn settled(&self) -> bool {
         self.current.as_ref().is_none_or(|c| match c.node {
-            Some(id) if self.ent.funded_at(id) => self.ent.need(id, c.ahead) == Need::Surplus,
+            Some(id) if self.ent.funded_at(id) => {
+                let lane_closed =
+                    !self.rules.debug_lane || c.debug_left <= 1e-9 || c.lane + 1.0 > self.rules.debug_allowance(self.ent.team_at(id).rate) + 1e-9;
+                self.ent.need(id, c.ahead) == Need::Surplus && lane_closed
+            }
             _ => true,
         })
     }
@@ -428,9 +489,15 @@ impl<'a> QueueWalk<'a> {
     fn step(&mut self, job: Traits) -> (Priority, f64) {
         let c = self.current.as_mut().expect("a team is entered before its jobs");
         let ahead = c.ahead;
-        let p = job_priority_at(job, c.standing, c.node, TeamLoad { ent: self.ent, ahead_gpus: ahead }, self.rules);
+        let p = job_priority_at(job, c.standing, c.node, TeamLoad { ent: self.ent, ahead_gpus: ahead, lane_gpus: c.lane }, self.rules);
         if p.allocated {
             c.ahead += job.units;
+            if job.debug {
+                c.debug_left -= job.gpus;
+            }
+        }
+        if p.need == NEED_LANE {
+            c.lane += job.gpus;
         }
         (p, ahead)
     }
@@ -446,9 +513,12 @@ impl QueueOrder {
     /// The priority of a job that arrived (or was requeued) since the queue
     /// was ordered: behind every allocated job its team had waiting then
     /// (`priority_p_set`; the next re-ranking puts it in its place).
+    /// A debug job takes the lane only if it fits the allowance behind its
+    /// team's debug jobs running and every one of them waiting.
     pub fn priority_of_new(&self, job: &Job, fs: &FairShare, ent: &Entitlement, rules: &PriorityRules) -> Priority {
         let ahead = self.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0);
-        job_priority(job, fs.standing(&job.account), TeamLoad { ent, ahead_gpus: ahead }, rules)
+        let lane_gpus = ent.team(&job.account).map_or(0.0, |t| t.debug_running + t.debug_waiting);
+        job_priority(job, fs.standing(&job.account), TeamLoad { ent, ahead_gpus: ahead, lane_gpus }, rules)
     }
 }
 

@@ -119,12 +119,12 @@ proptest! {
             (allocated, need, level, std::cmp::Reverse(team_rank), j.within_team.clamp(-64, 63))
         };
         for &(a, ahead_a) in &pending {
-            let pa = job_priority(a, fs.standing(&a.account), TeamLoad { ent: &ent, ahead_gpus: ahead_a }, &PriorityRules::default());
+            let pa = job_priority(a, fs.standing(&a.account), TeamLoad::behind(&ent, &a.account, ahead_a), &PriorityRules::default());
             prop_assert!(pa.value >= 1, "priority 0 means held");
             prop_assert_eq!(pa.sprio().total(), f64::from(pa.value));
             let ka = spec_key(a, ahead_a);
             for &(b, ahead_b) in &pending {
-                let pb = job_priority(b, fs.standing(&b.account), TeamLoad { ent: &ent, ahead_gpus: ahead_b }, &PriorityRules::default());
+                let pb = job_priority(b, fs.standing(&b.account), TeamLoad::behind(&ent, &b.account, ahead_b), &PriorityRules::default());
                 let kb = spec_key(b, ahead_b);
                 // The floor max(1, …) merges the lowest value with the one above (documented).
                 if pa.value > 1 || pb.value > 1 {

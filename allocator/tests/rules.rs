@@ -103,7 +103,7 @@ fn unallocated_jobs_are_never_charged() {
 // ---- Rule 7: job order ---------------------------------------------------
 
 fn prio(fs: &FairShare, ent: &Entitlement, job: &Job, ahead: f64) -> Priority {
-    job_priority(job, fs.standing(&job.account), TeamLoad { ent, ahead_gpus: ahead }, &PriorityRules::default())
+    job_priority(job, fs.standing(&job.account), TeamLoad::behind(ent, &job.account, ahead), &PriorityRules::default())
 }
 
 #[test]
@@ -183,7 +183,7 @@ fn priority_bit_layout() {
     assert_eq!((in_lane.need, in_lane.quick), (priority::NEED_LANE, true));
     assert!(in_lane.value > p.value);
     let off = PriorityRules { debug_lane: false, ..PriorityRules::default() };
-    let no_lane = job_priority(&debug_a, fs.standing("a"), TeamLoad { ent: &ent, ahead_gpus: 60.0 }, &off);
+    let no_lane = job_priority(&debug_a, fs.standing("a"), TeamLoad::behind(&ent, "a", 60.0), &off);
     assert_eq!((no_lane.need, no_lane.quick), (priority::NEED_NONE, true));
     // Wider, or a longer contract, or quick only by its time limit: not debug.
     for (id, gpus, contract, limit) in [(6, 4, 15 * 60, None), (8, 1, 16 * 60, None), (9, 1, HOUR_S, Some(600))] {
@@ -401,14 +401,22 @@ fn eligible_victims_are_cumulative_and_ordered() {
     assert_eq!(PreemptReason::parse("slice"), None);
     assert_eq!(lost_gpu_seconds(&victims[1], NOW), 0.0, "resumable");
     assert_eq!(lost_gpu_seconds(&victims[3], NOW), (8 * 9 * HOUR_S) as f64, "8 GPUs for 9 h");
-    // The victim rank: class, then the fit to the preemptor, then GPU-minutes lost.
+    // The victim rank: class, then the victim's team's share (the most
+    // over-served first: a runs 52 of its 32, ⌊8 · 1.625⌋ = 13 → 63 − 13),
+    // then the fit to the preemptor, then GPU-minutes lost.
     let m = moment(&ent);
     let r = |j: &Job, p: Option<u32>| victim_rank(j, p, &m);
+    let side_a = (63 - 13) << 24;
     assert_eq!(r(&victims[2], None) >> 30, 0);
-    assert_eq!(r(&victims[1], None), (1 << 30) | 300, "resumable: no requeue yet, 300 minutes run");
-    assert_eq!(r(&victims[3], None), (2 << 30) | (8 * 540));
-    assert_eq!(r(&victims[3], Some(4)), (2 << 30) | (4 << 24) | (8 * 540), "4 GPUs more than a 4-GPU preemptor needs");
+    assert_eq!(r(&victims[1], None), (1 << 30) | side_a | 300, "resumable: no requeue yet, 300 minutes run");
+    assert_eq!(r(&victims[3], None), (2 << 30) | side_a | (8 * 540));
+    assert_eq!(r(&victims[3], Some(4)), (2 << 30) | side_a | (4 << 18) | (8 * 540), "4 GPUs more than a 4-GPU preemptor needs");
     assert_eq!(r(&victims[4], None) >> 30, 3);
+    // A resumable job of b (8 of its 32: ⌊8 · 0.25⌋ = 2) goes after a's
+    // of the same class: the most over-served team first.
+    let b_job = running(10, "b", 4, HOUR_S, true, 5 * HOUR_S);
+    assert_eq!(r(&b_job, None), (1 << 30) | ((63 - 2) << 24) | 300);
+    assert!(r(&b_job, None) > r(&victims[1], None));
 }
 
 #[test]

@@ -315,6 +315,7 @@ pub fn scored_json(r: &Scored) -> Value {
             "credited_gpu_hours": t.delivery.credited_gpu_hours, "ratio": t.delivery.ratio(),
             "ratio_trace_demand": t.delivery_trace.ratio(),
             "drain_owed_gpu_hours": t.drain.owed_gpu_hours, "drain_credited_gpu_hours": t.drain.credited_gpu_hours,
+            "useful_gpu_hours": t.useful_gpu_hours,
         })).collect::<Vec<_>>(),
         "waits": waits_json(r),
         "preemptions": r.preemptions,

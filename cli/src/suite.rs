@@ -10,6 +10,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use tally_allocator::{parse_duration, HOUR, HOUR_S, MINUTE_S};
+use tally_sim::gaming::{self, Gaming, Shape};
 use tally_sim::import::elasticflow;
 use tally_sim::metrics::ceiling;
 use tally_sim::sim::{job_meta, run, Policy, PolicyResult, Settings};
@@ -113,10 +114,13 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
         notes.push(format!("{}: no such folder: only the synthetic cases run (give --traces DIR)", traces_dir.display()));
     }
     cases.extend(synthetic_cases(a.seed));
-    if let Some(filter) = &a.cases {
-        let words: Vec<&str> = filter.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-        cases.retain(|c| words.iter().any(|w| c.name.contains(w)));
-    }
+    // The gaming family: judged against its honest case, which runs
+    // whenever one of its reshaped cases does.
+    let family = gaming::cases(a.seed);
+    let wanted = |name: &str| a.cases.as_ref().is_none_or(|f| f.split(',').map(str::trim).filter(|w| !w.is_empty()).any(|w| name.contains(w)));
+    let any_gaming = family.iter().any(|(s, c)| *s != Shape::Honest && wanted(&c.name));
+    cases.extend(family.into_iter().filter(|(s, c)| wanted(&c.name) || (*s == Shape::Honest && any_gaming)).map(|(_, c)| c));
+    cases.retain(|c| c.name.starts_with(GAMING) || wanted(&c.name));
     if cases.is_empty() {
         return Err("no case left to run (check --cases)".into());
     }
@@ -206,14 +210,127 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({ "config": config.source, "seed": a.seed, "cases": out })).map_err(|e| e.to_string())?);
+        let gaming: Vec<Value> = gaming_rows(&cases, &by_case)
+            .into_iter()
+            .map(|(name, p, g)| {
+                json!({
+                    "case": name, "policy": p.name(), "reshaper": gaming::RESHAPER,
+                    "reshaper_vs_honest": g.reshaper,
+                    "others_vs_honest": g.others.iter().map(|(t, r)| json!({ "team": t, "ratio": r })).collect::<Vec<_>>(),
+                    "missed_targets": if p.tally() { g.judge() } else { Vec::new() },
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "config": config.source, "seed": a.seed, "cases": out, "gaming": gaming }))
+                .map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
     for n in &notes {
         println!("note: {n}");
     }
-    print_table(&cases, &by_case, &ceilings, &config);
+    let main: Vec<usize> = (0..cases.len()).filter(|&k| !cases[k].name.starts_with(GAMING)).collect();
+    if !main.is_empty() {
+        print_table(&pick(&cases, &main), &pick(&by_case, &main), &pick(&ceilings, &main), &config);
+    }
+    let rows = gaming_rows(&cases, &by_case);
+    if !rows.is_empty() {
+        if !main.is_empty() {
+            println!();
+        }
+        print_gaming(&cases, &by_case, &rows);
+    }
     Ok(())
+}
+
+/// The items of `v` at `idx`.
+fn pick<T: Clone>(v: &[T], idx: &[usize]) -> Vec<T> {
+    idx.iter().map(|&k| v[k].clone()).collect()
+}
+
+/// The gaming family's cases are named `gaming/<shape>`.
+const GAMING: &str = "gaming/";
+
+/// Each reshaped case of the gaming family, per policy, against the honest
+/// case under the same policy.
+fn gaming_rows(cases: &[Case], by_case: &[Vec<(Policy, PolicyResult)>]) -> Vec<(String, Policy, Gaming)> {
+    let honest_name = format!("{GAMING}{}", Shape::Honest.name());
+    let Some(h) = cases.iter().position(|c| c.name == honest_name) else { return Vec::new() };
+    let per_team = |r: &PolicyResult| -> Vec<(String, f64)> { r.score.teams.iter().map(|t| (t.team.clone(), t.useful_gpu_hours)).collect() };
+    let mut out = Vec::new();
+    for (c, rs) in cases.iter().zip(by_case) {
+        if !c.name.starts_with(GAMING) || c.name == honest_name {
+            continue;
+        }
+        for (p, r) in rs {
+            if let Some((_, hr)) = by_case[h].iter().find(|(q, _)| q == p) {
+                out.push((c.name.clone(), *p, Gaming::compare(&per_team(hr), &per_team(r))));
+            }
+        }
+    }
+    out
+}
+
+/// The 90th percentile of the honest teams' debug waits (the reshaping
+/// team's own debug jobs queue behind its reshaped work by design).
+fn honest_debug_p90(s: &tally_sim::metrics::Scored) -> Option<u64> {
+    let mut w = tally_sim::metrics::Waits::default();
+    for t in s.teams.iter().filter(|t| t.team != gaming::RESHAPER) {
+        w.sorted_s.extend(&t.debug_waits.sorted_s);
+    }
+    w.sorted_s.sort_unstable();
+    w.pct(90.0)
+}
+
+/// The gaming family's table: what the reshaping team gains and what the
+/// honest teams keep, against the honest case, under each policy.
+fn print_gaming(cases: &[Case], by_case: &[Vec<(Policy, PolicyResult)>], rows: &[(String, Policy, Gaming)]) {
+    let (l, r) = (Column::left, Column::right);
+    let mut table = Table::new([l(30), l(13), r(8), r(12), r(7), r(7), r(6), r(7)]);
+    table.row(["gaming case", "policy", "t01", "honest worst", "deliv.", "dbg p90*", "lost", "verdict"].map(String::from));
+    let mut misses = Vec::new();
+    for (name, p, g) in rows {
+        let res = cases.iter().position(|c| &c.name == name).and_then(|k| by_case[k].iter().find(|(q, _)| q == p)).map(|(_, r)| &r.score);
+        let Some(s) = res else { continue };
+        let m = g.judge();
+        let verdict = if !p.tally() {
+            "-".to_string()
+        } else if m.is_empty() {
+            "ok".to_string()
+        } else {
+            misses.push(format!("{name} / {}: {}", p.name(), m.join("; ")));
+            "MISSED".to_string()
+        };
+        let signed = |x: f64| format!("{:+.1}%", 100.0 * (x - 1.0));
+        table.row([
+            name.trim_start_matches(GAMING).to_string(),
+            p.name().to_string(),
+            signed(g.reshaper),
+            g.worst_other().map_or("-".into(), |(t, x)| format!("{t} {}", signed(x))),
+            pct(s.fairness.overall),
+            dur(honest_debug_p90(s)),
+            if s.useful_gpu_hours > 0.0 { format!("{:.1}%", 100.0 * s.lost_gpu_hours / s.useful_gpu_hours) } else { "-".into() },
+            verdict,
+        ]);
+    }
+    print!("{table}");
+    println!("\nt01 = the reshaping team's useful GPU-hours against the honest case under the same policy; honest worst = the");
+    println!("honest team that kept the least; dbg p90* = the honest teams' debug jobs.");
+    println!(
+        "Targets (Tally): t01 gains at most {:.0}%, every honest team keeps at least {:.0}%.",
+        100.0 * gaming::MAX_GAIN,
+        100.0 * gaming::MIN_KEEP
+    );
+    if misses.is_empty() {
+        println!("\nNo reshaping gains more than the rules allow.");
+    } else {
+        println!("\nTargets missed:");
+        for m in misses {
+            println!("  {m}");
+        }
+    }
 }
 
 /// The targets a Tally policy misses on a case (empty when it meets them

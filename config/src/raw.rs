@@ -104,6 +104,8 @@ pub struct RawPriority {
     pub debug_max_gpus: Option<u32>,
     pub debug_max_contract: Option<Duration>,
     pub debug_lane: Option<bool>,
+    /// Percent of a team's rate.
+    pub debug_allowance: Option<f64>,
     /// Dropped: warned about and ignored, whatever its value.
     pub debug_lane_gpus: Option<Spanned<serde::de::IgnoredAny>>,
 }

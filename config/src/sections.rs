@@ -262,7 +262,23 @@ pub(crate) fn priority(p: &RawPriority, max_s: u64, problems: &mut Problems) -> 
             ),
         );
     }
-    (PriorityRules { quick_time_limit_s, debug_max_gpus, debug_max_contract_s, debug_lane }, calc_period_s)
+    let default_pct = f64::from(tally_allocator::priority::DEFAULT_DEBUG_ALLOWANCE_BP) / 100.0;
+    let debug_allowance_bp = match p.debug_allowance {
+        None => tally_allocator::priority::DEFAULT_DEBUG_ALLOWANCE_BP,
+        Some(pct) if pct.is_finite() && (0.0..=100.0).contains(&pct) => (pct * 100.0).round() as u32,
+        Some(pct) => {
+            problems.bad(
+                "priority.debug_allowance",
+                None,
+                format!(
+                    "{pct} is not a percentage in [0, 100] (default {default_pct}): the GPUs of debug jobs a team may hold at once with the debug \
+                     class's favours, as a percent of its rate, never less than one debug job of debug_max_gpus"
+                ),
+            );
+            tally_allocator::priority::DEFAULT_DEBUG_ALLOWANCE_BP
+        }
+    };
+    (PriorityRules { quick_time_limit_s, debug_max_gpus, debug_max_contract_s, debug_lane, debug_allowance_bp }, calc_period_s)
 }
 
 /// The warnings for keys an earlier Tally accepted ([`DROPPED_KEYS`]):

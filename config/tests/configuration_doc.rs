@@ -287,6 +287,7 @@ fn loaded(key: &str, c: &Config) -> Option<Option<Value>> {
         "priority.debug_max_contract" => int(c.priority.debug_max_contract_s),
         "priority.quick_time_limit" => int(c.priority.quick_time_limit_s),
         "priority.debug_lane" => b(c.priority.debug_lane),
+        "priority.debug_allowance" => Some(Value::Float(f64::from(c.priority.debug_allowance_bp) / 100.0)),
         "planner.enabled" => b(c.planner.is_some()),
         "planner.interval" => int(planner().interval_s),
         "planner.step" => int(planner().rules.step_s),

@@ -23,6 +23,8 @@
 //! - [`sacct`]: a real Slurm's runs (sacct output) for the same scoring.
 //! - [`suite`]: the benchmark suite's cases (trace windows at chosen
 //!   demands, synthetic cases).
+//! - [`gaming`]: the suite's gaming family (one team reshapes the same
+//!   work to reach a favoured treatment, against the same case honest).
 //! - [`forecast`]: a pending job's start estimated by the replay run
 //!   forward from a live moment (`tally explain`).
 #![forbid(unsafe_code)]
@@ -30,6 +32,7 @@
 pub mod augment;
 pub mod cluster;
 pub mod forecast;
+pub mod gaming;
 pub mod import;
 pub mod metrics;
 pub mod sacct;

@@ -144,6 +144,11 @@ pub struct TeamResult {
     pub delivery_trace: Delivery,
     /// After the arrival window.
     pub drain: Delivery,
+    /// GPU-hours of useful runs over the arrival window, allocated or not
+    /// (what the gaming family compares).
+    pub useful_gpu_hours: f64,
+    /// Waits of its debug jobs (first start − submission).
+    pub debug_waits: Waits,
 }
 
 /// The figures of one replay.
@@ -218,6 +223,7 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
     let mut useful = Hourly::default();
     let mut value = Hourly::default();
     let mut ran = vec![Hourly::default(); teams.len()];
+    let mut team_useful = vec![Hourly::default(); teams.len()];
     let mut asked = vec![Hourly::default(); teams.len()];
     let mut trace_asked = vec![Hourly::default(); teams.len()];
     let mut first_start: Vec<Option<u64>> = vec![None; jobs.len()];
@@ -242,6 +248,7 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
         if r.useful(j) {
             useful.add(a, b, g);
             useful_s += g * (b - a) as f64;
+            team_useful[j.team].add(a, b, g);
             if j.asks {
                 ran[j.team].add(a, b, r.weight.unwrap_or(j.weight).units(j.gpus));
             }
@@ -260,6 +267,12 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
         }
     }
 
+    let mut team_debug = vec![Waits::default(); teams.len()];
+    for (j, s) in jobs.iter().zip(&first_start) {
+        if let (Class::Debug, Some(s)) = (j.class, s) {
+            team_debug[j.team].sorted_s.push(s.saturating_sub(j.submit_s));
+        }
+    }
     let mut out_teams = Vec::with_capacity(teams.len());
     for (t, (name, rate)) in teams.iter().enumerate() {
         let (asked, trace_asked, ran) = (asked[t].hours(hours), trace_asked[t].hours(hours), ran[t].hours(hours));
@@ -272,7 +285,10 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
                 drain.add_hour(*rate, asked[h], ran[h]);
             }
         }
-        out_teams.push(TeamResult { team: name.clone(), rate_gpus: *rate, delivery: d, delivery_trace: dt, drain });
+        let useful_gpu_hours = team_useful[t].hours(hours).iter().take(window_hours).sum();
+        let mut debug_waits = std::mem::take(&mut team_debug[t]);
+        debug_waits.sorted_s.sort_unstable();
+        out_teams.push(TeamResult { team: name.clone(), rate_gpus: *rate, delivery: d, delivery_trace: dt, drain, useful_gpu_hours, debug_waits });
     }
     let summary = |f: &dyn Fn(&TeamResult) -> &Delivery| summarize(out_teams.iter().map(|t| (t.team.as_str(), f(t))), 0.95);
     let fairness = summary(&|t| &t.delivery);

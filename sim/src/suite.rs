@@ -85,7 +85,7 @@ pub fn trace_cases(name: &str, bare: &Trace, config: &Config) -> Vec<Case> {
 }
 
 /// A tree of `n` equal teams (`t01`…), `gpus` GPUs in nodes of 8.
-fn equal_teams(n: usize, gpus: u32) -> Config {
+pub(crate) fn equal_teams(n: usize, gpus: u32) -> Config {
     let mut text = format!("[cluster]\ngpus = {gpus}\ngpus_per_node = 8\n");
     for i in 0..n {
         text.push_str(&format!("[accounts.t{:02}]\nshare = {}\n", i + 1, 100.0 / n as f64));
@@ -94,7 +94,7 @@ fn equal_teams(n: usize, gpus: u32) -> Config {
 }
 
 /// Exponential inter-arrival times at `per_hour` jobs an hour.
-fn next_arrival(rng: &mut ChaCha8Rng, per_hour: f64) -> u64 {
+pub(crate) fn next_arrival(rng: &mut ChaCha8Rng, per_hour: f64) -> u64 {
     let u: f64 = rng.gen_range(f64::EPSILON..1.0);
     (-u.ln() / per_hour * HOUR) as u64
 }
@@ -128,7 +128,7 @@ fn arrivals(rng: &mut ChaCha8Rng, team: &str, (from, to): (u64, u64), per_hour: 
 
 /// Debug jobs: `per_day` a day spread over the teams, 1-2 GPUs, 2-15 min,
 /// contract = duration, not resumable.
-fn debug_jobs(rng: &mut ChaCha8Rng, teams: &[String], days: u64, per_day: f64, jobs: &mut Vec<TraceJob>) {
+pub(crate) fn debug_jobs(rng: &mut ChaCha8Rng, teams: &[String], days: u64, per_day: f64, jobs: &mut Vec<TraceJob>) {
     let per_team = per_day / 24.0 / teams.len() as f64;
     for t in teams {
         let draw = |r: &mut ChaCha8Rng| {
@@ -139,7 +139,7 @@ fn debug_jobs(rng: &mut ChaCha8Rng, teams: &[String], days: u64, per_day: f64, j
     }
 }
 
-fn finish(mut jobs: Vec<TraceJob>) -> Trace {
+pub(crate) fn finish(mut jobs: Vec<TraceJob>) -> Trace {
     jobs.sort_by_key(|j| (j.submit_s, j.account.clone(), j.duration_s));
     for (i, j) in jobs.iter_mut().enumerate() {
         j.job_id = i as u64 + 1;
@@ -147,7 +147,7 @@ fn finish(mut jobs: Vec<TraceJob>) -> Trace {
     Trace { jobs }
 }
 
-fn team_names(n: usize) -> Vec<String> {
+pub(crate) fn team_names(n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("t{i:02}")).collect()
 }
 
@@ -157,7 +157,7 @@ fn per_team_rate(demand: f64, gpus: u32, teams: usize, gpu_hours: f64) -> f64 {
     demand * f64::from(gpus) / gpu_hours / teams as f64
 }
 
-fn synthetic(name: &str, about: &str, config: Config, gpus: u32, jobs: Vec<TraceJob>) -> Case {
+pub(crate) fn synthetic(name: &str, about: &str, config: Config, gpus: u32, jobs: Vec<TraceJob>) -> Case {
     let trace = finish(jobs);
     let demand = trace.mean_busy_gpus() / f64::from(gpus);
     Case { name: name.into(), about: about.into(), trace, config, gpus, demand }

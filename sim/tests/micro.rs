@@ -137,14 +137,28 @@ fn tally_protects_a_contract_then_restores_what_is_owed() {
 fn by_default_work_that_cannot_checkpoint_is_kept_to_the_contract_maximum() {
     // The default config: contracts of at most 8 h, no requeue limit. a's
     // jobs cannot checkpoint and have no time limit: no restoration takes
-    // them before they ran 8 h, and no time-slice ever (b's job is a debug
-    // job). They end at 1000: b waits.
-    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 100, 2, "b", T, 60, false)]);
+    // them before they ran 8 h, and no time-slice ever. They end at 3000:
+    // b waits.
+    let tr = trace(&[(1, 0, 3000, 2, "a", T, 1200, false), (2, 0, 3000, 2, "a", T, 1200, false), (3, 10, 100, 2, "b", T, 1200, false)]);
     let config = Config::parse("[cluster]\ngpus = 4\ngpus_per_node = 4\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "d.toml").unwrap();
     assert_eq!(config.contracts.max_requeues, None);
     let (r, log) = run_logged(&tr, &config, Policy::Tally, settings()).unwrap();
     assert_eq!(r.score.preemptions, 0, "{log:?}");
-    assert!(log.contains(&start(1000, 3)), "{log:?}");
+    assert!(log.contains(&start(3000, 3)), "{log:?}");
+}
+
+#[test]
+fn a_debug_job_past_its_contract_has_no_shield() {
+    // The same, but a's jobs are debug jobs (2 GPUs, a contract of 1 min):
+    // past their contracts nothing shields them, whether they checkpoint
+    // or not. b's job (owed 2 GPUs) takes one at the re-plan at 60, which
+    // leaves a at its rate; the other runs to its end.
+    let tr = trace(&[(1, 0, 3000, 2, "a", T, 60, false), (2, 0, 3000, 2, "a", T, 60, false), (3, 10, 100, 2, "b", T, 1200, false)]);
+    let config = Config::parse("[cluster]\ngpus = 4\ngpus_per_node = 4\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "d.toml").unwrap();
+    let (r, log) = run_logged(&tr, &config, Policy::Tally, settings()).unwrap();
+    assert_eq!(r.score.preemptions, 1, "{log:?}");
+    assert!(log.contains(&start(60, 3)), "{log:?}");
+    assert!(!log.iter().any(|h| matches!(h, Preempt { job: 1, .. })), "a keeps its rate: {log:?}");
 }
 
 #[test]

@@ -67,11 +67,7 @@ impl World {
         let mut load = Load::new(&tree);
         for j in jobs.iter().filter(|j| j.is_allocated(&Funded::new(&tree, &alloc))) {
             let id = tree.id(&j.account).expect("in tree");
-            if j.start_s.is_some() {
-                load.run_units(id, j.units());
-            } else {
-                load.wait_units(id, j.units());
-            }
+            load.count(id, j, j.start_s.is_some(), &tally_allocator::PriorityRules::default());
         }
         load
     }
@@ -84,6 +80,7 @@ pub static RULES: PriorityRules = PriorityRules {
     debug_max_gpus: priority::DEFAULT_DEBUG_MAX_GPUS,
     debug_max_contract_s: priority::DEFAULT_DEBUG_MAX_CONTRACT_S,
     debug_lane: true,
+    debug_allowance_bp: priority::DEFAULT_DEBUG_ALLOWANCE_BP,
 };
 pub static CONTRACTS: ContractRules = ContractRules {
     max_s: contract::DEFAULT_MAX_CONTRACT_S,

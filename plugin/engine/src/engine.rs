@@ -241,11 +241,7 @@ pub fn entitlement_of(config: &Config, alloc: &Allocation, jobs: &[(Counted, Job
         }
         let node = node_of.get(&job.account, |name| config.tree.id(name).filter(|&id| funded.funded_at(id)));
         let Some(id) = node else { continue };
-        match c {
-            Counted::Running => load.run_units(id, job.units()),
-            Counted::Waiting => load.wait_units(id, job.units()),
-            Counted::No => {}
-        }
+        load.count(id, job, *c == Counted::Running, &config.priority);
     }
     Entitlement::compute(&config.tree, alloc, &load)
 }
@@ -392,7 +388,7 @@ pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priori
 pub fn priority_of_job(r: &Ranking, job: &Job, plan: Option<&PlanBoard>) -> Priority {
     let id = u32::try_from(job.id).unwrap_or(u32::MAX);
     let ahead = r.walked.ahead(id).unwrap_or_else(|| r.order.waiting_gpus.get(&*job.account).copied().unwrap_or(0.0));
-    job_priority(job, r.fs.standing(&job.account), TeamLoad { ent: &r.ent, ahead_gpus: ahead }, &r.config.priority)
+    job_priority(job, r.fs.standing(&job.account), TeamLoad::behind(&r.ent, &job.account, ahead), &r.config.priority)
         .planned(PlanBoard::starts(plan, id))
 }
 

@@ -15,6 +15,39 @@ pub struct Placed {
     pub nodes: Vec<u32>,
 }
 
+impl Placed {
+    /// The GPUs it holds on each of its nodes: (node index, GPUs). Slurm
+    /// gives a multi-node GPU job the same count on each node (the first
+    /// nodes take what does not divide).
+    pub fn held(&self) -> Vec<(u32, u32)> {
+        let n = self.nodes.len() as u32;
+        if n == 0 {
+            return Vec::new();
+        }
+        let (each, extra) = (self.view.gpus / n, self.view.gpus % n);
+        self.nodes.iter().enumerate().map(|(k, &node)| (node, each + u32::from((k as u32) < extra))).collect()
+    }
+}
+
+/// The nodes as a preemption sees them ([`tally_allocator::Nodes`]): each
+/// node's GPUs and those the running `jobs` leave free, by node index.
+pub fn preemption_nodes(nodes: &[NodeView], jobs: &[Placed]) -> tally_allocator::Nodes {
+    let slots = nodes.iter().map(|n| n.index as usize + 1).max().unwrap_or(0);
+    let mut size = vec![0u32; slots];
+    for n in nodes {
+        size[n.index as usize] = n.gpu_total();
+    }
+    let mut free = size.clone();
+    for p in jobs.iter().filter(|p| p.view.state == RunState::Running) {
+        for (node, g) in p.held() {
+            if let Some(f) = free.get_mut(node as usize) {
+                *f = f.saturating_sub(g);
+            }
+        }
+    }
+    tally_allocator::Nodes { size, free }
+}
+
 /// What a re-plan saw and decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replan {
@@ -47,10 +80,7 @@ pub fn replan(r: &Ranking, jobs: &[Placed], nodes: &[NodeView], now: u64) -> Opt
         .iter()
         .filter(|p| p.view.state == RunState::Running && p.view.gpus > 0 && !p.nodes.is_empty())
         .map(|p| {
-            // Slurm gives a multi-node GPU job the same count on each node.
-            let n = p.nodes.len() as u32;
-            let (each, extra) = (p.view.gpus / n, p.view.gpus % n);
-            let nodes = p.nodes.iter().enumerate().map(|(k, &node)| (node, each + u32::from((k as u32) < extra))).collect();
+            let nodes = p.held();
             let remaining_s = p.view.time_limit_s.map(|limit| (p.view.start_s + limit).saturating_sub(now));
             RunningJob { nodes, remaining_s }
         })

@@ -39,12 +39,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tally_allocator::{lost_gpu_seconds, victim_rank, Entitlement, Job, Moment, PreemptReason, RunBook, VictimPool};
+use tally_allocator::{lost_gpu_seconds, victim_rank, Entitlement, Job, Moment, Nodes, PreemptReason, RunBook, VictimPool};
 use tally_config::Config;
 use tally_engine::engine::{classify, entitlement_of, to_job};
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
 use tally_engine::now;
+use tally_engine::planner::{preemption_nodes, Placed};
 use tally_engine::preempted::{self, Note, Notes, Why};
 use tally_engine::statefile;
 use tally_engine::view::RunState;
@@ -80,16 +81,21 @@ struct Snapshot {
     /// The entitlement at the copy, then moved by the claims of every
     /// preemptor asked since (their victims gone, their jobs running).
     ent: Entitlement,
-    /// Running jobs at the copy.
+    /// Running jobs at the copy, and where each holds its GPUs (node
+    /// index, GPUs).
     running: Vec<Job>,
+    held: Vec<Vec<(u32, u32)>>,
+    /// The nodes at the copy: their GPUs and those free.
+    nodes: Nodes,
     /// Pending jobs at the copy, converted once (their contracts read from
     /// the copy): a preemptor Slurm asks about is looked up here, and
     /// converted on the call only when it was submitted since.
     pending: HashMap<u32, Job>,
     /// The allocated victims claimed since the copy (gone, for the rule).
     claimed: BTreeSet<u64>,
-    /// Each preemptor asked since the copy and the victims offered to it.
-    answers: BTreeMap<u32, BTreeSet<u32>>,
+    /// Each preemptor asked since the copy and the victims offered to it,
+    /// in the order they should go.
+    answers: BTreeMap<u32, Vec<u32>>,
     /// The preemptor asked last and its GPUs: Slurm sorts that
     /// preemptor's candidates by `PREEMPT_DATA_PRIO` right after asking
     /// about them.
@@ -108,7 +114,7 @@ impl Snapshot {
     /// The victims of `p`: computed once per snapshot; assumes the worst of
     /// the preemptors before it, and is assumed the worst of by the ones
     /// after.
-    fn victims(&mut self, p: &Job) -> BTreeSet<u32> {
+    fn victims(&mut self, p: &Job) -> Vec<u32> {
         let id = u32::try_from(p.id).unwrap_or(u32::MAX);
         if let Some(v) = self.answers.get(&id) {
             return v.clone();
@@ -116,14 +122,19 @@ impl Snapshot {
         let t = now();
         let m = Moment { ent: &self.ent, rules: &self.config.priority, contracts: &self.config.contracts, now: t };
         let claimed = &self.claimed;
-        let pool = VictimPool::new(self.running.iter().filter(|j| !claimed.contains(&j.id)).map(|j| (j.id, j)), &m);
+        let pool = VictimPool::placed(
+            self.running.iter().zip(&self.held).filter(|(j, _)| !claimed.contains(&j.id)).map(|(j, at)| (j.id, j, &at[..])),
+            self.nodes.clone(),
+            &m,
+        );
         let why = pool.for_preemptor_why(p, &m);
         for &(v, reason) in &why {
             if let Ok(v) = u32::try_from(v) {
                 self.offered.insert(v, (reason, t));
             }
         }
-        let victims: BTreeSet<u64> = why.into_iter().map(|(v, _)| v).collect();
+        let order: Vec<u64> = why.into_iter().map(|(v, _)| v).collect();
+        let victims: BTreeSet<u64> = order.iter().copied().collect();
         // Claim: the allocated victims leave, the preemptor runs.
         let tree = &self.config.tree;
         // (In budget units: GPUs × their type's weight, as the entitlement counts.)
@@ -142,9 +153,12 @@ impl Snapshot {
         if p.is_allocated(&self.ent) && !victims.is_empty() {
             if let Some(n) = tree.id(&p.account) {
                 self.ent.add_running(n, p.units());
+                if self.config.priority.is_debug(p) {
+                    self.ent.add_debug_running(n, f64::from(p.gpus));
+                }
             }
         }
-        let out: BTreeSet<u32> = victims.into_iter().filter_map(|v| u32::try_from(v).ok()).collect();
+        let out: Vec<u32> = order.into_iter().filter_map(|v| u32::try_from(v).ok()).collect();
         log::debug!("job {} may preempt {:?}", p.id, out);
         self.answers.insert(id, out.clone());
         out
@@ -159,15 +173,20 @@ fn refresh(host: &Host) {
         *lock(&LIVE) = None;
         return;
     };
-    let views = host.copy_jobs().jobs;
+    let copied = host.copy_placed();
+    let nodes = preemption_nodes(&copied.nodes, &copied.jobs);
+    let (views, placed): (Vec<_>, Vec<_>) = copied.jobs.into_iter().map(|Placed { view, nodes }| (view, nodes)).unzip();
     let t = now();
     let runs = with_notes(runs);
     let jobs = classify(&config, &views, &runs, t, conf::preempt_window_s());
     let ent = entitlement_of(&config, &alloc, &jobs);
-    let (mut running, mut pending) = (Vec::new(), HashMap::new());
-    for ((_, job), v) in jobs.into_iter().zip(&views) {
+    let (mut running, mut held, mut pending) = (Vec::new(), Vec::new(), HashMap::new());
+    for (((_, job), v), at) in jobs.into_iter().zip(views).zip(placed) {
         match v.state {
-            RunState::Running => running.push(job),
+            RunState::Running => {
+                held.push(Placed { view: v, nodes: at }.held());
+                running.push(job);
+            }
             RunState::Pending => {
                 pending.insert(v.job_id, job);
             }
@@ -178,7 +197,8 @@ fn refresh(host: &Host) {
     let mut live = lock(&LIVE);
     let mut offered = live.take().map(|s| s.offered).unwrap_or_default();
     offered.retain(|_, (_, at)| at.saturating_add(OFFERED_KEEP_S) > t);
-    *live = Some(Snapshot { config, taken_at: t, ent, running, pending, claimed: BTreeSet::new(), answers, last_preemptor: None, offered });
+    *live =
+        Some(Snapshot { config, taken_at: t, ent, running, held, nodes, pending, claimed: BTreeSet::new(), answers, last_preemptor: None, offered });
 }
 
 /// The run records followed from the ledger, with the runs noted here as
@@ -357,16 +377,26 @@ tally_ffi::export! {
 
 tally_ffi::export_preempt_answers!(grace: note_preempted, prio: victim_order);
 
-/// The victim rank of a running job Slurm may preempt (lowest preempted
-/// first): its class and loss for the preemptor asked last, from the copy
-/// (its run's frozen contract); last when it is not in the copy.
+/// The victim order of a running job Slurm may preempt (lowest preempted
+/// first): its place among the victims offered to the preemptor asked
+/// last (whole nodes first, `VictimPool::for_preemptor_why`); for a job
+/// not offered to it, after those, by its victim rank from the copy (its
+/// run's frozen contract); last when it is not in the copy.
 fn victim_order(job: JobArg<'_>) -> u32 {
     let live = lock(&LIVE);
     let rank = live.as_ref().and_then(|snap| {
-        let id = u64::from(job.id()?);
-        let v = snap.running.iter().find(|j| j.id == id)?;
+        let id = job.id()?;
+        let offered = snap.last_preemptor.and_then(|(p, _)| snap.answers.get(&p));
+        if let Some(k) = offered.and_then(|o| o.iter().position(|&v| v == id)) {
+            return Some(u32::try_from(k).unwrap_or(u32::MAX));
+        }
+        let v = snap.running.iter().find(|j| j.id == u64::from(id))?;
         let m = Moment { ent: &snap.ent, rules: &snap.config.priority, contracts: &snap.config.contracts, now: now() };
-        Some(victim_rank(v, snap.last_preemptor.map(|(_, gpus)| gpus), &m))
+        Some(victim_rank(v, snap.last_preemptor.map(|(_, gpus)| gpus), &m).max(OFFERED_MAX))
     });
     rank.unwrap_or(u32::MAX)
 }
+
+/// Victim orders below this are places among the victims offered to the
+/// preemptor asked last.
+const OFFERED_MAX: u32 = 1 << 20;

@@ -13,8 +13,8 @@ fn the_rule_in_a_fake_slurmctld() {
     let dir = temp_dir("fake-host-preempt");
     let host = Host::load(&dir);
     let config = dir.join("tally.toml");
-    // 16 GPUs, busy and idle 50%: a rate of 8 GPUs each.
-    std::fs::write(&config, "[cluster]\ngpus = 16\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n").unwrap();
+    // 20 GPUs, busy and idle 50%: a rate of 10 GPUs each.
+    std::fs::write(&config, "[cluster]\ngpus = 20\n[accounts.busy]\nshare = 50\n[accounts.idle]\nshare = 50\n").unwrap();
     std::env::set_var("TALLY_CONFIG", &config);
 
     let lib = open_plugin("preempt_tally");
@@ -28,18 +28,30 @@ fn the_rule_in_a_fake_slurmctld() {
         let get_data = lib.get::<extern "C" fn(*mut job_record_t, u32, *mut c_void) -> c_int>(b"preempt_p_get_data").unwrap();
         assert_eq!(init(), 0);
 
-        // busy runs 10 allocated GPUs (above its rate of 8), idle runs 6 and
-        // waits with a debug job: idle may take 2 GPUs back from busy, once,
-        // and time-slice its own job past its contract.
+        // busy runs 14 allocated GPUs (above its rate of 10), idle runs 8 and
+        // waits with a debug job: idle may take 4 GPUs back from busy (its
+        // resumable job and its debug job past their contracts, the rule
+        // counting both), and time-slice its own job past its contract.
         let mut p = job(1, "idle", "bob", "contract=15m", 2);
         let mut unalloc = job(10, "busy", "alice", "", 2).running_since(3600);
         let mut inside = job(11, "busy", "alice", "contract=8h", 6).running_since(3600);
         let mut past_resumable = job(12, "busy", "alice", "contract=1m,resumable", 2).running_since(3600);
-        let mut past = job(13, "busy", "alice", "contract=1m", 2).running_since(3600);
-        let mut own_team_past = job(14, "idle", "bob", "contract=1m", 2).running_since(3600);
+        let mut past = job(13, "busy", "alice", "contract=1m", 4).running_since(3600);
+        let mut past_debug = job(17, "busy", "alice", "contract=1m", 2).running_since(3600);
+        let mut own_team_past = job(14, "idle", "bob", "contract=1m", 4).running_since(3600);
         let mut own_team_resumable = job(16, "idle", "bob", "contract=1m,resumable", 4).running_since(3600);
         let mut pending = job(15, "busy", "alice", "", 2);
-        for j in [&mut p, &mut unalloc, &mut inside, &mut past_resumable, &mut past, &mut own_team_past, &mut own_team_resumable, &mut pending] {
+        for j in [
+            &mut p,
+            &mut unalloc,
+            &mut inside,
+            &mut past_resumable,
+            &mut past,
+            &mut past_debug,
+            &mut own_team_past,
+            &mut own_team_resumable,
+            &mut pending,
+        ] {
             host.add_job(j);
         }
         // As slurmctld asks: from inside its own walk of job_list.
@@ -57,6 +69,7 @@ fn the_rule_in_a_fake_slurmctld() {
         assert!(!may(&mut inside), "never inside a contract");
         assert!(may(&mut past_resumable), "past contract, busy stays at its rate");
         assert!(!may(&mut past), "not resumable, no time limit: not thrown away before the 8 h maximum");
+        assert!(may(&mut past_debug), "a debug job past its contract: no shield, whether it checkpoints or not");
         assert!(!may(&mut own_team_past), "nor time-sliced (it may run longer than any contract)");
         assert!(may(&mut own_team_resumable), "the debug job time-slices its own team's job past its contract");
         assert!(!may(&mut pending), "pending jobs are not victims");

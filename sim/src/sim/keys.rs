@@ -204,6 +204,9 @@ impl<'a> Sim<'a> {
         self.jobs[i].status = Status::Waiting;
         if let Some(n) = self.jobs[i].node {
             self.wait_gpus[n] += self.jobs[i].job.units();
+            if self.config.priority.is_debug(&self.jobs[i].job) {
+                self.debug_wait[n] += f64::from(self.jobs[i].job.gpus);
+            }
             self.ent_stale = true;
         }
         self.keys[i] = self.key_at_entry(i, now);

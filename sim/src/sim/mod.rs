@@ -101,7 +101,7 @@ impl Policy {
         Policy::ALL.into_iter().find(|p| p.name() == s.trim())
     }
     /// Tally's order and preemption rule.
-    fn tally(self) -> bool {
+    pub fn tally(self) -> bool {
         matches!(self, Policy::Tally | Policy::TallyPlanner)
     }
 }
@@ -308,6 +308,10 @@ struct Sim<'a> {
     /// budget units (GPUs × weight).
     run_gpus: Vec<f64>,
     wait_gpus: Vec<f64>,
+    /// GPUs of allocated debug jobs running and waiting per tree node (the
+    /// debug allowance's count).
+    debug_run: Vec<f64>,
+    debug_wait: Vec<f64>,
     /// What each team runs and is owed now (recomputed every pass, kept
     /// current through the pass).
     ent: Entitlement,
@@ -463,6 +467,8 @@ impl<'a> Sim<'a> {
             alloc,
             run_gpus: vec![0.0; n],
             wait_gpus: vec![0.0; n],
+            debug_run: vec![0.0; n],
+            debug_wait: vec![0.0; n],
             ent,
             ent_stale: true,
             order: QueueOrder { priorities: Vec::new(), ahead: Vec::new(), waiting_gpus: BTreeMap::new() },
@@ -553,6 +559,12 @@ impl<'a> Sim<'a> {
             self.wait_gpus[n] = settle(self.wait_gpus[n] - waited);
             self.run_gpus[n] += g;
             self.ent.add_running(n, g);
+            if self.config.priority.is_debug(&self.jobs[i].job) {
+                let d = f64::from(self.jobs[i].job.gpus);
+                self.debug_wait[n] -= d;
+                self.debug_run[n] += d;
+                self.ent.add_debug_running(n, d);
+            }
             self.ent_stale = true;
         }
         let j = &mut self.jobs[i];
@@ -593,6 +605,11 @@ impl<'a> Sim<'a> {
             let g = self.jobs[i].job.units();
             self.run_gpus[n] = settle(self.run_gpus[n] - g);
             self.ent.add_running(n, -g);
+            if self.config.priority.is_debug(&self.jobs[i].job) {
+                let d = f64::from(self.jobs[i].job.gpus);
+                self.debug_run[n] -= d;
+                self.ent.add_debug_running(n, -d);
+            }
             self.ent_stale = true;
         }
         match self.policy {

@@ -53,6 +53,8 @@ impl<'a> Sim<'a> {
         for n in 0..self.run_gpus.len() {
             load.run_units(n, self.run_gpus[n]);
             load.wait_units(n, self.wait_gpus[n]);
+            load.debug_gpus(n, self.debug_run[n], true);
+            load.debug_gpus(n, self.debug_wait[n], false);
         }
         self.ent.update(&self.config.tree, &self.alloc, &load);
     }

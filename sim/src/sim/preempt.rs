@@ -6,7 +6,7 @@ use super::{broken, Happening, Policy, Sim, Status, R};
 use crate::cluster::Placement;
 use crate::metrics::RunEnd;
 use std::cmp::Reverse;
-use tally_allocator::{protection_after, Moment, Requeue, VictimPool};
+use tally_allocator::{protection_after, Moment, Nodes, Requeue, VictimPool};
 
 /// See [`Sim::preempt_group`].
 pub(super) type PreemptGroup = (usize, bool, (i32, bool), bool);
@@ -52,7 +52,12 @@ impl<'a> Sim<'a> {
             Policy::Fifo | Policy::Planner => Vec::new(),
             Policy::Tally | Policy::TallyPlanner => {
                 let m = Moment { ent: &self.ent, rules: &self.config.priority, contracts: &self.config.contracts, now };
-                let pool = pool.get_or_insert_with(|| VictimPool::new(self.running.iter().map(|&v| (v, &self.jobs[v].job)), &m));
+                let pool = pool.get_or_insert_with(|| {
+                    let at: Vec<Vec<(u32, u32)>> =
+                        self.running.iter().map(|&v| self.jobs[v].placement.iter().map(|&(n, g)| (n as u32, g)).collect()).collect();
+                    let nodes = Nodes { size: self.cluster.size.clone(), free: self.cluster.free.clone() };
+                    VictimPool::placed(self.running.iter().zip(&at).map(|(&v, a)| (v, &self.jobs[v].job, &a[..])), nodes, &m)
+                });
                 pool.for_preemptor(&p.job, &m)
             }
             Policy::Multifactor => {
