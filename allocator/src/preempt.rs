@@ -315,6 +315,10 @@ pub struct VictimPool<H> {
 pub struct Nodes {
     pub size: Vec<u32>,
     pub free: Vec<u32>,
+    /// The debug capacity's nodes ([`PriorityRules::may_use_debug_nodes`]):
+    /// there a debug job of a team within its debug allowance takes any
+    /// debug job past its contract, whatever its team.
+    pub debug: Vec<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -337,6 +341,8 @@ struct Victim<H> {
     slice: (i32, bool),
     /// Where it holds its GPUs: (node index, GPUs); empty: not known.
     at: Vec<(u32, u32)>,
+    /// A debug job on a node of the debug capacity.
+    debug_there: bool,
 }
 
 impl<H: Copy> VictimPool<H> {
@@ -365,6 +371,7 @@ impl<H: Copy> VictimPool<H> {
                 eligible: e,
                 slice: m.rules.slice_key(v),
                 at: at.to_vec(),
+                debug_there: m.rules.is_debug(v) && at.iter().any(|&(n, _)| nodes.debug.get(n as usize).copied().unwrap_or(false)),
             })
         }));
         victims.sort_by_key(|v| (v.rank, std::cmp::Reverse(v.id)));
@@ -410,9 +417,14 @@ impl<H: Copy> VictimPool<H> {
             .collect();
         order.sort_unstable();
         let order: Vec<usize> = order.into_iter().map(|(_, _, k)| k).collect();
+        // A debug job within its team's allowance owns the debug capacity:
+        // there it takes any debug job past its contract.
+        let owns_debug_nodes = slices_across(preemptor, p_node, m);
         let admit = |v: &Victim<H>, reclaim: &mut Reclaim<'_>| -> Option<PreemptReason> {
             if !v.needs_reclaim {
                 Some(PreemptReason::Unallocated)
+            } else if owns_debug_nodes && v.debug_there {
+                Some(PreemptReason::TimeSlice)
             } else if v.account == preemptor.account {
                 (v.eligible.sliceable && inside(slice, v.slice).is_ok()).then_some(PreemptReason::TimeSlice)
             } else {

@@ -158,6 +158,17 @@ impl PriorityRules {
         share.max(f64::from(self.debug_max_gpus))
     }
 
+    /// May a job run on the debug capacity's nodes (`[priority]
+    /// debug_nodes`)? Unallocated work (preemptible at once: it fills them
+    /// while no debug job waits) and debug jobs; nothing else.
+    ///
+    /// ```text
+    /// may_use_debug_nodes ⇔ ¬allocated ∨ debug
+    /// ```
+    pub fn may_use_debug_nodes(&self, job: &Job, allocated: bool) -> bool {
+        !allocated || self.is_debug(job)
+    }
+
     /// A quick job: a debug job ([`PriorityRules::is_debug`]), or a time
     /// limit of at most `quick_time_limit_s`.
     pub fn is_quick(&self, job: &Job) -> bool {

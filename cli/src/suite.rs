@@ -47,6 +47,12 @@ pub struct SuiteArgs {
     /// debug_lane`; on by default): measure the order without it
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub debug_lane: Option<String>,
+    /// Nodes of the debug capacity in every case (the last ones of the
+    /// cluster; default: as many as the config's `[priority] debug_nodes`
+    /// names, none in the synthetic cases): only debug jobs and unallocated
+    /// work run there under Tally.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=64))]
+    pub debug_nodes: Option<usize>,
     /// Replays run at once, 1 to 1024 (default: the machine's cores).
     #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS as u64))]
     pub threads: Option<usize>,
@@ -164,6 +170,7 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
                     gpus_per_node: case.config.cluster.gpus_per_node,
                     requeue_delay_s,
                     plan_interval_s: case.config.planner.map_or(1800, |pl| pl.interval_s),
+                    debug_nodes: a.debug_nodes.unwrap_or(case.config.debug_nodes.len()),
                     ..Settings::default()
                 };
                 let r = run(&case.trace, &case.config, p, s, &mut |_| {}).map_err(|e| format!("{} {}: {e}", case.name, p.name()));

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use tally_allocator::{Allocation, Capacity, ContractRules, FairShare, GpuWeights, Inventory, Ledger, OrgTree, PriorityRules, TreeError, Weight};
 use tally_planner::queue::QueueRules;
 
+pub mod hostlist;
 pub mod input;
 pub mod lines;
 pub mod raw;
@@ -172,6 +173,10 @@ pub struct Config {
     pub contracts: ContractRules,
     pub submit: SubmitPolicy,
     pub priority: PriorityRules,
+    /// `[priority] debug_nodes`: the nodes of the debug capacity, by name
+    /// (only debug jobs and unallocated work run there,
+    /// [`PriorityRules::may_use_debug_nodes`]); empty: none.
+    pub debug_nodes: Vec<String>,
     /// How often the plugin's thread charges usage and re-ranks.
     pub calc_period_s: u64,
     /// `[planner]`: the rolling-horizon planner thread, if enabled.
@@ -240,6 +245,7 @@ impl Config {
         let (contracts, submit) = sections::contracts(raw.contracts, &lines, &mut problems);
         let raw_priority = raw.priority.unwrap_or_default();
         let (priority, calc_period_s) = sections::priority(&raw_priority, contracts.max_s, &mut problems);
+        let debug_nodes = sections::debug_nodes(&raw_priority, &mut problems);
         let warnings = sections::dropped_keys(&raw_priority, &lines);
         let planner = sections::planner(raw.planner, cluster.gpus, &mut problems);
         let (specs, account_lines) = sections::accounts(&raw.accounts, &lines, &mut problems);
@@ -257,6 +263,7 @@ impl Config {
             contracts,
             submit,
             priority,
+            debug_nodes,
             calc_period_s,
             planner,
             tree,

@@ -106,6 +106,8 @@ pub struct RawPriority {
     pub debug_lane: Option<bool>,
     /// Percent of a team's rate.
     pub debug_allowance: Option<f64>,
+    /// A Slurm hostlist.
+    pub debug_nodes: Option<String>,
     /// Dropped: warned about and ignored, whatever its value.
     pub debug_lane_gpus: Option<Spanned<serde::de::IgnoredAny>>,
 }

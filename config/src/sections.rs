@@ -281,6 +281,22 @@ pub(crate) fn priority(p: &RawPriority, max_s: u64, problems: &mut Problems) -> 
     (PriorityRules { quick_time_limit_s, debug_max_gpus, debug_max_contract_s, debug_lane, debug_allowance_bp }, calc_period_s)
 }
 
+/// `[priority] debug_nodes`: a Slurm hostlist, expanded (bounded by
+/// [`crate::hostlist`]).
+pub(crate) fn debug_nodes(p: &RawPriority, problems: &mut Problems) -> Vec<String> {
+    match p.debug_nodes.as_deref().map(str::trim) {
+        None | Some("") => Vec::new(),
+        Some(expr) => crate::hostlist::expand(expr).unwrap_or_else(|e| {
+            problems.bad(
+                "priority.debug_nodes",
+                None,
+                format!("{e}; give the debug capacity's nodes as slurm.conf names them, e.g. \"gpu[07-08]\" (at most 4096)"),
+            );
+            Vec::new()
+        }),
+    }
+}
+
 /// The warnings for keys an earlier Tally accepted ([`DROPPED_KEYS`]):
 /// said and ignored, as Slurm treats its deprecated options, so last
 /// month's file still loads.

@@ -30,6 +30,9 @@ pub struct Cluster {
     pub size: Vec<u32>,
     /// The GPU type of each node (`None`: untyped).
     pub types: Vec<Option<Arc<str>>>,
+    /// The nodes of the debug capacity (`[priority] debug_nodes`): only
+    /// debug jobs and unallocated work run there.
+    pub debug: Vec<bool>,
 }
 
 impl Cluster {
@@ -51,7 +54,17 @@ impl Cluster {
             }
             types.extend(std::iter::repeat_n(t.clone(), n));
         }
-        Cluster { gpus_per_node: per, size: free.clone(), free, types }
+        let debug = vec![false; free.len()];
+        Cluster { gpus_per_node: per, size: free.clone(), free, types, debug }
+    }
+
+    /// Make the last `n` nodes the debug capacity (at most all of them).
+    pub fn with_debug_nodes(mut self, n: usize) -> Cluster {
+        let len = self.debug.len();
+        for d in self.debug.iter_mut().skip(len.saturating_sub(n)) {
+            *d = true;
+        }
+        self
     }
 
     /// Can a job of `gpu_type` use node `n`? Any node for an untyped job.
@@ -123,18 +136,19 @@ impl Cluster {
         (whole().count() == need).then(|| whole().collect())
     }
 
-    /// [`Cluster::fit_where`] on `free` for a job of `gpu_type`.
-    pub fn fit_for(&self, free: &[u32], gpus: u32, gpu_type: Option<&str>) -> Option<Placement> {
-        Cluster::fit_where(free, gpus, self.gpus_per_node, |n| self.allows(n, gpu_type))
+    /// [`Cluster::fit_where`] on `free` for a job of `gpu_type`, on the
+    /// debug capacity's nodes too when `debug_ok`.
+    pub fn fit_for(&self, free: &[u32], gpus: u32, gpu_type: Option<&str>, debug_ok: bool) -> Option<Placement> {
+        Cluster::fit_where(free, gpus, self.gpus_per_node, |n| self.allows(n, gpu_type) && (debug_ok || !self.debug[n]))
     }
 
     pub fn place(&self, gpus: u32) -> Option<Placement> {
         Cluster::fit(&self.free, gpus, self.gpus_per_node)
     }
 
-    /// Where a job of `gpus` GPUs of `gpu_type` fits now.
-    pub fn place_for(&self, gpus: u32, gpu_type: Option<&str>) -> Option<Placement> {
-        self.fit_for(&self.free, gpus, gpu_type)
+    /// Where a job of `gpus` GPUs of `gpu_type` fits now ([`Cluster::fit_for`]).
+    pub fn place_for(&self, gpus: u32, gpu_type: Option<&str>, debug_ok: bool) -> Option<Placement> {
+        self.fit_for(&self.free, gpus, gpu_type, debug_ok)
     }
 
     /// Take a placement. Panics on over-commit (an invariant of the simulator).
@@ -183,13 +197,13 @@ mod tests {
         assert_eq!((c.size.clone(), c.nodes()), (vec![8, 4, 8, 8], 4));
         assert_eq!((c.gpus_for(Some("b200")), c.gpus_for(Some("h100")), c.gpus_for(None), c.gpus_for(Some("a100"))), (12, 8, 28, 0));
         // Best fit among its type: the 4-GPU B200 node.
-        assert_eq!(c.place_for(4, Some("b200")), Some(vec![(1, 4)]));
-        assert_eq!(c.place_for(8, Some("h100")), Some(vec![(2, 8)]));
-        assert_eq!(c.place_for(16, Some("b200")), None, "one whole B200 node only");
-        assert_eq!(c.place_for(1, Some("a100")), None);
+        assert_eq!(c.place_for(4, Some("b200"), true), Some(vec![(1, 4)]));
+        assert_eq!(c.place_for(8, Some("h100"), true), Some(vec![(2, 8)]));
+        assert_eq!(c.place_for(16, Some("b200"), true), None, "one whole B200 node only");
+        assert_eq!(c.place_for(1, Some("a100"), true), None);
         // Untyped: any node, by the same rule.
-        assert_eq!(c.place_for(4, None), Some(vec![(1, 4)]));
-        assert_eq!(c.place_for(16, None), Some(vec![(0, 8), (2, 8)]));
+        assert_eq!(c.place_for(4, None, true), Some(vec![(1, 4)]));
+        assert_eq!(c.place_for(16, None, true), Some(vec![(0, 8), (2, 8)]));
         // Charged by where it lands.
         let w = GpuWeights::new([("b200", 2.0, None), ("h100", 1.0, None)]).unwrap();
         assert_eq!(c.weight_of(&vec![(0, 8)], &w).get(), 2.0);
@@ -197,6 +211,24 @@ mod tests {
         assert_eq!(c.weight_of(&vec![(3, 8)], &w), Weight::ONE);
         assert_eq!(c.weight_of(&vec![(0, 8)], &GpuWeights::default()), Weight::ONE);
         assert_eq!(Cluster::new(12, 8), Cluster::typed(&[(None, 12)], 8));
+    }
+
+    #[test]
+    fn only_jobs_allowed_there_use_the_debug_capacity() {
+        // Three nodes of 8, the last the debug capacity.
+        let c = Cluster::new(24, 8).with_debug_nodes(1);
+        assert_eq!(c.debug, vec![false, false, true]);
+        let mut busy = c.clone();
+        busy.take(&vec![(0, 8), (1, 6)]);
+        // A job of 4 fits only on the debug node: an ordinary job waits,
+        // a debug job (or unallocated work) takes it.
+        assert_eq!(busy.place_for(4, None, false), None);
+        assert_eq!(busy.place_for(4, None, true), Some(vec![(2, 4)]));
+        // Best fit prefers the ordinary node's 2 GPUs for a 2-GPU debug job.
+        assert_eq!(busy.place_for(2, None, true), Some(vec![(1, 2)]));
+        // Multi-node jobs too: two whole nodes only with the debug one.
+        assert_eq!(c.place_for(16, None, false), Some(vec![(0, 8), (1, 8)]));
+        assert_eq!(c.clone().with_debug_nodes(2).place_for(16, None, false), None);
     }
 
     #[test]

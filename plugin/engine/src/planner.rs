@@ -30,12 +30,15 @@ impl Placed {
 }
 
 /// The nodes as a preemption sees them ([`tally_allocator::Nodes`]): each
-/// node's GPUs and those the running `jobs` leave free, by node index.
-pub fn preemption_nodes(nodes: &[NodeView], jobs: &[Placed]) -> tally_allocator::Nodes {
+/// node's GPUs and those the running `jobs` leave free, by node index, and
+/// which are the debug capacity's (`debug_nodes`, by name).
+pub fn preemption_nodes(nodes: &[NodeView], jobs: &[Placed], debug_nodes: &[String]) -> tally_allocator::Nodes {
     let slots = nodes.iter().map(|n| n.index as usize + 1).max().unwrap_or(0);
     let mut size = vec![0u32; slots];
+    let mut debug = vec![false; slots];
     for n in nodes {
         size[n.index as usize] = n.gpu_total();
+        debug[n.index as usize] = debug_nodes.iter().any(|d| **d == *n.name);
     }
     let mut free = size.clone();
     for p in jobs.iter().filter(|p| p.view.state == RunState::Running) {
@@ -45,7 +48,7 @@ pub fn preemption_nodes(nodes: &[NodeView], jobs: &[Placed]) -> tally_allocator:
             }
         }
     }
-    tally_allocator::Nodes { size, free }
+    tally_allocator::Nodes { size, free, debug }
 }
 
 /// What a re-plan saw and decided.

@@ -174,7 +174,7 @@ fn refresh(host: &Host) {
         return;
     };
     let copied = host.copy_placed();
-    let nodes = preemption_nodes(&copied.nodes, &copied.jobs);
+    let nodes = preemption_nodes(&copied.nodes, &copied.jobs, &config.debug_nodes);
     let (views, placed): (Vec<_>, Vec<_>) = copied.jobs.into_iter().map(|Placed { view, nodes }| (view, nodes)).unzip();
     let t = now();
     let runs = with_notes(runs);

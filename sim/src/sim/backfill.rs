@@ -24,16 +24,16 @@ impl<'a> Sim<'a> {
     /// Where job `i` fits now (FIFO keeps its realtime reservation free).
     /// `too_big`: per GPU type, the fewest GPUs that found no place on the
     /// cluster as it is (a bigger job of the type finds none either).
-    fn fit(&self, i: usize, now: u64, too_big: &mut Vec<(Option<Arc<str>>, u32)>) -> Option<Placement> {
+    fn fit(&self, i: usize, now: u64, too_big: &mut Vec<(Option<Arc<str>>, bool, u32)>) -> Option<Placement> {
         let j = &self.jobs[i];
-        let bound = too_big.iter_mut().find(|(t, _)| *t == j.gpu_type);
-        if bound.as_ref().is_some_and(|(_, g)| j.job.gpus >= *g) {
+        let bound = too_big.iter_mut().find(|(t, d, _)| *t == j.gpu_type && *d == j.debug_ok);
+        if bound.as_ref().is_some_and(|(_, _, g)| j.job.gpus >= *g) {
             return None;
         }
-        let Some(p) = self.cluster.place_for(j.job.gpus, j.gpu_type.as_deref()) else {
+        let Some(p) = self.cluster.place_for(j.job.gpus, j.gpu_type.as_deref(), j.debug_ok) else {
             match bound {
-                Some((_, g)) => *g = j.job.gpus,
-                None => too_big.push((j.gpu_type.clone(), j.job.gpus)),
+                Some((_, _, g)) => *g = j.job.gpus,
+                None => too_big.push((j.gpu_type.clone(), j.debug_ok, j.job.gpus)),
             }
             return None;
         };
@@ -56,7 +56,7 @@ impl<'a> Sim<'a> {
             for &(n, g) in &self.jobs[v].placement {
                 free[n] += g;
             }
-            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref()) {
+            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref(), self.jobs[i].debug_ok) {
                 return Some((end, free, p));
             }
         }

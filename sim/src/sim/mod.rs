@@ -159,6 +159,10 @@ pub struct Settings {
     pub requeue_delay_s: u64,
     /// Re-plan period of the planners (`[planner] interval`).
     pub plan_interval_s: u64,
+    /// Nodes of the debug capacity (the last ones of the cluster): under
+    /// Tally only debug jobs and unallocated work run there; the other
+    /// policies use them as any node.
+    pub debug_nodes: usize,
     /// The durations the planners plan with.
     pub plan_durations: PlanDurations,
 }
@@ -175,6 +179,7 @@ impl Default for Settings {
             requeue_delay_s: 121,
             plan_interval_s: 1800,
             plan_durations: PlanDurations::True,
+            debug_nodes: 0,
         }
     }
 }
@@ -233,6 +238,10 @@ struct SimJob {
     /// What the planners believe its whole duration is ([`PlanDurations`];
     /// set at submission).
     belief_s: u64,
+    /// It may run on the debug capacity's nodes (Tally: unallocated work
+    /// and debug jobs, `PriorityRules::may_use_debug_nodes`; every job
+    /// under the other policies).
+    debug_ok: bool,
 }
 
 /// The outcome of one scheduling decision, for tests: (time, job id, what).
@@ -351,7 +360,7 @@ impl<'a> Sim<'a> {
         if s.gpus == 0 {
             return Err(SimError::NoGpus);
         }
-        let cluster = Cluster::typed(&gpu_groups(config, s.gpus)?, s.gpus_per_node);
+        let cluster = Cluster::typed(&gpu_groups(config, s.gpus)?, s.gpus_per_node).with_debug_nodes(if policy.tally() { s.debug_nodes } else { 0 });
         let alloc = config.allocation(cluster.total()).unwrap_or_else(|_| {
             // GPU-hour budgets that do not fit this size: scale by shares only.
             config.allocation(config.ranking_gpus()).expect("validated config")
@@ -409,6 +418,7 @@ impl<'a> Sim<'a> {
                 earlier_run_s: 0,
             };
             let node = if job.is_allocated(&Funded::new(&config.tree, &alloc)) { config.tree.id(&job.account) } else { None };
+            let debug_ok = !policy.tally() || config.priority.may_use_debug_nodes(&job, node.is_some());
             jobs.push(SimJob {
                 job,
                 gpu_type,
@@ -428,6 +438,7 @@ impl<'a> Sim<'a> {
                 time_limit_s: tj.time_limit_s,
                 belief_s: tj.duration_s.max(1),
                 settled: true,
+                debug_ok,
             });
         }
         let teams = shares.len();
@@ -522,7 +533,7 @@ impl<'a> Sim<'a> {
             j.remaining_s = r.remaining_s.max(1);
             j.job.earlier_run_s = r.ran_s;
             self.enqueue(r.job, t0);
-            let Some(p) = self.cluster.place_for(self.jobs[r.job].job.gpus, self.jobs[r.job].gpu_type.as_deref()) else {
+            let Some(p) = self.cluster.place_for(self.jobs[r.job].job.gpus, self.jobs[r.job].gpu_type.as_deref(), true) else {
                 return Err(broken(t0, format!("running job {} does not fit the cluster", self.jobs[r.job].job.id)));
             };
             self.start(r.job, p, t0)?;

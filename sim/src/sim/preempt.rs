@@ -55,7 +55,7 @@ impl<'a> Sim<'a> {
                 let pool = pool.get_or_insert_with(|| {
                     let at: Vec<Vec<(u32, u32)>> =
                         self.running.iter().map(|&v| self.jobs[v].placement.iter().map(|&(n, g)| (n as u32, g)).collect()).collect();
-                    let nodes = Nodes { size: self.cluster.size.clone(), free: self.cluster.free.clone() };
+                    let nodes = Nodes { size: self.cluster.size.clone(), free: self.cluster.free.clone(), debug: self.cluster.debug.clone() };
                     VictimPool::placed(self.running.iter().zip(&at).map(|(&v, a)| (v, &self.jobs[v].job, &a[..])), nodes, &m)
                 });
                 pool.for_preemptor(&p.job, &m)
@@ -94,13 +94,13 @@ impl<'a> Sim<'a> {
                 free[n] += g;
             }
             chosen.push(v);
-            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref()) {
+            if let Some(p) = self.cluster.fit_for(&free, self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref(), self.jobs[i].debug_ok) {
                 let nodes: Vec<usize> = p.iter().map(|&(n, _)| n).collect();
                 let needed: Vec<usize> = chosen.into_iter().filter(|&v| self.jobs[v].placement.iter().any(|(n, _)| nodes.contains(n))).collect();
                 for v in needed {
                     self.preempt(v, i, now)?;
                 }
-                let again = self.cluster.place_for(self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref());
+                let again = self.cluster.place_for(self.jobs[i].job.gpus, self.jobs[i].gpu_type.as_deref(), self.jobs[i].debug_ok);
                 return Ok(again.filter(|q| q.iter().all(|(n, _)| nodes.contains(n))).or(Some(p)));
             }
         }
