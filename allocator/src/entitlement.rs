@@ -71,15 +71,18 @@ impl Load {
     }
     /// Count an allocated job of node `id`, running or waiting: its budget
     /// units, and its GPUs against the debug allowance if it is a debug job
-    /// (the one way the plugin and the reports count a job).
+    /// (the one way the plugin and the reports count a job). A job array's
+    /// record of pending tasks counts all of them: `tasks ×` its units and
+    /// GPUs ([`crate::Job::tasks`]; 1 for every other job).
     pub fn count(&mut self, id: NodeId, job: &crate::Job, running: bool, rules: &crate::PriorityRules) {
+        let tasks = f64::from(job.tasks.max(1));
         if running {
-            self.run_units(id, job.units());
+            self.run_units(id, job.units() * tasks);
         } else {
-            self.wait_units(id, job.units());
+            self.wait_units(id, job.units() * tasks);
         }
         if rules.is_debug(job) {
-            self.debug_gpus(id, f64::from(job.gpus), running);
+            self.debug_gpus(id, f64::from(job.gpus) * tasks, running);
         }
     }
     /// Count GPUs of an allocated debug job, running or waiting (besides

@@ -91,6 +91,21 @@ pub struct Job {
     /// run the scheduler starts after preempting the job gets all of it
     /// ([`crate::runs`]).
     pub earlier_run_s: u64,
+    /// Tasks it stands for: a job array's record of its pending tasks
+    /// (one Slurm record, `array_recs->task_cnt` tasks of `gpus` GPUs and
+    /// one contract each, any of which Slurm may start from it) stands for
+    /// all of them; any other job is 1. A running job is always 1 (Slurm
+    /// splits a task off the record when it starts it). What it waits for
+    /// is `tasks ×` its [`Job::units`], and its debug GPUs `tasks × gpus`
+    /// ([`crate::PriorityRules::is_debug`] judges one task).
+    pub tasks: u32,
+    /// GPUs it will hold as a whole when more than `gpus` shows (`None`:
+    /// `gpus`): a heterogeneous job's, over all its components (each
+    /// component counts its own `gpus` everywhere else); an exclusive
+    /// pending job's, its whole nodes' (Slurm gives such a job every GPU
+    /// of the nodes it gets; once it runs, `gpus` is what it got). Only its
+    /// class is judged by it ([`Job::class_gpus`]).
+    pub holds_gpus: Option<u32>,
 }
 
 impl Job {
@@ -113,6 +128,8 @@ impl Job {
             restarts: 0,
             time_limit_s: None,
             earlier_run_s: 0,
+            tasks: 1,
+            holds_gpus: None,
         }
     }
     pub fn contract(mut self, min_runtime_s: u64, resumable: bool) -> Job {
@@ -150,6 +167,24 @@ impl Job {
     pub fn earlier_run(mut self, s: u64) -> Job {
         self.earlier_run_s = s;
         self
+    }
+    /// An array's record of `n` pending tasks (at least 1), each of this
+    /// job's GPUs and contract ([`Job::tasks`]).
+    pub fn tasks(mut self, n: u32) -> Job {
+        self.tasks = n.max(1);
+        self
+    }
+    /// It will hold `gpus` GPUs as a whole ([`Job::holds_gpus`]: a
+    /// heterogeneous job's total, an exclusive job's whole nodes).
+    pub fn holds(mut self, gpus: u32) -> Job {
+        self.holds_gpus = Some(gpus);
+        self
+    }
+
+    /// The GPUs its class is judged by: what one of its tasks will hold,
+    /// `max(gpus, holds_gpus)` ([`crate::PriorityRules::is_debug`]).
+    pub fn class_gpus(&self) -> u32 {
+        self.holds_gpus.map_or(self.gpus, |g| g.max(self.gpus))
     }
 
     /// Allocated ⇔ a contract > 0 **and** a funded account (in the tree,

@@ -123,6 +123,12 @@ pub const DEFAULT_DEBUG_MAX_CONTRACT_S: u64 = 15 * MINUTE_S;
 /// The default of `[priority] debug_allowance`: 5% of a team's rate (in
 /// basis points).
 pub const DEFAULT_DEBUG_ALLOWANCE_BP: u32 = 500;
+/// The debug allowance is never less than this many debug jobs of
+/// `debug_max_gpus` ([`PriorityRules::debug_allowance`]). Measured on the
+/// real-Slurm replay: with one, a team's second debug job queued as
+/// ordinary work behind its first and waited up to 90 real seconds; the
+/// gaming family is the same with one, two or four (docs/design.md).
+pub const DEBUG_ALLOWANCE_JOBS: u32 = 2;
 
 impl Default for PriorityRules {
     fn default() -> Self {
@@ -138,24 +144,29 @@ impl Default for PriorityRules {
 
 impl PriorityRules {
     /// A debug job: an allocated contract of at most
-    /// `debug_max_contract_s` and at most `debug_max_gpus` GPUs.
+    /// `debug_max_contract_s` and at most `debug_max_gpus` GPUs, judged by
+    /// what one task of it will hold ([`Job::class_gpus`]): an exclusive
+    /// job by its whole nodes, a heterogeneous one by all its components;
+    /// an array's record by one task (its lane and allowance count all of
+    /// them, [`Job::tasks`]).
     pub fn is_debug(&self, job: &Job) -> bool {
-        job.contract.is_allocated() && job.contract.min_runtime_s <= self.debug_max_contract_s && job.gpus <= self.debug_max_gpus
+        job.contract.is_allocated() && job.contract.min_runtime_s <= self.debug_max_contract_s && job.class_gpus() <= self.debug_max_gpus
     }
 
     /// The debug allowance of a team whose rate is `rate` (budget units):
     ///
     /// ```text
-    /// allowance = max(debug_max_gpus, debug_allowance × rate)      GPUs
+    /// allowance = max(2 × debug_max_gpus, debug_allowance × rate)      GPUs
     /// ```
     /// A team's debug jobs take the debug lane, and time-slice another
     /// team's work, only while the GPUs of its debug jobs running and of
     /// those ahead of them in the lane stay within it; beyond it its debug
-    /// jobs queue as ordinary work. At least one debug job of the largest
-    /// size, so that every funded team can debug.
+    /// jobs queue as ordinary work. At least two debug jobs of the largest
+    /// size ([`DEBUG_ALLOWANCE_JOBS`]), so that every funded team can debug
+    /// while another of its debug jobs runs.
     pub fn debug_allowance(&self, rate: f64) -> f64 {
         let share = f64::from(self.debug_allowance_bp) / 10_000.0 * rate.max(0.0);
-        share.max(f64::from(self.debug_max_gpus))
+        share.max(f64::from(DEBUG_ALLOWANCE_JOBS * self.debug_max_gpus))
     }
 
     /// May a job run on the debug capacity's nodes (`[priority]
@@ -255,26 +266,36 @@ pub fn settled_priority(job: &Job, standing: Option<&Standing>, ent: &Entitlemen
 
 /// What of a job its priority reads besides its team (a queue walk copies
 /// these out once, in memory order, then walks them in queue order).
+///
+/// A job array's record of pending tasks ([`Job::tasks`]) is all of its
+/// tasks at once: `tasks ×` its units ahead of its team's later jobs, and
+/// the lane only if all its tasks fit the allowance (`tasks × gpus`),
+/// because Slurm starts tasks off the record between two recalculations
+/// with the priority the record has: giving it the lane for part of them
+/// gives it to all.
 #[derive(Debug, Clone, Copy, Default)]
 struct Traits {
     contract_allocated: bool,
     quick: bool,
-    /// A debug job (the debug lane).
+    /// A debug job (the debug lane): one task of it is
+    /// ([`PriorityRules::is_debug`]).
     debug: bool,
-    /// Budget units (`gpus × weight`): what it adds to its team's `ahead`.
+    /// Budget units (`tasks × gpus × weight`): what it adds to its team's
+    /// `ahead`.
     units: f64,
-    /// GPUs: what it adds to its team's debug allowance.
+    /// GPUs (`tasks × gpus`): what it adds to its team's debug allowance.
     gpus: f64,
     within_team: i32,
 }
 
 fn traits(job: &Job, rules: &PriorityRules) -> Traits {
+    let tasks = f64::from(job.tasks.max(1));
     Traits {
         contract_allocated: job.contract.is_allocated(),
         quick: rules.is_quick(job),
         debug: rules.is_debug(job),
-        units: job.units(),
-        gpus: f64::from(job.gpus),
+        units: job.units() * tasks,
+        gpus: f64::from(job.gpus) * tasks,
         within_team: job.within_team,
     }
 }

@@ -144,7 +144,8 @@ proptest! {
 
 /// Each way of reshaping work toward a favoured treatment, and what the
 /// rules give it: a team `a` at its rate (4 equal teams of 16 GPUs on 64,
-/// a rate of 16 each: a debug allowance of 2 GPUs), `b` over its rate.
+/// a rate of 16 each: a debug allowance of 4 GPUs, two debug jobs), `b`
+/// over its rate.
 #[test]
 fn each_gaming_route_gets_no_more_than_the_rule_allows() {
     let w = world(4, 64);
@@ -159,29 +160,29 @@ fn each_gaming_route_gets_no_more_than_the_rule_allows() {
         order_queue(waiting, &fs, &ent, &rules).priorities.iter().map(|p| p.need == priority::NEED_LANE).collect()
     };
 
-    // 1. The debug lane: one debug job of a fits its allowance, a second
-    //    waiting beside it does not (it queues as a's ordinary work).
-    let (d1, d2) = (debug(10, "t0"), debug(11, "t0").submitted(1));
+    // 1. The debug lane: two debug jobs of a fit its allowance, a third
+    //    waiting beside them does not (it queues as a's ordinary work).
+    let (d1, d2, d3) = (debug(10, "t0"), debug(11, "t0").submitted(1), debug(12, "t0").submitted(2));
     let mut jobs = base.clone();
-    jobs.extend([d1.clone(), d2.clone()]);
-    assert_eq!(lane(&jobs, &[&d1, &d2]), vec![true, false], "the allowance holds one 2-GPU debug job");
+    jobs.extend([d1.clone(), d2.clone(), d3.clone()]);
+    assert_eq!(lane(&jobs, &[&d1, &d2, &d3]), vec![true, true, false], "the allowance holds two 2-GPU debug jobs");
     // 2. Many users of one team share its allowance.
-    let d3 = Job::new(12, "t0", "someone-else").gpus(2).contract(15 * 60, false).submitted(2);
+    let d4 = Job::new(13, "t0", "someone-else").gpus(2).contract(15 * 60, false).submitted(3);
     let mut jobs = base.clone();
-    jobs.extend([d1.clone(), d3.clone()]);
-    assert_eq!(lane(&jobs, &[&d1, &d3]), vec![true, false], "per team, not per user");
-    // 3. A debug job of a running (in or past its contract) fills the
-    //    allowance: no lane for the next one, however it started.
+    jobs.extend([d1.clone(), d2.clone(), d4.clone()]);
+    assert_eq!(lane(&jobs, &[&d1, &d2, &d4]), vec![true, true, false], "per team, not per user");
+    // 3. Debug jobs of a running (in or past their contracts) fill the
+    //    allowance: no lane for the next one, however they started.
     let mut jobs = base.clone();
-    jobs.push(running(13, "t0", 2, 15 * 60, false, HOUR_S));
+    jobs.extend([running(14, "t0", 2, 15 * 60, false, HOUR_S), running(15, "t0", 2, 15 * 60, false, 60)]);
     jobs.push(d1.clone());
-    assert_eq!(lane(&jobs, &[&d1]), vec![false], "a's debug job running fills its allowance");
+    assert_eq!(lane(&jobs, &[&d1]), vec![false], "a's debug jobs running fill its allowance");
 
     // 4. Past its contract a debug job has no shield: not resumable, no
     //    time limit, a requeue budget spent — still a victim of c's owed job.
     let contracts = ContractRules { max_requeues: Some(1), ..CONTRACTS };
     let mut jobs = base.clone();
-    let piece = running(14, "t1", 2, 15 * 60, false, HOUR_S).restarts(5);
+    let piece = running(16, "t1", 2, 15 * 60, false, HOUR_S).restarts(5);
     jobs.push(piece.clone());
     let ent = w.ent(&jobs);
     let m = Moment { ent: &ent, rules: &rules, contracts: &contracts, now: NOW };
@@ -195,22 +196,22 @@ fn each_gaming_route_gets_no_more_than_the_rule_allows() {
     //    job may slice b's resumable job past its contract (b stays at or
     //    above its rate and above a's final share); with a debug job of a
     //    already running, not.
-    let b_res = running(15, "t1", 2, HOUR_S, true, 2 * HOUR_S);
+    let b_res = running(17, "t1", 2, HOUR_S, true, 2 * HOUR_S);
     let mut jobs = base.clone();
     jobs.push(b_res.clone());
     let ent = w.ent(&jobs);
     let m = moment(&ent);
-    let slicer = debug(16, "t0").gpus(1);
+    let slicer = debug(18, "t0").gpus(1);
     assert!(may_preempt(&slicer, &b_res, &m).allowed(), "{:?}", may_preempt(&slicer, &b_res, &m));
-    jobs.push(running(17, "t0", 2, 15 * 60, false, 10 * 60));
+    jobs.extend([running(19, "t0", 2, 15 * 60, false, 10 * 60), running(20, "t0", 2, 15 * 60, false, 5 * 60)]);
     let ent = w.ent(&jobs);
     let m = moment(&ent);
     assert!(!may_preempt(&slicer, &b_res, &m).allowed(), "beyond its allowance a debug job is ordinary work");
 
     // 6. A quick job (a 10-minute limit) only goes first inside its team:
     //    it takes nothing of another team that a job of its team would not.
-    let quick = Job::new(18, "t0", "u").gpus(1).contract(HOUR_S, false).time_limit(600);
-    let ordinary = Job::new(19, "t0", "u").gpus(1).contract(HOUR_S, false);
+    let quick = Job::new(21, "t0", "u").gpus(1).contract(HOUR_S, false).time_limit(600);
+    let ordinary = Job::new(22, "t0", "u").gpus(1).contract(HOUR_S, false);
     let ent = w.ent(&base.iter().cloned().chain([b_res.clone()]).collect::<Vec<_>>());
     let m = moment(&ent);
     assert_eq!(may_preempt(&quick, &b_res, &m).allowed(), may_preempt(&ordinary, &b_res, &m).allowed());

@@ -7,10 +7,18 @@
 //! request strings), `nice` without Slurm's offset, time limits in
 //! seconds (`None` = no limit).
 //!
+//! What it will hold, as the plugin classes a job: an exclusive job is
+//! squeue's `shared` of `none` (22.05: a string; 24.11 and later: a list of
+//! flags), which Slurm prints for `--exclusive` and for a partition's
+//! `OverSubscribe=EXCLUSIVE`; an array's pending record holds the tasks
+//! of its `array_task_string` ([`task_count`]); a heterogeneous job's
+//! components share their leader's `het_job_id` (the engine sums them).
+//!
 //! What squeue does not show is left at its neutral value and said here:
 //! `direct_set_prio` (an admin's priority) is `false`, and
 //! `preempt_start_s` (when a pending job started preempting) is 0 — the
-//! JSON's `preempt_time` is the victim's side.
+//! JSON's `preempt_time` is the victim's side; `node_gpus` (what an
+//! exclusive job's nodes have) is for the caller that read the nodes.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -179,6 +187,46 @@ fn run_state(word: &str) -> Option<RunState> {
     })
 }
 
+/// squeue's `shared` says it gets whole nodes: `"none"` (22.05) or a list
+/// of flags holding `"none"` (24.11 and later; `[]` when unset). Slurm
+/// prints `none` for `--exclusive` and for a partition's
+/// `OverSubscribe=EXCLUSIVE`.
+fn exclusive(job: &Value) -> bool {
+    match job.get("shared") {
+        Some(Value::String(s)) => s.eq_ignore_ascii_case("none"),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).any(|s| s.eq_ignore_ascii_case("none")),
+        _ => false,
+    }
+}
+
+/// How many task ids an array's `array_task_string` names (`1-3`,
+/// `0-15:4`, `1,3,5-7`, a `%2` limit of running tasks left out):
+/// `None` when it names none or cannot be read. Slurm cuts a long one
+/// short (`…,7,...`: 64 characters, `SLURM_BITSTR_LEN`); then the ids it
+/// still shows are counted.
+pub fn task_count(spec: &str) -> Option<u32> {
+    let spec = spec.split('%').next()?.trim();
+    let mut count: u32 = 0;
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty() && !p.starts_with("...")) {
+        let part = part.trim_end_matches('.');
+        let (range, step) = match part.split_once(':') {
+            Some((r, s)) => (r, s.trim().parse::<u32>().ok().filter(|&s| s > 0)?),
+            None => (part, 1),
+        };
+        let (lo, hi) = match range.split_once('-') {
+            Some((lo, hi)) => (lo.trim().parse::<u32>().ok()?, hi.trim().parse::<u32>().ok()?),
+            None => {
+                let n = range.trim().parse::<u32>().ok()?;
+                (n, n)
+            }
+        };
+        if hi >= lo {
+            count = count.saturating_add((hi - lo) / step + 1);
+        }
+    }
+    (count > 0).then_some(count)
+}
+
 /// One job object of `squeue --json`.
 fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
     let job_id = number(j, "job_id")?.filter(|&id| id > 0).ok_or("no `job_id`")?;
@@ -206,6 +254,10 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
     let gpu_type = typ.map(|t| names.intern(t));
     let time_limit_s = number(j, "time_limit").map_err(|e| format!("job {job_id}: {e}"))?.map(|m| m * MINUTE_S);
     let array_task_id = number(j, "array_task_id").map_err(|e| format!("job {job_id}: {e}"))?.map(|t| u32_of(Some(t)));
+    let array_job_id = u32_of(Some(at("array_job_id")?));
+    let array_string = text(j, "array_task_string");
+    // An array's record of its pending tasks (no task id of its own).
+    let array_tasks = if array_job_id != 0 && array_task_id.is_none() { task_count(array_string).unwrap_or(1) } else { 1 };
     let view = JobView {
         job_id,
         state,
@@ -229,6 +281,10 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
         pre_sus_s: at("pre_sus_time")?,
         suspend_s: at("suspend_time")?,
         het_job_id: u32_of(Some(at("het_job_id")?)),
+        nodes: nodes_asked,
+        exclusive: exclusive(j),
+        node_gpus: None,
+        array_tasks,
     };
     Ok(QueueJob {
         view,
@@ -238,8 +294,8 @@ fn job(j: &Value, names: &mut Names) -> Result<QueueJob, String> {
         reservation: text(j, "resv_name").to_string(),
         nodes_asked,
         node_list: text(j, "nodes").to_string(),
-        array_tasks: text(j, "array_task_string").to_string(),
-        array_job_id: u32_of(Some(at("array_job_id")?)),
+        array_tasks: array_string.to_string(),
+        array_job_id,
         array_task_id,
     })
 }
@@ -270,7 +326,7 @@ pub fn read_squeue(input: impl std::io::Read, names: &mut Names) -> Result<Vec<Q
 
 /// The fields of a job that [`job`] reads; the rest of squeue's hundred or
 /// so are skipped unread.
-const JOB_FIELDS: [&str; 32] = [
+const JOB_FIELDS: [&str; 33] = [
     "account",
     "array_job_id",
     "array_task_id",
@@ -290,6 +346,7 @@ const JOB_FIELDS: [&str; 32] = [
     "priority",
     "restart_cnt",
     "resv_name",
+    "shared",
     "start_time",
     "state_reason",
     "submit_time",
@@ -575,6 +632,63 @@ mod tests {
         assert_eq!((j.view.time_limit_s, j.view.priority, j.view.nice, j.view.gpus), (Some(5400), 5, -3, 4));
         let inf = r#"{"jobs": [{"job_id": 8, "job_state": "RUNNING", "time_limit": {"set": true, "infinite": true, "number": 0}}]}"#;
         assert_eq!(parse_squeue(inf, &mut Names::new()).unwrap()[0].view.time_limit_s, None);
+    }
+
+    #[test]
+    fn array_task_strings_count_their_tasks() {
+        let cases: [(&str, Option<u32>); 9] = [
+            ("1-3", Some(3)),
+            ("0-199", Some(200)),
+            ("0-199%2", Some(200)),
+            ("0-15:4", Some(4)),
+            ("1,3,5-7", Some(5)),
+            ("7", Some(1)),
+            // Cut short by Slurm (SLURM_BITSTR_LEN): what it still shows.
+            ("1,3,5,7,...", Some(4)),
+            ("", None),
+            ("x-y", None),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(task_count(spec), want, "{spec:?}");
+        }
+    }
+
+    /// What the plugin classes by what a job will hold, as squeue shows it
+    /// (22.05: `shared` a string, numbers plain; 24.11 and later: `shared` a
+    /// list of flags, numbers `{set, number}`).
+    #[test]
+    fn what_a_job_will_hold_as_squeue_shows_it() {
+        let v22 = r#"{"jobs": [
+            {"job_id": 30, "job_state": "PENDING", "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_node": "gres:gpu:2", "shared": "none"},
+            {"job_id": 31, "job_state": "PENDING", "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_job": "gres:gpu:1",
+             "array_job_id": 31, "array_task_id": null, "array_task_string": "0-199%4"},
+            {"job_id": 32, "job_state": "PENDING", "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_node": "gres:gpu:2", "het_job_id": 32},
+            {"job_id": 33, "job_state": "PENDING", "user_name": "u", "account": "a", "tres_per_node": "gres:gpu:8", "het_job_id": 32},
+            {"job_id": 34, "job_state": "PENDING", "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_node": "gres:gpu:2", "shared": null},
+            {"job_id": 35, "job_state": "RUNNING", "user_name": "u", "account": "a", "comment": "contract=10m", "start_time": 1796000000,
+             "tres_alloc_str": "cpu=1,gres/gpu=1", "array_job_id": 31, "array_task_id": 7, "array_task_string": ""}]}"#;
+        let v24 = r#"{"jobs": [
+            {"job_id": 30, "job_state": ["PENDING"], "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_node": "gres/gpu:2", "shared": ["none"]},
+            {"job_id": 31, "job_state": ["PENDING"], "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_job": "gres/gpu:1",
+             "array_job_id": {"set": true, "number": 31}, "array_task_id": {"set": false, "number": 0}, "array_task_string": "0-199%4"},
+            {"job_id": 32, "job_state": ["PENDING"], "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_node": "gres/gpu:2",
+             "het_job_id": {"set": true, "number": 32}},
+            {"job_id": 33, "job_state": ["PENDING"], "user_name": "u", "account": "a", "tres_per_node": "gres/gpu:8", "het_job_id": {"set": true, "number": 32}},
+            {"job_id": 34, "job_state": ["PENDING"], "user_name": "u", "account": "a", "comment": "contract=10m", "tres_per_node": "gres/gpu:2", "shared": []},
+            {"job_id": 35, "job_state": ["RUNNING"], "user_name": "u", "account": "a", "comment": "contract=10m", "start_time": {"set": true, "number": 1796000000},
+             "tres_alloc_str": "cpu=1,gres/gpu=1", "array_job_id": {"set": true, "number": 31}, "array_task_id": {"set": true, "number": 7}}]}"#;
+        let config = tally_config::Config::parse("[cluster]\ngpus = 64\ngpus_per_node = 8\n[accounts.a]\nshare = 100\n", "t.toml").unwrap();
+        for (release, text) in [("22.05", v22), ("24.11", v24)] {
+            let queue = parse_squeue(text, &mut Names::new()).unwrap();
+            let seen: Vec<(bool, u32, u32)> = queue.iter().map(|q| (q.view.exclusive, q.view.array_tasks, q.view.het_job_id)).collect();
+            assert_eq!(seen, [(true, 1, 0), (false, 200, 0), (false, 1, 32), (false, 1, 32), (false, 1, 0), (false, 1, 0)], "{release}");
+            let views: Vec<JobView> = queue.iter().map(|q| q.view.clone()).collect();
+            let jobs = tally_engine::engine::classify(&config, &views, &tally_allocator::RunBook::new(), 1_796_000_100, 0);
+            let classes: Vec<(bool, u32, u32)> = jobs.iter().map(|(_, j)| (config.priority.is_debug(j), j.class_gpus(), j.tasks)).collect();
+            // The exclusive job holds a node; the record is 200 debug tasks;
+            // the het job holds 10; a plain 2-GPU job and a running task are debug.
+            assert_eq!(classes, [(false, 8, 1), (true, 1, 200), (false, 10, 1), (false, 10, 1), (true, 2, 1), (true, 1, 1)], "{release}");
+        }
     }
 
     #[test]

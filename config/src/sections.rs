@@ -272,7 +272,7 @@ pub(crate) fn priority(p: &RawPriority, max_s: u64, problems: &mut Problems) -> 
                 None,
                 format!(
                     "{pct} is not a percentage in [0, 100] (default {default_pct}): the GPUs of debug jobs a team may hold at once with the debug \
-                     class's favours, as a percent of its rate, never less than one debug job of debug_max_gpus"
+                     class's favours, as a percent of its rate, never less than two debug jobs of debug_max_gpus"
                 ),
             );
             tally_allocator::priority::DEFAULT_DEBUG_ALLOWANCE_BP

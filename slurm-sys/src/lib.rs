@@ -28,7 +28,8 @@
 //!
 //! * Records with their full C layout: [`job_record_t`] (`struct job_record`),
 //!   [`job_details`], [`job_queue_rec_t`] (from `src/slurmctld/job_scheduler.h`),
-//!   [`job_desc_msg_t`], [`priority_factors_object_t`],
+//!   [`job_desc_msg_t`], [`job_array_struct_t`] (an array's record of
+//!   pending tasks, `job_record_t.array_recs`), [`priority_factors_object_t`],
 //!   [`priority_factors_request_msg_t`], [`slurmdb_assoc_rec_t`],
 //!   [`slurm_conf_t`] (`state_save_location`, `priority_calc_period`, ...).
 //!   Types reached only through pointers (`part_record_t`, `slurmctld_resv_t`,
@@ -46,7 +47,9 @@
 //!   [`NO_VAL`], [`NO_VAL16`], [`NO_VAL64`], [`INFINITE`], [`INFINITE16`],
 //!   [`INFINITE64`], [`NICE_OFFSET`], [`JOB_STATE_BASE`], [`JOB_STATE_FLAGS`],
 //!   `PREEMPT_MODE_{OFF,SUSPEND,REQUEUE,CANCEL,GANG}` (as `u16`, the type
-//!   `preempt_p_get_data(PREEMPT_DATA_MODE)` writes).
+//!   `preempt_p_get_data(PREEMPT_DATA_MODE)` writes), [`WHOLE_NODE_REQUIRED`]
+//!   (`job_details.whole_node`: a value until 24.11, a flag from 24.11,
+//!   see `plugin/ffi/src/release.rs`).
 //! * Functions and globals, below.
 //!
 //! Nothing is linked (no `-lslurm`): a plugin's references resolve when
@@ -282,11 +285,18 @@ mod layout {
     assert_offset!(job_record_t, tres_per_node, 920);
     assert_offset!(job_record_t, tres_req_cnt, 944);
     assert_offset!(job_record_t, user_id, 992); // bin
+    assert_offset!(job_record_t, array_task_id, 52);
+    assert_offset!(job_record_t, array_recs, 56);
+    assert_offset!(job_record_t, het_job_id, 328);
 
     assert_size!(job_details, 504);
     assert_offset!(job_details, begin_time, 40); // bin
     assert_offset!(job_details, nice, 280); // bin
     assert_offset!(job_details, submit_time, 440); // bin
+    assert_offset!(job_details, min_nodes, 276);
+    assert_offset!(job_details, whole_node, 456);
+    assert_size!(job_array_struct_t, 56);
+    assert_offset!(job_array_struct_t, task_cnt, 0);
 
     assert_size!(job_queue_rec_t, 48);
     assert_offset!(job_queue_rec_t, job_ptr, 8);
@@ -357,11 +367,18 @@ mod layout {
     assert_offset!(job_record_t, tres_per_node, 1032);
     assert_offset!(job_record_t, tres_req_cnt, 1056);
     assert_offset!(job_record_t, user_id, 1104);
+    assert_offset!(job_record_t, array_task_id, 52);
+    assert_offset!(job_record_t, array_recs, 56);
+    assert_offset!(job_record_t, het_job_id, 360);
 
     assert_size!(job_details, 528);
     assert_offset!(job_details, begin_time, 48);
     assert_offset!(job_details, nice, 288); // bin
     assert_offset!(job_details, submit_time, 464);
+    assert_offset!(job_details, min_nodes, 284);
+    assert_offset!(job_details, whole_node, 480);
+    assert_size!(job_array_struct_t, 56);
+    assert_offset!(job_array_struct_t, task_cnt, 0);
 
     assert_size!(job_queue_rec_t, 56);
     assert_offset!(job_queue_rec_t, job_ptr, 8);
@@ -432,10 +449,17 @@ mod layout {
     assert_offset!(job_record_t, tres_per_node, 1080);
     assert_offset!(job_record_t, tres_req_cnt, 1104);
     assert_offset!(job_record_t, user_id, 1152);
+    assert_offset!(job_record_t, array_task_id, 84);
+    assert_offset!(job_record_t, array_recs, 88);
+    assert_offset!(job_record_t, het_job_id, 384);
     assert_size!(job_details, 544);
     assert_offset!(job_details, begin_time, 48);
     assert_offset!(job_details, nice, 288);
     assert_offset!(job_details, submit_time, 480);
+    assert_offset!(job_details, min_nodes, 284);
+    assert_offset!(job_details, whole_node, 496);
+    assert_size!(job_array_struct_t, 56);
+    assert_offset!(job_array_struct_t, task_cnt, 0);
     assert_size!(job_queue_rec_t, 56);
     assert_offset!(job_queue_rec_t, job_ptr, 8);
     assert_offset!(job_queue_rec_t, priority, 24);
@@ -501,10 +525,17 @@ mod layout {
     assert_offset!(job_record_t, tres_per_node, 1160);
     assert_offset!(job_record_t, tres_req_cnt, 1184);
     assert_offset!(job_record_t, user_id, 1232);
+    assert_offset!(job_record_t, array_task_id, 84);
+    assert_offset!(job_record_t, array_recs, 88);
+    assert_offset!(job_record_t, het_job_id, 408);
     assert_size!(job_details, 560);
     assert_offset!(job_details, begin_time, 48);
     assert_offset!(job_details, nice, 292);
     assert_offset!(job_details, submit_time, 496);
+    assert_offset!(job_details, min_nodes, 288);
+    assert_offset!(job_details, whole_node, 512);
+    assert_size!(job_array_struct_t, 56);
+    assert_offset!(job_array_struct_t, task_cnt, 0);
     assert_size!(job_queue_rec_t, 56);
     assert_offset!(job_queue_rec_t, job_ptr, 8);
     assert_offset!(job_queue_rec_t, priority, 24);

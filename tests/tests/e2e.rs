@@ -1303,3 +1303,81 @@ fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
     assert_eq!(http_get(private, "/account/see_busy").map(|(code, _)| code), Some(403));
     assert_eq!(http_get(private, &format!("/job/{pending}")).map(|(code, _)| code), Some(403));
 }
+
+/// Jobs of an array (or any job id) in a state (`-t R`, `-t PD`).
+fn count_in(id: u32, states: &str) -> usize {
+    sh("squeue", &["-h", "-j", &id.to_string(), "-t", states, "-o", "%i"]).lines().filter(|l| !l.trim().is_empty()).count()
+}
+
+/// The `need` field of a pending job's priority (docs/design.md rule 8:
+/// 3 = the debug lane); for an array, its pending record's.
+fn need(id: u32) -> u64 {
+    let out = sh("squeue", &["-h", "-j", &id.to_string(), "-t", "PD", "-o", "%Q"]);
+    let p: u64 = out.lines().next().and_then(|l| l.trim().parse().ok()).unwrap_or(0);
+    (p >> 28) & 3
+}
+
+/// sbatch as `user` with `args` as given (a heterogeneous job's `:`).
+fn submit_raw(user: &str, args: &[&str]) -> u32 {
+    let mut all = vec!["-c", r#"source testbed/lib.sh && submit_as "$@""#, "submit", user];
+    all.extend(args);
+    sh("bash", &all).trim().parse().expect("a job id")
+}
+
+#[test]
+fn e2e_20_a_flood_of_debug_shaped_jobs_takes_nothing_from_an_owed_team() {
+    clean();
+    const LANE: u64 = 3;
+    // flood_a holds both nodes: an 8-GPU job that cannot checkpoint (no
+    // time limit: shielded to the contract maximum) and a 4-task array of
+    // 2-GPU `contract=1m` jobs (debug-shaped, 8 h limits).
+    let long = submit("fa", 8, "contract=1m", 900);
+    let pieces = try_submit("fa", 2, "contract=1m", 900, &["--array=0-3", "-t", "8:00:00"]).unwrap();
+    wait_until(60, "flood_a's work to run", || state(long) == "RUNNING" && count_in(pieces, "R") == 4);
+    let t0 = Instant::now();
+    // The flood: more debug-shaped jobs of flood_a, an array among them.
+    let flood_array = try_submit("fa", 2, "contract=1m", 900, &["--array=0-7", "-t", "8:00:00"]).unwrap();
+    let flood: Vec<u32> = (0..4).map(|_| try_submit("fa", 2, "contract=1m", 900, &["-t", "8:00:00"]).unwrap()).collect();
+    // flood_b is owed (it runs nothing): its 8-GPU job waits.
+    let owed = submit("fb", 8, "contract=1h", 300);
+    std::thread::sleep(Duration::from_secs(5));
+    // flood_a's debug jobs running (8 GPUs) fill its allowance (two debug
+    // jobs, 4 GPUs): no lane for the flood, the array's record included.
+    for &f in flood.iter().chain([&flood_array]) {
+        assert_ne!(need(f), LANE, "flood job {f} took the debug lane");
+    }
+    // Inside the contracts nothing moves.
+    while t0.elapsed() < Duration::from_secs(45) {
+        assert_eq!(state(owed), "PENDING");
+        assert_eq!(count_in(pieces, "R"), 4, "a piece was taken inside its contract");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    // Past their 1-minute contracts the debug-shaped pieces have no shield:
+    // the owed job takes their node within a recalculation (2 s) and
+    // Slurm's kill (KillWait 5 s) of the contracts' end.
+    wait_until(60, "the owed job to take the flood's node", || state(owed) == "RUNNING");
+    println!("owed job started {:.0} s after the pieces' contracts began (contracts of 1 min)", t0.elapsed().as_secs_f64() + 5.0);
+    assert_eq!(state(long), "RUNNING", "the job that cannot checkpoint keeps its shield to the contract maximum");
+    assert!(count_in(pieces, "R") < 4, "the node came from the debug-shaped pieces");
+    // None of the flood started: the freed GPUs went to the owed team.
+    assert_eq!(count_in(flood_array, "R") + flood.iter().map(|&f| count_in(f, "R")).sum::<usize>(), 0, "the flood took GPUs");
+
+    // Classed by what it will hold (flood_b has its whole allowance): a
+    // 2-GPU debug job takes the lane; the same job --exclusive (the whole
+    // node's 8 GPUs), a heterogeneous job of 2 + 8 GPUs and an array of three
+    // such tasks (6 GPUs, more than the allowance of two debug jobs) do
+    // not; an array of one task does.
+    let plain = submit("fb", 2, "contract=1m", 60);
+    let exclusive = try_submit("fb", 2, "contract=1m", 60, &["--exclusive"]).unwrap();
+    let het = submit_raw("fb", &["-N1", "--gres=gpu:2", "--comment", "contract=1m", ":", "-N1", "--gres=gpu:8", "--wrap", "sleep 60"]);
+    let three = try_submit("fb", 2, "contract=1m", 60, &["--array=0-2"]).unwrap();
+    wait_until(20, "the plugin to rank the new jobs", || need(plain) == LANE);
+    assert_ne!(need(exclusive), LANE, "--exclusive holds the whole node");
+    assert_ne!(need(het), LANE, "a heterogeneous job holds all its components");
+    assert_ne!(need(three), LANE, "an array is as many jobs as its tasks");
+    // With the plain one gone, an array of one task is one debug job.
+    cancel(plain);
+    let one = try_submit("fb", 2, "contract=1m", 60, &["--array=0-0"]).unwrap();
+    wait_until(20, "an array of one task in the lane", || need(one) == LANE);
+    clean();
+}

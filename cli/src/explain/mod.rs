@@ -42,7 +42,7 @@ use tally_config::input::Bounded;
 use tally_config::Config;
 use tally_engine::engine::queue::{self, SlurmKey};
 use tally_engine::engine::{classify, rank, Counted, Ranking, DEFAULT_PREEMPT_WINDOW_S};
-use tally_engine::view::{Names, RunState};
+use tally_engine::view::{Names, PartitionGpus, RunState};
 use tally_sim::forecast::{forecast, Estimate, ForecastJob, Moment as ForecastMoment};
 use words::{when, why_ahead};
 
@@ -511,7 +511,17 @@ fn same_partition(a: Option<&str>, b: Option<&str>) -> bool {
 
 pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], nodes: &[NodeInfo], which: &str, now: u64) -> Result<Report, String> {
     let target = find(queue, which)?;
-    let views: Vec<_> = queue.iter().map(|q| q.view.clone()).collect();
+    // Classed as the plugin classes them, an exclusive pending job by the
+    // GPUs of its partitions' nodes as sinfo shows them.
+    let whole = PartitionGpus::new(nodes.iter().map(|n| (n.partitions.as_slice(), n.gpus)));
+    let views: Vec<_> = queue
+        .iter()
+        .map(|q| {
+            let mut v = q.view.clone();
+            v.set_node_gpus(&whole);
+            v
+        })
+        .collect();
     let jobs = classify(config, &views, &snapshot.runs, now, DEFAULT_PREEMPT_WINDOW_S);
     let ranking = rank(config, snapshot, &jobs, now);
     let index = queue.iter().position(|q| std::ptr::eq(q, target)).expect("found in the queue");

@@ -217,6 +217,23 @@ fn small_queue() -> (Arc<Config>, Snapshot, Vec<QueueJob>, Vec<NodeInfo>) {
 }
 
 #[test]
+fn an_exclusive_job_is_classed_by_the_gpus_of_the_nodes_sinfo_shows() {
+    // Team a's rate of 4 GPUs gives it a debug allowance of 4 GPUs; job 6
+    // shows 2 GPUs and a 10-minute contract. (exclusive, GPUs of its
+    // partition's nodes, in the debug lane?)
+    for (exclusive, node_gpus, lane) in [(false, 8, true), (true, 8, false), (true, 2, true)] {
+        let (config, snapshot, mut queue, mut nodes) = small_queue();
+        let mut debug = queue[0].clone();
+        debug.view = JobView { job_id: 6, comment: Some("contract=10m".into()), priority: 1, exclusive, ..debug.view };
+        queue.push(debug);
+        nodes[0].gpus = node_gpus;
+        let r = explain(&config, &snapshot, &queue, &nodes, "6", NOW).unwrap();
+        let need = tally_allocator::priority::decode(r.job.computed.unwrap_or(r.job.priority)).need;
+        assert_eq!(need == tally_allocator::priority::NEED_LANE, lane, "exclusive {exclusive}, nodes of {node_gpus} GPUs");
+    }
+}
+
+#[test]
 fn a_team_owed_gpus_whose_earlier_jobs_claim_them() {
     let (config, snapshot, queue, nodes) = small_queue();
     let r = explain(&config, &snapshot, &queue, &nodes, "3", NOW).unwrap();

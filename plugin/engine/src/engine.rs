@@ -158,6 +158,12 @@ pub fn allocation_at(config: &Config, inventory: &Inventory) -> Allocation {
 /// (frozen facts of its run from the [`RunBook`], a het job's one
 /// contract) and where it counts now. The one conversion of a tick, shared
 /// by the priority plugin's ranking and the preempt plugin's copy.
+///
+/// A job is classed by what it will hold ([`Job::class_gpus`],
+/// [`Job::tasks`]): an exclusive pending job by its whole nodes
+/// ([`JobView::whole_gpus`]), every component of a heterogeneous job by
+/// the GPUs of all the job's components in the copy (each still counts
+/// its own GPUs), an array's pending record as all its pending tasks.
 pub fn classify(config: &Config, views: &[JobView], runs: &RunBook, now: u64, preempt_window_s: u64) -> Vec<(Counted, Job)> {
     let mut classifier = Classifier::new(config, views, now, preempt_window_s);
     views.iter().map(|v| classifier.job(v, runs.get(u64::from(v.job_id)))).collect()
@@ -170,6 +176,9 @@ struct Classifier<'a> {
     views: &'a [JobView],
     /// Het leaders' comments, gathered at the first het component.
     leaders: Option<BTreeMap<u32, Option<&'a str>>>,
+    /// Het jobs' GPUs over all their components (the leader's id →
+    /// GPUs), gathered at the first component.
+    het_gpus: Option<FxHashMap<u32, u32>>,
     /// Comments repeat (sweeps, arrays): each distinct one is resolved once
     /// per moment. They are the users' own text: std's keyed hash, so
     /// nobody can submit colliding ones to slow the tick.
@@ -186,7 +195,17 @@ struct Classifier<'a> {
 
 impl<'a> Classifier<'a> {
     fn new(config: &'a Config, views: &'a [JobView], now: u64, preempt_window_s: u64) -> Classifier<'a> {
-        Classifier { config, views, leaders: None, contracts: HashMap::new(), last: None, interned: FxHashMap::default(), now, preempt_window_s }
+        Classifier {
+            config,
+            views,
+            leaders: None,
+            het_gpus: None,
+            contracts: HashMap::new(),
+            last: None,
+            interned: FxHashMap::default(),
+            now,
+            preempt_window_s,
+        }
     }
 
     /// Job `v` (one of `views`) with its run record.
@@ -214,7 +233,16 @@ impl<'a> Classifier<'a> {
                 self.interned.entry(a).or_insert_with(|| Arc::from(a)).clone()
             }
         };
-        (counted(v, self.now, self.preempt_window_s), job_from(config, v, account, v.user.clone(), contract, run).0)
+        let mut job = job_from(config, v, account, v.user.clone(), contract, run).0;
+        if v.het_job_id != 0 {
+            let views = self.views;
+            let per_node = config.cluster.gpus_per_node;
+            let het = self.het_gpus.get_or_insert_with(|| het_gpus(views, per_node));
+            if let Some(&all) = het.get(&v.het_job_id) {
+                job.holds_gpus = Some(all.max(job.holds_gpus.unwrap_or(0)));
+            }
+        }
+        (counted(v, self.now, self.preempt_window_s), job)
     }
 }
 
@@ -223,6 +251,20 @@ impl<'a> Classifier<'a> {
 /// component must not shield a big unallocated one.
 fn het_comments(views: &[JobView]) -> BTreeMap<u32, Option<&str>> {
     views.iter().filter(|v| v.het_job_id != 0 && v.het_job_id == v.job_id).map(|v| (v.job_id, v.comment.as_deref())).collect()
+}
+
+/// A heterogeneous job is classed by what all its components will hold:
+/// per het job (its leader's id), the sum over its components not done of
+/// each one's [`JobView::class_gpus`] (Slurm starts and ends the
+/// components together, and classes the whole job by its leader: a 2-GPU
+/// leader must not take the debug lane for an 8-GPU second component).
+fn het_gpus(views: &[JobView], gpus_per_node: u32) -> FxHashMap<u32, u32> {
+    let mut out: FxHashMap<u32, u32> = FxHashMap::default();
+    for v in views.iter().filter(|v| v.het_job_id != 0 && v.state != RunState::Done) {
+        let sum = out.entry(v.het_job_id).or_insert(0);
+        *sum = sum.saturating_add(v.class_gpus(gpus_per_node));
+    }
+    out
 }
 
 /// What every team runs and waits for now: the one computation of the
@@ -300,6 +342,9 @@ struct Stretch {
 /// comment and no run record (a pending job at submit). A contract the
 /// rules refuse makes the job unallocated (job_submit/tally refuses such
 /// jobs at the door; this is the fallback for jobs that got in before it).
+/// Classed by what it will hold as far as the one view tells
+/// ([`job_from`]); a heterogeneous job's other components are not in it
+/// ([`classify`] sums them).
 pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::ContractError>) {
     job_of(config, v, v.comment.as_deref(), None)
 }
@@ -316,7 +361,10 @@ pub fn job_of(config: &Config, v: &JobView, comment: Option<&str>, run: Option<&
 /// [`job_of`] with the account (`account_for`), user and comment already
 /// resolved. The job's GPUs weigh what `[cluster.gpu_types]` says of its
 /// type (`Config::weight_of`); a job holding GPUs keeps the weight its run
-/// started with.
+/// started with. What it will hold: an array's pending record stands for
+/// its pending tasks ([`JobView::tasks`]), an exclusive pending job holds
+/// its whole nodes ([`JobView::whole_gpus`], `[cluster] gpus_per_node`
+/// when the copy did not read the nodes).
 fn job_from(
     config: &Config,
     v: &JobView,
@@ -329,7 +377,7 @@ fn job_from(
         Ok(c) => (c, None),
         Err(e) => (Contract::UNALLOCATED, Some(e)),
     };
-    let holding = matches!(v.state, RunState::Running | RunState::Suspended) && v.start_s > 0;
+    let holding = v.holding();
     let mut job = Job {
         id: u64::from(v.job_id),
         account,
@@ -343,6 +391,8 @@ fn job_from(
         restarts: u32::from(v.restarts),
         time_limit_s: v.time_limit_s,
         earlier_run_s: 0,
+        tasks: v.tasks(),
+        holds_gpus: v.whole_gpus(config.cluster.gpus_per_node),
     };
     if let Some(r) = run {
         if holding && r.start_s == v.start_s {
@@ -381,7 +431,14 @@ pub fn seen(v: &JobView, now: u64) -> Seen {
 /// its team had waiting before it at the last walk (all of them for a job
 /// submitted since).
 pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priority {
-    priority_of_job(r, &to_job(&r.config, v).0, plan)
+    let mut job = to_job(&r.config, v).0;
+    if v.het_job_id != 0 {
+        // A component of a heterogeneous job: its other components are not
+        // in this one view, so it is no debug job until the recalculation
+        // classes it by all of them ([`classify`]); never the lane before.
+        job.holds_gpus = Some(u32::MAX);
+    }
+    priority_of_job(r, &job, plan)
 }
 
 /// [`priority_of`] for a job already converted.

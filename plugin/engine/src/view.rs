@@ -57,6 +57,22 @@ pub struct JobView {
     pub suspend_s: u64,
     /// Heterogeneous job: the leader's job id (`het_job_id`; 0 = not a het job).
     pub het_job_id: u32,
+    /// Nodes asked for (`details->min_nodes`, at least 1).
+    pub nodes: u32,
+    /// Whole nodes: `--exclusive`, or a partition with
+    /// `OverSubscribe=EXCLUSIVE` (`details->whole_node`'s
+    /// `WHOLE_NODE_REQUIRED`; squeue's `shared: none`). Slurm gives such a
+    /// job every GPU of the nodes it gets, whatever it asked for.
+    pub exclusive: bool,
+    /// The most GPUs a node it may use has (its partitions' nodes), for an
+    /// exclusive pending job, when the copy read the nodes
+    /// ([`PartitionGpus`]); `None`: not known (the config's `[cluster]
+    /// gpus_per_node` then, [`JobView::whole_gpus`]).
+    pub node_gpus: Option<u32>,
+    /// A job array's record of pending tasks: how many it still holds
+    /// (`array_recs->task_cnt`; squeue's `array_task_string`); 1 for any
+    /// other job.
+    pub array_tasks: u32,
 }
 
 impl JobView {
@@ -90,6 +106,10 @@ impl JobView {
             pre_sus_s: 0,
             suspend_s: 0,
             het_job_id: 0,
+            nodes: 1,
+            exclusive: false,
+            node_gpus: None,
+            array_tasks: 1,
         }
     }
 
@@ -117,6 +137,82 @@ impl JobView {
     /// A component of a heterogeneous job other than its leader.
     pub fn het_component(&self) -> bool {
         self.het_job_id != 0 && self.het_job_id != self.job_id
+    }
+
+    /// Does it hold GPUs now (running or suspended, started)? Then `gpus`
+    /// is what Slurm allocated it (`tres_alloc_str`).
+    pub fn holding(&self) -> bool {
+        matches!(self.state, RunState::Running | RunState::Suspended) && self.start_s > 0
+    }
+
+    /// What an exclusive job that does not hold its nodes yet will hold:
+    /// `nodes ×` the GPUs of a node it may use ([`JobView::node_gpus`], else
+    /// `gpus_per_node`), or `gpus` if that is more; `None` for any other
+    /// job (what it holds or asks for is `gpus`).
+    pub fn whole_gpus(&self, gpus_per_node: u32) -> Option<u32> {
+        (self.exclusive && !self.holding()).then(|| self.nodes.max(1).saturating_mul(self.node_gpus.unwrap_or(gpus_per_node)).max(self.gpus))
+    }
+
+    /// The GPUs its class is judged by, for this job alone: its whole
+    /// nodes' ([`JobView::whole_gpus`]) or its own.
+    pub fn class_gpus(&self, gpus_per_node: u32) -> u32 {
+        self.whole_gpus(gpus_per_node).unwrap_or(self.gpus)
+    }
+
+    /// Pending tasks it stands for: an array's record's while it waits
+    /// ([`JobView::array_tasks`]), else 1.
+    pub fn tasks(&self) -> u32 {
+        if self.state == RunState::Pending {
+            self.array_tasks.max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Note the most GPUs a node of its partitions has, for an exclusive
+    /// pending job (any other job is left alone).
+    pub fn set_node_gpus(&mut self, nodes: &PartitionGpus) {
+        if self.exclusive && !self.holding() {
+            self.node_gpus = nodes.most(self.partition.as_deref());
+        }
+    }
+}
+
+/// The most GPUs a node has, per partition: what an exclusive pending
+/// job of the partition will hold per node ([`JobView::set_node_gpus`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionGpus {
+    by_partition: BTreeMap<String, u32>,
+    /// Over every node (a job without a partition).
+    any: Option<u32>,
+}
+
+impl PartitionGpus {
+    /// From each node's partitions and GPUs.
+    pub fn new<'a, P: AsRef<str> + 'a>(nodes: impl IntoIterator<Item = (&'a [P], u32)>) -> PartitionGpus {
+        let mut out = PartitionGpus::default();
+        for (partitions, gpus) in nodes {
+            out.any = Some(out.any.map_or(gpus, |g| g.max(gpus)));
+            for p in partitions {
+                let most = out.by_partition.entry(p.as_ref().to_string()).or_insert(0);
+                *most = (*most).max(gpus);
+            }
+        }
+        out
+    }
+
+    /// The most GPUs of a node in `partitions` (Slurm's comma-separated
+    /// list of a pending job's partitions; `None`: any node); `None` when
+    /// no node is known there.
+    pub fn most(&self, partitions: Option<&str>) -> Option<u32> {
+        match partitions {
+            None => self.any,
+            Some(list) => list.split(',').filter_map(|p| self.by_partition.get(p.trim()).copied()).max(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.any.is_none()
     }
 }
 

@@ -235,6 +235,30 @@ impl FakeJob {
         self.rec.start_time = now() - secs_ago;
         self
     }
+    /// `--exclusive`: whole nodes (`details->whole_node` =
+    /// `WHOLE_NODE_REQUIRED`, a value every release reads as such).
+    pub fn exclusive(self) -> FakeJob {
+        // SAFETY: `job` gave it its own details record.
+        unsafe { (*self.rec.details).whole_node = slurm_sys::WHOLE_NODE_REQUIRED as u8 };
+        self
+    }
+    /// A job array's record of `tasks` pending tasks, as slurmctld keeps
+    /// one: `array_job_id` its own id, no task id (`NO_VAL`), and
+    /// `array_recs->task_cnt` the tasks it still holds.
+    pub fn array_record(mut self, tasks: u32) -> FakeJob {
+        let mut recs: Box<slurm_sys::job_array_struct_t> = zeroed();
+        recs.task_cnt = tasks;
+        self.rec.array_job_id = self.rec.job_id;
+        self.rec.array_task_id = slurm_sys::NO_VAL;
+        self.rec.array_recs = Box::into_raw(recs);
+        self
+    }
+    /// A component of the heterogeneous job whose leader is `leader` (the
+    /// leader itself when `leader` is its own id).
+    pub fn het(mut self, leader: u32) -> FakeJob {
+        self.rec.het_job_id = leader;
+        self
+    }
     pub fn ptr(&mut self) -> *mut job_record_t {
         &mut *self.rec
     }

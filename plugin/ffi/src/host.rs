@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tally_engine::planner::Placed;
 use tally_engine::view::NodeView;
-use tally_engine::view::{JobView, Names, RunState};
+use tally_engine::view::{JobView, Names, PartitionGpus, RunState};
 
 type LockFn = unsafe extern "C" fn(slurmctld_lock_t);
 
@@ -143,7 +143,8 @@ impl Host {
 
     /// The copy: `each` gets every job and, for a running job when
     /// `placed` (or its nodes were read anyway), the node indices it holds,
-    /// read once from its bitmap.
+    /// read once from its bitmap. With the nodes, an exclusive pending job
+    /// learns what it will hold per node ([`JobView::set_node_gpus`]).
     fn copy<T>(&self, with_nodes: bool, placed: bool, mut each: impl FnMut(JobView, Vec<u32>) -> T) -> Copied<T> {
         let asked = Instant::now();
         self.with_jobs(Access::ReadJobs, |list| {
@@ -163,6 +164,9 @@ impl Host {
                 }
             }
             let typed = node_type.iter().any(Option::is_some);
+            // What an exclusive pending job will hold per node: the most
+            // GPUs of a node of its partitions.
+            let whole = PartitionGpus::new(nodes.iter().map(|n| (n.partitions.as_slice(), n.gpu_total())));
             let draining: Vec<Option<Arc<str>>> = if nodes.iter().any(|n| n.state.drain) {
                 let mut by_index = vec![None; nodes.last().map_or(0, |n| n.index as usize + 1)];
                 for n in nodes.iter().filter(|n| n.state.drain) {
@@ -177,6 +181,9 @@ impl Host {
             // SAFETY: job_list under the job read lock; pointers not kept.
             let pointers = unsafe { job_pointers(list) };
             let each_job = |p: *mut slurm_sys::job_record_t, mut view: JobView| {
+                if !whole.is_empty() {
+                    view.set_node_gpus(&whole);
+                }
                 let running = view.state == RunState::Running;
                 let untyped = typed && view.gpu_type.is_none() && view.gpus > 0;
                 let held = if running && (placed || untyped || !draining.is_empty()) {

@@ -16,6 +16,7 @@
 //! | `List`, `struct job_details`, `bit_test` | as named | `list_t *`, `job_details_t`, `slurm_bit_test` (slurm-sys aliases them) | as 24.11 | as 24.11 |
 //! | `plugin_version` | `0x160508`, exactly | `0x180b05`, exactly | `0x190b07`, exactly | `0x1a0503`, exactly |
 //! | `scontrol reconfigure` | reloads in place (no `fini`) | restarts slurmctld (`fini`, then a new process) | as 24.11 | as 24.11 |
+//! | whole nodes (`job_details.whole_node`, [`whole_node`]) | a value: `1` = `WHOLE_NODE_REQUIRED` (`--exclusive`, or set by a partition's `OverSubscribe=EXCLUSIVE` when the job is scheduled), `2` user, `3` mcs | flags: the bit `WHOLE_NODE_REQUIRED` (`0x01`; user `0x02`, mcs `0x04`, topo `0x08`) | as 24.11 | as 24.11 |
 //!
 //! The job record's fields Tally reads keep their names and meaning; their
 //! offsets differ and are asserted in slurm-sys.
@@ -395,4 +396,16 @@ pub(crate) unsafe fn requeue(
     #[cfg(not(any(slurm = "22.05", slurm = "24.11")))]
     // SAFETY: caller's contract.
     return unsafe { f(uid, job, false, 0) };
+}
+
+/// Does `details->whole_node` give the job whole nodes (and so every GPU
+/// of each: Slurm's `gres_ctld_job_alloc_whole_node` (22.05),
+/// `gres_stepmgr_job_alloc_whole_node` (24.11 and later))? Until 24.11 a
+/// value, `WHOLE_NODE_MCS` being 3 (so not a bit test); from 24.11 flags,
+/// tested by the bit as cons_tres tests it.
+pub fn whole_node(word: u8) -> bool {
+    #[cfg(slurm = "22.05")]
+    return u32::from(word) == slurm_sys::WHOLE_NODE_REQUIRED;
+    #[cfg(not(slurm = "22.05"))]
+    return u32::from(word) & slurm_sys::WHOLE_NODE_REQUIRED != 0;
 }

@@ -102,6 +102,13 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
         NO_VAL | INFINITE => None,
         m => Some(u64::from(m) * MINUTE_S),
     };
+    // Whole nodes (`--exclusive`, or a partition's OverSubscribe=EXCLUSIVE
+    // once Slurm tried to schedule it): every GPU of its nodes.
+    let exclusive = details.is_some_and(|d| crate::release::whole_node(d.whole_node));
+    // An array's record of its pending tasks (`array_task_id` NO_VAL): how
+    // many it still holds; a task split off it is a job of its own.
+    // SAFETY: `array_recs` is NULL or owned by the job (same lock).
+    let array_tasks = if j.array_task_id == NO_VAL { unsafe { j.array_recs.as_ref() }.map_or(1, |a| a.task_cnt.max(1)) } else { 1 };
     Some(JobView {
         job_id: j.job_id,
         state,
@@ -125,6 +132,10 @@ pub unsafe fn read_job_named(job: *const job_record_t, names: &mut Names) -> Opt
         pre_sus_s: secs(j.pre_sus_time),
         suspend_s: secs(j.suspend_time),
         het_job_id: j.het_job_id,
+        nodes,
+        exclusive,
+        node_gpus: None,
+        array_tasks,
     })
 }
 
@@ -174,6 +185,7 @@ unsafe fn prefetch_referenced(job: *const job_record_t) {
             offset_of!(D, num_tasks),
             offset_of!(D, submit_time),
             offset_of!(D, preempt_start_time),
+            offset_of!(D, whole_node),
         ] {
             prefetch(d.wrapping_add(off));
         }
@@ -413,6 +425,36 @@ mod tests {
         assert_eq!(ahead.len(), 40);
         assert_eq!(ahead.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), one_by_one);
         assert!(ahead.iter().all(|(p, v)| unsafe { (**p).job_id } == v.job_id), "each view with its own record");
+    }
+
+    #[test]
+    fn what_a_job_will_hold_is_read_off_its_record() {
+        // SAFETY: plain C records; all-zero is what xmalloc gives slurmctld.
+        let mut d: Box<slurm_sys::job_details> = Box::new(unsafe { std::mem::zeroed() });
+        d.min_nodes = 2;
+        d.whole_node = slurm_sys::WHOLE_NODE_REQUIRED as u8;
+        // SAFETY: as above.
+        let mut recs: Box<slurm_sys::job_array_struct_t> = Box::new(unsafe { std::mem::zeroed() });
+        recs.task_cnt = 200;
+        // SAFETY: as above.
+        let mut j: Box<job_record_t> = Box::new(unsafe { std::mem::zeroed() });
+        j.job_id = 7;
+        j.details = Box::into_raw(d);
+        j.array_task_id = NO_VAL;
+        j.array_recs = Box::into_raw(recs);
+        j.het_job_id = 6;
+        // SAFETY: a live record built above, nothing else touches it.
+        let v = unsafe { read_job(&*j) }.unwrap();
+        assert_eq!((v.exclusive, v.nodes, v.array_tasks, v.het_job_id), (true, 2, 200, 6));
+        // A task split off the array is one job; --exclusive=user is not whole nodes.
+        j.array_task_id = 3;
+        // SAFETY: the details built above, ours alone.
+        unsafe { (*j.details).whole_node = 2 };
+        // SAFETY: as above.
+        let v = unsafe { read_job(&*j) }.unwrap();
+        assert_eq!((v.exclusive, v.array_tasks), (false, 1));
+        // SAFETY: the records built above, freed once, not read since.
+        unsafe { drop((Box::from_raw(j.details), Box::from_raw(j.array_recs))) };
     }
 
     #[test]

@@ -416,6 +416,9 @@ impl<'a> Sim<'a> {
                 // The trace's time limit, as the plugin sees it (none: none).
                 time_limit_s: tj.time_limit_s,
                 earlier_run_s: 0,
+                // A trace row is one job that holds what it asks for.
+                tasks: 1,
+                holds_gpus: None,
             };
             let node = if job.is_allocated(&Funded::new(&config.tree, &alloc)) { config.tree.id(&job.account) } else { None };
             let debug_ok = !policy.tally() || config.priority.may_use_debug_nodes(&job, node.is_some());

@@ -22,6 +22,9 @@ use bindgen::callbacks::{EnumVariantCustomBehavior, EnumVariantValue, IntKind, P
 /// Tally's plugins read or write.
 const TYPES: &[&str] = &[
     "job_record_t",
+    // A job array's record of its pending tasks (`job_record_t.array_recs`):
+    // `task_cnt`, how many tasks it still holds.
+    "job_array_struct_t",
     "job_record",
     "job_queue_rec_t",
     "job_desc_msg_t",
@@ -135,6 +138,8 @@ const VARS: &[&str] = &[
     "PREEMPT_MODE_REQUEUE",
     "PREEMPT_MODE_CANCEL",
     "PREEMPT_MODE_GANG",
+    // `job_details.whole_node`: the job gets whole nodes (and all their GPUs).
+    "WHOLE_NODE_REQUIRED",
 ];
 
 /// The only variants of the (300-variant) `slurm_err_t` enum that are kept.
@@ -166,7 +171,6 @@ const FORWARD: &[&str] = &[
     "dynamic_plugin_data",
     "front_end_record_t",
     "het_job_details_t",
-    "job_array_struct",
     "job_fed_details_t",
     "job_resources",
     "multi_core_data",

@@ -3,7 +3,7 @@
 // Source:  Debian source package slurm-wlm 22.05.8-4+deb12u3 (`apt-get source slurm-wlm`),
 //          unpacked in /var/tmp/slurm-src/slurm-wlm-22.05.8, SLURM_VERSION_NUMBER 0x160508
 // Headers: slurm-sys/gen/wrapper.h (src/slurmctld/*.h, src/common/*.h, slurm/*.h), plus a
-//          stub dir: an empty config.h and libslurm-dev's slurm/slurm_version.h
+//          stub dir: an empty config.h and the release's installed slurm/slurm_version.h
 // Allowlist: slurm-sys/gen/src/main.rs
 // Tools:   bindgen 0.73.2, Debian clang version 14.0.6
 // Command: scripts/gen-bindings.sh
@@ -54,11 +54,6 @@ pub struct front_end_record_t {
 #[repr(C)]
 #[derive(Debug)]
 pub struct het_job_details_t {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug)]
-pub struct job_array_struct {
     _unused: [u8; 0],
 }
 #[repr(C)]
@@ -1011,6 +1006,20 @@ pub struct job_details {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct job_array_struct {
+    pub task_cnt: u32,
+    pub task_id_bitmap: *mut bitstr_t,
+    pub task_id_str: *mut ::core::ffi::c_char,
+    pub array_flags: u32,
+    pub max_run_tasks: u32,
+    pub tot_run_tasks: u32,
+    pub min_exit_code: u32,
+    pub max_exit_code: u32,
+    pub pend_run_tasks: u32,
+    pub tot_comp_tasks: u32,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct acct_policy_limit_set_t {
     pub qos: u16,
     pub time: u16,
@@ -1207,6 +1216,7 @@ pub const PREEMPT_MODE_SUSPEND: u16 = 1;
 pub const PREEMPT_MODE_REQUEUE: u16 = 2;
 pub const PREEMPT_MODE_CANCEL: u16 = 8;
 pub const PREEMPT_MODE_GANG: u16 = 32768;
+pub const WHOLE_NODE_REQUIRED: u32 = 1;
 pub const ESLURM_ACCESS_DENIED: slurm_err_t = 2002;
 pub const ESLURM_NOT_SUPPORTED: slurm_err_t = 2036;
 pub const ESLURM_INVALID_ACCOUNT: slurm_err_t = 2045;

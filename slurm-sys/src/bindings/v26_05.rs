@@ -58,11 +58,6 @@ pub struct het_job_details_t {
 }
 #[repr(C)]
 #[derive(Debug)]
-pub struct job_array_struct {
-    _unused: [u8; 0],
-}
-#[repr(C)]
-#[derive(Debug)]
 pub struct job_fed_details_t {
     _unused: [u8; 0],
 }
@@ -826,6 +821,20 @@ pub struct job_details_t {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct job_array_struct {
+    pub task_cnt: u32,
+    pub task_id_bitmap: *mut bitstr_t,
+    pub task_id_str: *mut ::core::ffi::c_char,
+    pub array_flags: u32,
+    pub max_run_tasks: u32,
+    pub tot_run_tasks: u32,
+    pub min_exit_code: u32,
+    pub max_exit_code: u32,
+    pub pend_run_tasks: u32,
+    pub tot_comp_tasks: u32,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct acct_policy_limit_set_t {
     pub qos: u16,
     pub time: u16,
@@ -1172,6 +1181,7 @@ pub const PREEMPT_MODE_SUSPEND: u16 = 1;
 pub const PREEMPT_MODE_REQUEUE: u16 = 2;
 pub const PREEMPT_MODE_CANCEL: u16 = 8;
 pub const PREEMPT_MODE_GANG: u16 = 32768;
+pub const WHOLE_NODE_REQUIRED: u32 = 1;
 pub const ESLURM_ACCESS_DENIED: slurm_err_t = 2002;
 pub const ESLURM_NOT_SUPPORTED: slurm_err_t = 2036;
 pub const ESLURM_INVALID_ACCOUNT: slurm_err_t = 2045;
