@@ -59,7 +59,7 @@ pub use contract::{comment_tokens, parse_comment, Contract, ContractError, Contr
 pub use drain::{drain_plan, DrainPlan, OnDraining};
 pub use duration::{format_duration, parse_duration, DurationError, DAY_S, HOUR, HOUR_S, MINUTE_S, WEEK_S};
 pub use entitlement::{Entitlement, Load, Need, Reclaim, ReclaimRefusal, TeamNow};
-pub use fairness::{summarize, Asked, Delivery, FairnessSummary, Held, Owed, OwedBook};
+pub use fairness::{summarize, summarize_window, Asked, Delivery, FairnessSummary, Held, Owed, OwedBook};
 pub use fairshare::{FairShare, FundingClass, RankKey, Standing};
 pub use gpu_types::{check_gpu_type_name, GpuType, GpuTypeError, GpuWeights, Inventory, Weight};
 pub use job::{charge_from_mark, Funded, Job, KnownAccounts};

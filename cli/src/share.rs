@@ -41,11 +41,12 @@ enum Field {
     Owed,
     Delivered,
     DelivPct,
+    DelivWinPct,
     Unalloc,
 }
 
 /// (field, header, default width: negative = left-aligned, what it is).
-const FIELDS: [(Field, &str, i32, &str); 17] = [
+const FIELDS: [(Field, &str, i32, &str); 18] = [
     (Field::Account, "Account", -20, "account, indented one space per level of the tree"),
     (Field::User, "User", 10, "user (user rows: -a, -u)"),
     (Field::Budget, "Budget", 10, "budget as configured: % of the parent, or GPU-hours per window (h)"),
@@ -61,12 +62,19 @@ const FIELDS: [(Field, &str, i32, &str); 17] = [
     (Field::FairNow, "FairNow", 8, "the water-filled fair share now, GPUs (an idle sibling's rate shared)"),
     (Field::Owed, "Owed", 10, "GPU-hours owed over the window: per hour, min(rate, what was asked)"),
     (Field::Delivered, "Delivered", 10, "allocated GPU-hours that ran over the window"),
-    (Field::DelivPct, "Deliv%", 7, "delivered up to what was owed, hour by hour, ÷ owed"),
+    (Field::DelivPct, "Deliv%", 7, "delivered up to what was owed, hour by hour, ÷ owed (the strict figure)"),
+    (
+        Field::DelivWinPct,
+        "DelivWin%",
+        9,
+        "delivered up to what was owed over the whole window, min(Delivered, Owed) ÷ Owed (a parent sums each account's below it)",
+    ),
     (Field::Unalloc, "Unalloc", 10, "unallocated GPU-hours that ran (contract 0): never charged"),
 ];
 
-const DEFAULT: &str = "Account,User,Budget,Used7d,Ratio,Rank,ShortNow,Owed,Delivered,Deliv%";
-const LONG: &str = "Account,User,Budget,Rate,Alloc7d,Used7d,Ratio,Rank,FairShare,Running,Waiting,ShortNow,FairNow,Owed,Delivered,Deliv%,Unalloc";
+const DEFAULT: &str = "Account,User,Budget,Used7d,Ratio,Rank,ShortNow,Owed,Delivered,Deliv%,DelivWin%";
+const LONG: &str =
+    "Account,User,Budget,Rate,Alloc7d,Used7d,Ratio,Rank,FairShare,Running,Waiting,ShortNow,FairNow,Owed,Delivered,Deliv%,DelivWin%,Unalloc";
 
 /// A chosen field and its width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,9 +163,20 @@ pub(crate) struct Row {
     pub(crate) short: Option<f64>,
     pub(crate) fair_now: Option<f64>,
     pub(crate) owed: Option<Owed>,
+    /// Σ over the subtree's accounts of min(delivered, owed) over the
+    /// window (`Delivery::window_credited_gpu_hours`): an over-served
+    /// account makes up its own starved hours, not a sibling's.
+    pub(crate) window_credited: Option<f64>,
 }
 
 impl Row {
+    /// Delivered up to what was owed over the whole window ÷ owed:
+    /// `window_credited ÷ owed` (`None` when nothing was owed).
+    pub(crate) fn window_fraction(&self) -> Option<f64> {
+        let owed = self.owed?.delivery.owed_gpu_hours;
+        (owed > 0.0).then(|| self.window_credited.unwrap_or(0.0) / owed)
+    }
+
     /// The cell of `field`, as text (numbers as sshare writes them: fixed
     /// decimals, nothing for a missing value).
     fn cell(&self, field: Field, parsable: bool) -> String {
@@ -185,6 +204,7 @@ impl Row {
             Field::Owed => num(self.owed.map(|o| o.delivery.owed_gpu_hours), hours),
             Field::Delivered => num(self.owed.map(|o| o.delivery.delivered_gpu_hours), hours),
             Field::DelivPct => num(self.owed.and_then(|o| o.delivery.ratio()).map(|r| 100.0 * r), 1),
+            Field::DelivWinPct => num(self.window_fraction().map(|r| 100.0 * r), 1),
             Field::Unalloc => num(self.owed.map(|o| o.unallocated_gpu_hours), hours),
         }
     }
@@ -210,6 +230,8 @@ impl Row {
             "delivered_gpu_hours": o.map(|o| o.delivery.delivered_gpu_hours),
             "credited_gpu_hours": o.map(|o| o.delivery.credited_gpu_hours),
             "delivered_fraction": o.and_then(|o| o.delivery.ratio()),
+            "window_credited_gpu_hours": self.window_credited,
+            "delivered_fraction_window": self.window_fraction(),
             "unallocated_gpu_hours": o.map(|o| o.unallocated_gpu_hours),
         })
     }
@@ -295,11 +317,13 @@ pub(crate) fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) ->
     let walk = tree.walk();
     let n = tree.len();
     let mut sub_owed = vec![Owed::default(); n];
+    let mut sub_window = vec![0.0; n];
     let mut sub_now = vec![[0.0; 4]; n]; // running, waiting, short, fair
     for &(id, _) in walk.iter().rev() {
         let node = tree.node(id);
         if let Some(o) = owed.get(&node.name) {
             sub_owed[id].add(o);
+            sub_window[id] += o.delivery.window_credited_gpu_hours();
         }
         let t = ent.team_at(id);
         for (x, v) in sub_now[id].iter_mut().zip([t.running, t.demand - t.running, t.short(), t.fair]) {
@@ -308,6 +332,7 @@ pub(crate) fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) ->
         if let Some(p) = node.parent {
             let (o, s) = (sub_owed[id], sub_now[id]);
             sub_owed[p].add(&o);
+            sub_window[p] += sub_window[id];
             for (x, v) in sub_now[p].iter_mut().zip(s) {
                 *x += v;
             }
@@ -351,6 +376,7 @@ pub(crate) fn report(config: &Config, snap: &Snapshot, now: u64, pick: &Pick) ->
             short: Some(short),
             fair_now: live.then_some(fair),
             owed: touched.then_some(o),
+            window_credited: touched.then_some(sub_window[id]),
         });
         if pick.user_rows || pick.users.is_some() {
             for (key, gs) in users.0.iter().filter(|(k, _)| *k.account == *node.name) {
@@ -530,9 +556,10 @@ gpu_hours = 336
     /// A fixed ledger on 16 GPUs: research 75% (12 GPUs), nlp and vision
     /// half of it each (6), ops 336 GPU-h a week (2). nlp asked 12 GPUs
     /// and ran 8 for 6 h (owed its rate, 6, each hour: 36 of 48 delivered
-    /// count); vision asked and ran 2 for 2 h, beside 4 unallocated GPUs
-    /// the first hour; ops nothing. Saved with a load: nlp 8 running and 4
-    /// waiting, vision 2 running.
+    /// count); vision asked 2 for 2 h and ran nothing the first hour (beside
+    /// 4 unallocated GPUs) and 4 the second: 2 of its 4 owed credited hour
+    /// by hour, all 4 over the window; ops nothing. Saved with a load: nlp 8
+    /// running and 4 waiting, vision 2 running.
     fn fixture() -> (Config, Snapshot) {
         let config = Config::parse(CONFIG, "share.toml").unwrap();
         let mut snap = Snapshot::new(config.new_ledger());
@@ -540,7 +567,7 @@ gpu_hours = 336
         let rate = |a: &str| alloc.rate_gpus(config.tree.id(a).unwrap());
         snap.ledger.charge(&UsageKey::new("nlp", "alice"), 6, NOW - 6 * HOUR_S, NOW);
         snap.ledger.charge(&UsageKey::new("nlp", "bob"), 2, NOW - 6 * HOUR_S, NOW);
-        snap.ledger.charge(&UsageKey::new("vision-and-robotics-long-name", "carol"), 2, NOW - 2 * HOUR_S, NOW);
+        snap.ledger.charge(&UsageKey::new("vision-and-robotics-long-name", "carol"), 4, NOW - HOUR_S, NOW);
         let held = |r, d, u| Held { rate_gpus: r, demand_gpus: d, unallocated_gpus: u };
         snap.owed.record(&"nlp".into(), held(rate("nlp"), 12.0, 0.0), NOW - 6 * HOUR_S, NOW);
         snap.owed.record(
@@ -566,13 +593,13 @@ gpu_hours = 336
     #[test]
     fn default_layout_is_golden() {
         let got = text(&Pick::default(), DEFAULT, Layout::Table);
-        let want = "             Account       User     Budget     Used7d    Ratio  Rank ShortNow       Owed  Delivered  Deliv%
--------------------- ---------- ---------- ---------- -------- ----- -------- ---------- ---------- -------
-root                                            52.00   0.0193     1      0.0      40.00      52.00   100.0
+        let want = "             Account       User     Budget     Used7d    Ratio  Rank ShortNow       Owed  Delivered  Deliv% DelivWin%
+-------------------- ---------- ---------- ---------- -------- ----- -------- ---------- ---------- ------- ---------
+root                                            52.00   0.0193     1      0.0      40.00      52.00    95.0     100.0
  ops                                  336h       0.00   0.0000     0      0.0
- research                              75%      52.00   0.0258     4      0.0      40.00      52.00   100.0
-  nlp                                  50%      48.00   0.0476     3      0.0      36.00      48.00   100.0
-  vision-and-roboti+                   50%       4.00   0.0040     2      0.0       4.00       4.00   100.0
+ research                              75%      52.00   0.0258     4      0.0      40.00      52.00    95.0     100.0
+  nlp                                  50%      48.00   0.0476     3      0.0      36.00      48.00   100.0     100.0
+  vision-and-roboti+                   50%       4.00   0.0040     2      0.0       4.00       4.00    50.0     100.0
 ";
         assert_eq!(got, want, "\n{got}");
     }
@@ -582,15 +609,15 @@ root                                            52.00   0.0193     1      0.0   
         let pick = Pick { user_rows: true, ..Pick::default() };
         let got = text(&pick, LONG, Layout::Parsable2);
         let want = "\
-Account|User|Budget|Rate|Alloc7d|Used7d|Ratio|Rank|FairShare|Running|Waiting|ShortNow|FairNow|Owed|Delivered|Deliv%|Unalloc
-root|||16.00|2688.0|52.000|0.0193|1|0.800000|10|4|0.000|14.00|40.000|52.000|100.0|4.000
- ops||336h|2.00|336.0|0.000|0.0000|0|1.000000|0|0|0.000|||||
- research||75%|12.00|2016.0|52.000|0.0258|4|0.200000|10|4|0.000|14.00|40.000|52.000|100.0|4.000
-  nlp||50%|6.00|1008.0|48.000|0.0476|3|0.400000|8|4|0.000|12.00|36.000|48.000|100.0|0.000
-   nlp|alice||||36.000|||||||||||
-   nlp|bob||||12.000|||||||||||
-  vision-and-robotics-long-name||50%|6.00|1008.0|4.000|0.0040|2|0.600000|2|0|0.000|2.00|4.000|4.000|100.0|4.000
-   vision-and-robotics-long-name|carol||||4.000|||||||||||
+Account|User|Budget|Rate|Alloc7d|Used7d|Ratio|Rank|FairShare|Running|Waiting|ShortNow|FairNow|Owed|Delivered|Deliv%|DelivWin%|Unalloc
+root|||16.00|2688.0|52.000|0.0193|1|0.800000|10|4|0.000|14.00|40.000|52.000|95.0|100.0|4.000
+ ops||336h|2.00|336.0|0.000|0.0000|0|1.000000|0|0|0.000||||||
+ research||75%|12.00|2016.0|52.000|0.0258|4|0.200000|10|4|0.000|14.00|40.000|52.000|95.0|100.0|4.000
+  nlp||50%|6.00|1008.0|48.000|0.0476|3|0.400000|8|4|0.000|12.00|36.000|48.000|100.0|100.0|0.000
+   nlp|alice||||36.000||||||||||||
+   nlp|bob||||12.000||||||||||||
+  vision-and-robotics-long-name||50%|6.00|1008.0|4.000|0.0040|2|0.600000|2|0|0.000|2.00|4.000|4.000|50.0|100.0|4.000
+   vision-and-robotics-long-name|carol||||4.000||||||||||||
 ";
         assert_eq!(got, want, "\n{got}");
     }
@@ -642,6 +669,9 @@ root|22.00|3696.0|124.000|0.0335|1|20|4
             cols.iter().map(|c| (c.name, c.width)).collect::<Vec<_>>(),
             vec![("Account", -8), ("User", 10), ("Deliv%", 7), ("ShortNow", 8), ("Deliv%", 7)]
         );
+        // The window figure by a prefix of its name, and with a width.
+        let cols = columns("delivw,DelivWin%%12").unwrap();
+        assert_eq!(cols.iter().map(|c| (c.name, c.width)).collect::<Vec<_>>(), vec![("DelivWin%", 9), ("DelivWin%", 12)]);
         assert!(columns("nope").unwrap_err().starts_with("invalid field requested: \"nope\"; valid fields: Account, User,"));
         assert!(columns("Owed%x").unwrap_err().contains("width after % must be a whole number"));
         assert!(columns(",").unwrap_err().contains("names no field"));
@@ -671,6 +701,16 @@ root|22.00|3696.0|124.000|0.0335|1|20|4
         assert_eq!(nlp["owed_gpu_hours"], 36.0);
         assert_eq!(nlp["delivered_gpu_hours"], 48.0);
         assert_eq!(nlp["delivered_fraction"], 1.0);
+        assert_eq!(nlp["delivered_fraction_window"], 1.0);
+        // vision: starved the first hour, made up the second: half hour by
+        // hour, all of it over the window; its parent sums its accounts'.
+        let row = |a: &str| v.as_array().unwrap().iter().find(|r| r["account"] == a).unwrap().clone();
+        let vision = row("vision-and-robotics-long-name");
+        assert_eq!((vision["delivered_fraction"].as_f64(), vision["delivered_fraction_window"].as_f64()), (Some(0.5), Some(1.0)));
+        let research = row("research");
+        assert_eq!(research["credited_gpu_hours"], 38.0);
+        assert_eq!(research["window_credited_gpu_hours"], 40.0);
+        assert_eq!(row("ops")["delivered_fraction_window"], Value::Null);
         assert_eq!(nlp["running_gpus"], 8.0);
         // The parsable table says the same.
         let p = render(&rep.rows, &columns("Account,Owed,Delivered").unwrap(), Layout::Parsable2, false);

@@ -307,12 +307,14 @@ pub fn scored_json(r: &Scored) -> Value {
         "occupancy": r.occupancy,
         "goodput": r.goodput,
         "fairness": fairness_json(&r.fairness),
+        "fairness_window": fairness_json(&r.fairness_window),
         "fairness_trace_demand": fairness_json(&r.fairness_trace),
         "drain": fairness_json(&r.drain),
         "teams": r.teams.iter().map(|t| json!({
             "team": t.team, "rate_gpus": t.rate_gpus,
             "owed_gpu_hours": t.delivery.owed_gpu_hours, "delivered_gpu_hours": t.delivery.delivered_gpu_hours,
             "credited_gpu_hours": t.delivery.credited_gpu_hours, "ratio": t.delivery.ratio(),
+            "window_credited_gpu_hours": t.delivery.window_credited_gpu_hours(), "window_ratio": t.delivery.window_ratio(),
             "ratio_trace_demand": t.delivery_trace.ratio(),
             "drain_owed_gpu_hours": t.drain.owed_gpu_hours, "drain_credited_gpu_hours": t.drain.credited_gpu_hours,
             "useful_gpu_hours": t.useful_gpu_hours,
@@ -386,10 +388,17 @@ fn print_table(
     let mut row = |label: &str, f: &dyn Fn(&PolicyResult) -> String| table.row(once(label.to_string()).chain(rs.iter().map(|(_, r, _)| f(r))));
     row("occupancy", &|r| pct(r.score.occupancy));
     row("goodput (useful GPU-hours)", &|r| pct(r.score.goodput));
-    row("delivered / owed", &|r| pct(r.score.fairness.overall));
-    row("teams >= 95% of owed", &|r| format!("{} of {}", r.score.fairness.teams_at_threshold, r.score.fairness.teams));
-    row("worst team", &|r| r.score.fairness.worst.as_ref().map_or("-".into(), |(_, x)| pct(*x)));
-    row("", &|r| r.score.fairness.worst.as_ref().map_or(String::new(), |(t, _)| t.clone()));
+    let teams = |f: &tally_allocator::FairnessSummary| format!("{} of {}", f.teams_at_threshold, f.teams);
+    let worst = |f: &tally_allocator::FairnessSummary| f.worst.as_ref().map_or("-".into(), |(_, x)| pct(*x));
+    let worst_name = |f: &tally_allocator::FairnessSummary| f.worst.as_ref().map_or(String::new(), |(t, _)| t.clone());
+    row("delivered / owed, hour by hour", &|r| pct(r.score.fairness.overall));
+    row("teams >= 95% of owed", &|r| teams(&r.score.fairness));
+    row("worst team", &|r| worst(&r.score.fairness));
+    row("", &|r| worst_name(&r.score.fairness));
+    row("delivered / owed over the window", &|r| pct(r.score.fairness_window.overall));
+    row("teams >= 95% of owed (window)", &|r| teams(&r.score.fairness_window));
+    row("worst team (window)", &|r| worst(&r.score.fairness_window));
+    row("", &|r| worst_name(&r.score.fairness_window));
     row("delivered / owed (trace demand)", &|r| pct(r.score.fairness_trace.overall));
     row("delivered / owed after the window", &|r| pct(r.score.drain.overall));
     for c in Class::ALL {

@@ -120,6 +120,18 @@ fn sim_compares_policies_and_is_deterministic() {
     assert_eq!((waits["all"]["jobs"].as_u64(), per_class), (Some(4), 4), "{waits:?}");
     let max_p99 = waits.iter().filter(|(c, _)| *c != "all").filter_map(|(_, w)| w["p99_s"].as_u64()).max();
     assert_eq!(waits["all"]["p99_s"].as_u64(), max_p99, "the slowest job's wait is the p99 of 4 jobs");
+    // Both figures of delivered / owed: hour by hour, and per team over the
+    // whole window (never below the hourly one, never above 1).
+    for p in policies {
+        let (hourly, window) =
+            (p["fairness"]["delivered_over_owed"].as_f64().unwrap(), p["fairness_window"]["delivered_over_owed"].as_f64().unwrap());
+        assert!(hourly <= window + 1e-12 && window <= 1.0, "{}: hourly {hourly}, window {window}", p["policy"]);
+        for t in p["teams"].as_array().unwrap() {
+            if let (Some(h), Some(w)) = (t["ratio"].as_f64(), t["window_ratio"].as_f64()) {
+                assert!(h <= w + 1e-12 && w <= 1.0, "{t}");
+            }
+        }
+    }
     // Byte-identical on a second run.
     let (_, again, _) = tally(&args);
     assert_eq!(out, again);
@@ -127,6 +139,7 @@ fn sim_compares_policies_and_is_deterministic() {
     let (ok, table, _) = tally(&["sim", "--trace", &trace, "--config", &config, "--gpus", "4", "--quiet"]);
     assert!(ok);
     assert!(table.contains("goodput") && table.contains("contract violations"), "{table}");
+    assert!(table.contains("delivered / owed, hour by hour") && table.contains("delivered / owed over the window"), "{table}");
 }
 
 #[test]

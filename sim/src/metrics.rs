@@ -14,7 +14,8 @@
 //!   definition): owed = min(allocation rate, GPUs its allocated jobs asked
 //!   for — pending or running), delivered = useful GPU-hours of its allocated
 //!   jobs (lost work excluded); over the arrival window, and after it (the
-//!   drain) apart;
+//!   drain) apart; and the same scored per team over the whole arrival
+//!   window, min(Σ delivered, Σ owed) ÷ Σ owed (`Delivery::window_ratio`);
 //! - the same with owed from the trace's own demand (each allocated job asks
 //!   from its submission for its duration, as if run at once): one
 //!   denominator for every policy;
@@ -31,6 +32,7 @@
 
 use crate::trace::Class;
 use std::collections::BTreeMap;
+use tally_allocator::fairness::summarize_window;
 use tally_allocator::{summarize, Delivery, FairnessSummary, Weight, HOUR, HOUR_S};
 
 /// A step function integrated per hour.
@@ -166,8 +168,12 @@ pub struct Scored {
     /// Useful GPU-hours per hour.
     pub hourly_useful: Vec<f64>,
     pub teams: Vec<TeamResult>,
-    /// Delivered / owed over the arrival window (owed from what was asked).
+    /// Delivered / owed over the arrival window (owed from what was asked),
+    /// credited hour by hour: the strict figure, the targets'.
     pub fairness: FairnessSummary,
+    /// The same owed and delivered scored per team over the whole arrival
+    /// window: Σ_t min(D_t, O_t) ÷ Σ_t O_t (`summarize_window`).
+    pub fairness_window: FairnessSummary,
     /// The same with owed from the trace's own demand.
     pub fairness_trace: FairnessSummary,
     /// After the arrival window.
@@ -292,6 +298,7 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
     }
     let summary = |f: &dyn Fn(&TeamResult) -> &Delivery| summarize(out_teams.iter().map(|t| (t.team.as_str(), f(t))), 0.95);
     let fairness = summary(&|t| &t.delivery);
+    let fairness_window = summarize_window(out_teams.iter().map(|t| (t.team.as_str(), &t.delivery)), 0.95);
     let fairness_trace = summary(&|t| &t.delivery_trace);
     let drain = summary(&|t| &t.drain);
 
@@ -328,6 +335,7 @@ pub fn score(jobs: &[JobMeta], runs: &[Run], teams: &[(String, f64)], gpus: u32,
         hourly_useful,
         teams: out_teams,
         fairness,
+        fairness_window,
         fairness_trace,
         drain,
         waits,
@@ -431,6 +439,20 @@ mod tests {
         // With 2-GPU jobs both fit.
         let jobs = vec![job(0, 2, 0, 3600, false), job(1, 2, 0, 3600, false)];
         assert_eq!(ceiling(&jobs, &teams, 4), Some(1.0));
+    }
+
+    #[test]
+    fn the_window_figure_lets_a_team_make_up_a_starved_hour() {
+        // Rate 4 on 8 GPUs: hour 0 asks 4 and runs nothing, hour 1 asks 8
+        // and runs 8 (4 beyond what it is owed).
+        let jobs = vec![job(0, 4, 0, 3600, false), job(0, 4, 3600, 3600, false)];
+        let runs = vec![
+            Run { job: 0, start_s: 3600, end_s: 7200, end: RunEnd::Completed, weight: None },
+            Run { job: 1, start_s: 3600, end_s: 7200, end: RunEnd::Completed, weight: None },
+        ];
+        let s = score(&jobs, &runs, &[("a".into(), 4.0)], 8, 7200);
+        assert_eq!((s.fairness.overall, s.fairness_window.overall), (0.5, 1.0));
+        assert_eq!(s.fairness_window.worst, Some(("a".to_string(), 1.0)));
     }
 
     #[test]

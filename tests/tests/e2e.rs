@@ -1232,6 +1232,7 @@ fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
         ("tally_account_owed_gpu_seconds", "owed_gpu_hours", 3600.0),
         ("tally_account_delivered_gpu_seconds", "delivered_gpu_hours", 3600.0),
         ("tally_account_delivered_ratio", "delivered_fraction", 1.0),
+        ("tally_account_delivered_window_ratio", "delivered_fraction_window", 1.0),
         ("tally_account_unallocated_gpu_seconds", "unallocated_gpu_hours", 3600.0),
     ];
     let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);

@@ -133,9 +133,11 @@ fn line(name: &str, s: &Scored) -> String {
     let debug = s.waits.get(&Class::Debug);
     let p = |x: f64| format!("{:.1}%", 100.0 * x);
     format!(
-        "{name:<22} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9.1} {:>6} {:>6} {:>6} {:>9}",
+        "{name:<22} {:>8} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9.1} {:>6} {:>6} {:>6} {:>9}",
         p(s.fairness.overall),
         s.fairness.worst.as_ref().map_or("-".into(), |(_, x)| p(*x)),
+        p(s.fairness_window.overall),
+        s.fairness_window.worst.as_ref().map_or("-".into(), |(_, x)| p(*x)),
         p(s.occupancy),
         p(s.goodput),
         format!("{:.1}", s.lost_gpu_hours),
@@ -156,6 +158,8 @@ fn figures(s: &Scored, k: f64) -> serde_json::Value {
     serde_json::json!({
         "delivered_over_owed": s.fairness.overall,
         "worst_team": s.fairness.worst.as_ref().map(|(_, x)| *x),
+        "delivered_over_owed_window": s.fairness_window.overall,
+        "worst_team_window": s.fairness_window.worst.as_ref().map(|(_, x)| *x),
         "occupancy": s.occupancy,
         "goodput": s.goodput,
         "lost_gpu_hours": s.lost_gpu_hours,
@@ -227,14 +231,16 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     let (sim_mf, sim_tally) = (sim(SimPolicy::Multifactor), sim(SimPolicy::Tally));
 
     println!(
-        "\n{:<22} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>6} {:>9}",
-        "", "deliv.", "worst", "occup.", "goodput", "lost", "useful", "preem.", "requ.", "unfin", "dbg p90"
+        "\n{:<22} {:>8} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>6} {:>6} {:>9}",
+        "", "deliv.", "worst", "window", "worst w.", "occup.", "goodput", "lost", "useful", "preem.", "requ.", "unfin", "dbg p90"
     );
     println!("{}", line("Slurm multifactor", &real["multifactor"]));
     println!("{}", line("Slurm tally", &real["tally"]));
     println!("{}", line("sim multifactor", &sim_mf));
     println!("{}", line("sim tally", &sim_tally));
-    println!("(trace time; GPU-hours; lost = runs of jobs that cannot checkpoint thrown away by a requeue)");
+    println!("(trace time; GPU-hours; deliv. and worst = delivered / owed credited hour by hour, the checks' figure; window and");
+    println!("worst w. = per team min(delivered, owed) over the whole window; lost = runs of jobs that cannot checkpoint thrown");
+    println!("away by a requeue)");
 
     if let Ok(path) = std::env::var("TALLY_REPLAY_JSON") {
         // For `make results`: the figures above, written before the checks

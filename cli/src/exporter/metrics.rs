@@ -44,6 +44,12 @@ pub const FAMILIES: &[(&str, MetricType, Option<&str>, &str)] = &[
         "Delivered up to what was owed, hour by hour, over owed (absent when nothing was owed).",
     ),
     (
+        "tally_account_delivered_window",
+        MetricType::Gauge,
+        Some("ratio"),
+        "Delivered up to what was owed over the whole window, min(delivered, owed) over owed (absent when nothing was owed).",
+    ),
+    (
         "tally_account_unallocated",
         MetricType::Gauge,
         Some("gpu_seconds"),
@@ -162,6 +168,7 @@ fn render(e: &Exposition<'_>) -> Vec<(usize, Vec<(Labels, Value)>)> {
             opt("tally_account_owed", Some("gpu_seconds"), o.map(|o| hours(o.delivery.owed_gpu_hours)));
             opt("tally_account_delivered", Some("gpu_seconds"), o.map(|o| hours(o.delivery.delivered_gpu_hours)));
             opt("tally_account_delivered", Some("ratio"), o.and_then(|o| o.delivery.ratio()).map(Value::Gauge));
+            opt("tally_account_delivered_window", Some("ratio"), row.window_fraction().map(Value::Gauge));
             opt("tally_account_unallocated", Some("gpu_seconds"), o.map(|o| hours(o.unallocated_gpu_hours)));
             let h = r.last_hour.get(&row.account).copied().unwrap_or_default();
             opt("tally_account_owed_last_hour", Some("gpu_seconds"), Some(hours(h.delivery.owed_gpu_hours)));
@@ -318,6 +325,7 @@ pub(crate) mod tests {
         assert_eq!(value(&text, "tally_account_used_gpu_seconds{account=\"nlp\"}"), 48.0 * 3600.0);
         assert_eq!(value(&text, "tally_account_owed_gpu_seconds{account=\"nlp\"}"), 36.0 * 3600.0);
         assert_eq!(value(&text, "tally_account_delivered_ratio{account=\"nlp\"}"), 1.0);
+        assert_eq!(value(&text, "tally_account_delivered_window_ratio{account=\"nlp\"}"), 1.0);
         assert_eq!(value(&text, "tally_account_rate_gpus{account=\"nlp\"}"), 6.0);
         assert_eq!(value(&text, "tally_account_running_gpus{account=\"research\"}"), 8.0);
         // The tree, for subtree panels.

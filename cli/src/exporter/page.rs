@@ -70,7 +70,8 @@ fn accounts_table(rows: &[Row], link: bool) -> Markup {
         table {
             tr {
                 th.l { "Account" } th { "Budget" } th { "Rate (GPUs)" } th { "Used 7d (GPU-h)" } th { "Allocated 7d" } th { "Ratio" } th { "Rank" }
-                th { "Short now" } th { "Running" } th { "Waiting" } th { "Owed" } th { "Delivered" } th { "Deliv%" }
+                th { "Short now" } th { "Running" } th { "Waiting" } th { "Owed" } th { "Delivered" } th { "Deliv% hourly" }
+                th { "Deliv% window" }
             }
             @for r in rows {
                 tr {
@@ -90,6 +91,7 @@ fn accounts_table(rows: &[Row], link: bool) -> Markup {
                     td { (num(r.owed.map(|o| o.delivery.owed_gpu_hours), 1)) }
                     td { (num(r.owed.map(|o| o.delivery.delivered_gpu_hours), 1)) }
                     td { (num(r.owed.and_then(|o| o.delivery.ratio()).map(|x| 100.0 * x), 1)) }
+                    td { (num(r.window_fraction().map(|x| 100.0 * x), 1)) }
                 }
             }
         }
@@ -171,7 +173,8 @@ pub fn account(r: &Reading, name: &str, stale: Option<&str>) -> Option<String> {
             li {
                 "Over the window: owed " (num(me.owed.map(|o| o.delivery.owed_gpu_hours), 1)) " GPU-hours, delivered "
                 (num(me.owed.map(|o| o.delivery.delivered_gpu_hours), 1)) " ("
-                (num(me.owed.and_then(|o| o.delivery.ratio()).map(|x| 100.0 * x), 1)) "% of what was owed)."
+                (num(me.owed.and_then(|o| o.delivery.ratio()).map(|x| 100.0 * x), 1)) "% of what was owed, credited hour by hour; "
+                (num(me.window_fraction().map(|x| 100.0 * x), 1)) "% over the whole window)."
             }
         }
         (accounts_table(&subtree, true))

@@ -20,8 +20,11 @@ use tally_engine::view::RunState;
 
 /// A job's class, as the exporter counts jobs and waits: a debug job
 /// (`PriorityRules::is_debug`: an allocated contract of at most
-/// `debug_max_contract`, at most `debug_max_gpus` GPUs), other allocated
-/// work, or unallocated work (contract 0).
+/// `debug_max_contract`, at most `debug_max_gpus` GPUs by what one task of
+/// it will hold — an exclusive job its whole nodes, `[cluster]
+/// gpus_per_node` each here, a heterogeneous job all its components, as
+/// `classify` reads squeue), other allocated work, or unallocated work
+/// (contract 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum JobClass {
     Debug,
