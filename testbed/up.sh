@@ -19,6 +19,9 @@
 #                        than one, gres.conf has a line per type and AccountingStorageTRES lists
 #                        gres/gpu:<type> for each
 #   TALLY_DEBUG_PARTITION=1  a second partition "debug" with node n1 only, MaxTime=30
+#   TALLY_SMALL_NODE_GPUS=G  one more node, n<N+1>, with G fake GPUs (1-8; default none) of the
+#                        first type, in the partition "gpu" like the others: a small node a
+#                        Tally config can name as its debug capacity ([priority] debug_nodes)
 #   TALLY_PRIORITY_TYPE  PriorityType (default priority/multifactor; e.g. priority/tally)
 #   TALLY_PLUGIN_DIR     folder searched for plugins before Slurm's own
 #                        (PluginDir=<dir>:/usr/lib/x86_64-linux-gnu/slurm-wlm)
@@ -57,6 +60,7 @@ SLURM_EXTRA=${TALLY_SLURM_EXTRA:-}
 CTLD_ENV=${TALLY_ENV:-}
 GPU_TYPES_SPEC=${TALLY_GPU_TYPES:-fake}
 DEBUG_PARTITION=${TALLY_DEBUG_PARTITION:-0}
+SMALL_GPUS=${TALLY_SMALL_NODE_GPUS:-0}
 HOST=$(hostname -s)
 NODE_CPUS=64
 NODE_MEM=512000
@@ -72,6 +76,9 @@ for t in "${GPU_TYPES[@]}"; do
 done
 [[ $(printf '%s\n' "${GPU_TYPES[@]}" | sort | uniq -d) == "" ]] || die "TALLY_GPU_TYPES has a type twice: $GPU_TYPES_SPEC"
 [[ $DEBUG_PARTITION == [01] ]] || die "TALLY_DEBUG_PARTITION must be 0 or 1, got '$DEBUG_PARTITION'"
+[[ $SMALL_GPUS =~ ^[0-8]$ ]] || die "TALLY_SMALL_NODE_GPUS must be 0 to 8 (GPUs of the extra node; 0: none), got '$SMALL_GPUS'"
+# Every node: n[1-NODES] of GPUS_PER_NODE GPUs, then the small one if any.
+ALL_NODES=$(( NODES + (SMALL_GPUS > 0 ? 1 : 0) ))
 if [[ -n $PLUGIN_DIR ]]; then
     [[ -d $PLUGIN_DIR ]] || die "TALLY_PLUGIN_DIR is not a directory: $PLUGIN_DIR"
     PLUGIN_DIR=$(cd "$PLUGIN_DIR" && pwd)
@@ -188,8 +195,16 @@ nodes_of_type() {
     for (( k = $1 + 1; k <= NODES; k += ${#GPU_TYPES[@]} )); do echo "$k"; done
 }
 
-# The NodeName lines: one for all nodes with one GPU type; else one per type.
+# The NodeName lines: one for all nodes with one GPU type; else one per type; then the small node.
 node_lines() {
+    node_lines_full
+    if (( SMALL_GPUS > 0 )); then
+        echo "NodeName=n$ALL_NODES NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$(( TB_NODE_PORT0 + ALL_NODES ))" \
+             "CPUs=$NODE_CPUS RealMemory=$NODE_MEM Gres=gpu:${GPU_TYPES[0]}:$SMALL_GPUS State=UNKNOWN"
+    fi
+}
+
+node_lines_full() {
     local i t k
     local -a ks ports
     if (( ${#GPU_TYPES[@]} == 1 )); then
@@ -277,7 +292,7 @@ write_slurm_conf() {   # $1 = FirstJobId
         done
         echo "FirstJobId=$1"
         node_lines
-        echo "PartitionName=gpu Nodes=n[1-$NODES] Default=YES MaxTime=INFINITE State=UP" \
+        echo "PartitionName=gpu Nodes=n[1-$ALL_NODES] Default=YES MaxTime=INFINITE State=UP" \
              "TRESBillingWeights=\"CPU=0,GRES/gpu=1.0\""
         if (( DEBUG_PARTITION )); then
             echo "PartitionName=debug Nodes=n1 Default=NO MaxTime=30 State=UP" \
@@ -297,13 +312,18 @@ write_other_confs() {
     local -a ks
     {
         printf '%s\n' "# Written by testbed/up.sh of Tally." "AutoDetect=off"
-        if (( ${#GPU_TYPES[@]} == 1 )); then
+        if (( ${#GPU_TYPES[@]} == 1 && SMALL_GPUS == 0 )); then
             echo "Name=gpu Type=${GPU_TYPES[0]} $files"
+        elif (( ${#GPU_TYPES[@]} == 1 )); then
+            echo "NodeName=n[1-$NODES] Name=gpu Type=${GPU_TYPES[0]} $files"
         else
             for i in "${!GPU_TYPES[@]}"; do
                 mapfile -t ks < <(nodes_of_type "$i")
                 (( ${#ks[@]} == 0 )) || echo "NodeName=n[$(ranges "${ks[@]}")] Name=gpu Type=${GPU_TYPES[$i]} $files"
             done
+        fi
+        if (( SMALL_GPUS > 0 )); then
+            echo "NodeName=n$ALL_NODES Name=gpu Type=${GPU_TYPES[0]} File=$TB_RUN/gpu/nvidia[0-$(( SMALL_GPUS - 1 ))]"
         fi
     } >"$TB_SLURM_ETC/gres.conf"
     chmod 0644 "$TB_SLURM_ETC/gres.conf"
@@ -338,7 +358,7 @@ EOF
 # Fingerprint of everything that needs a restart when it changes.
 fingerprint() {
     {
-        echo "run=$TB_RUN nodes=$NODES host=$HOST gpu_types=${GPU_TYPES[*]} debug_partition=$DEBUG_PARTITION"
+        echo "run=$TB_RUN nodes=$NODES small=$SMALL_GPUS host=$HOST gpu_types=${GPU_TYPES[*]} debug_partition=$DEBUG_PARTITION"
         base_conf
         printf 'extra:\n%s\nenv:%s\naccounts:\n%s\n' "$SLURM_EXTRA" "${CTLD_ENV_ARGS[*]}" "$ACCOUNTS_SPEC"
         if [[ -n $PLUGIN_DIR ]]; then
@@ -355,11 +375,11 @@ dbd_ok() { timeout 10 sacctmgr -nP show cluster format=cluster >/dev/null 2>&1; 
 
 # Node states (short form) one a line, e.g. "n1 idle".
 node_states() { timeout 10 sinfo -h -N -o '%N %t' 2>/dev/null | sort -u; }
-# nodes_in <regex>: all NODES nodes are registered and in a state matching <regex>.
+# nodes_in <regex>: all ALL_NODES nodes are registered and in a state matching <regex>.
 nodes_in() {
     local states
     states=$(node_states) || return 1
-    (( $(wc -l <<<"$states") == NODES )) || return 1
+    (( $(wc -l <<<"$states") == ALL_NODES )) || return 1
     ! awk -v re="^($1)\$" '$2 !~ re { bad = 1 } END { exit !bad }' <<<"$states"
 }
 
@@ -369,7 +389,7 @@ healthy() {
     local k
     [[ -f $TB_RUN/fingerprint && $(cat "$TB_RUN/fingerprint") == "$FINGERPRINT" ]] || { log "settings differ from the running cluster (or none runs)"; return 1; }
     for k in mariadbd slurmdbd slurmctld; do alive "$k" || { log "$k is not running"; return 1; }; done
-    for (( k = 1; k <= NODES; k++ )); do alive "slurmd-n$k" || { log "slurmd n$k is not running"; return 1; }; done
+    for (( k = 1; k <= ALL_NODES; k++ )); do alive "slurmd-n$k" || { log "slurmd n$k is not running"; return 1; }; done
     munge_ok || { log "munge does not work"; return 1; }
     db_ok || { log "mariadbd does not answer"; return 1; }
     dbd_ok || { log "slurmdbd does not answer"; return 1; }
@@ -397,7 +417,7 @@ prepare_dirs() {
     fi
     local i
     for (( i = 0; i < GPUS_PER_NODE; i++ )); do ln -sfn /dev/null "$TB_RUN/gpu/nvidia$i"; done
-    for (( i = 1; i <= NODES; i++ )); do mkdir -p "$TB_RUN/spool/n$i"; done
+    for (( i = 1; i <= ALL_NODES; i++ )); do mkdir -p "$TB_RUN/spool/n$i"; done
     mkdir -p /run/munge && chown munge:munge /run/munge && chmod 0755 /run/munge
 }
 
@@ -622,12 +642,12 @@ start_slurmctld() {
 
 start_slurmds() {
     local k
-    for (( k = 1; k <= NODES; k++ )); do launch "slurmd-n$k" slurmd -D -N "n$k"; done
-    for (( k = 1; k <= NODES; k++ )); do
+    for (( k = 1; k <= ALL_NODES; k++ )); do launch "slurmd-n$k" slurmd -D -N "n$k"; done
+    for (( k = 1; k <= ALL_NODES; k++ )); do
         alive "slurmd-n$k" || fail "slurmd n$k exited" "slurmd-n$k"
     done
     DIED=
-    if ! wait_for 60 "all $NODES nodes idle" nodes_in idle; then
+    if ! wait_for 60 "all $ALL_NODES nodes idle" nodes_in idle; then
         log "node states: $(node_states | tr '\n' ' ')"
         fail "nodes did not come up" slurmctld slurmd-n1
     fi

@@ -153,7 +153,8 @@ fn each_gaming_route_gets_no_more_than_the_rule_allows() {
     let debug = |id: u64, team: &str| Job::new(id, team, "u").gpus(2).contract(15 * 60, false);
     let long8 = |id: u64, team: &str, ran_h: u64| running(id, team, 8, 2 * HOUR_S, false, ran_h * HOUR_S);
     // a runs 16 (its rate) in two 8-GPU jobs; b runs 24; c and d 8 each, waiting.
-    let base = vec![long8(1, "t0", 3), long8(2, "t0", 3), long8(3, "t1", 3), long8(4, "t1", 3), long8(5, "t1", 3), long8(6, "t2", 3), long8(7, "t3", 3)];
+    let base =
+        vec![long8(1, "t0", 3), long8(2, "t0", 3), long8(3, "t1", 3), long8(4, "t1", 3), long8(5, "t1", 3), long8(6, "t2", 3), long8(7, "t3", 3)];
     let fs = w.fs();
     let lane = |jobs: &[Job], waiting: &[&Job]| -> Vec<bool> {
         let ent = w.ent(jobs);

@@ -71,6 +71,11 @@ pub struct SimArgs {
     /// their true durations.
     #[arg(long, value_name = "true|limit|predicted", default_value = "true")]
     pub plan_durations: String,
+    /// Nodes of the debug capacity, the last ones of the simulated cluster
+    /// (default: as many as the config's `[priority] debug_nodes` names):
+    /// under Tally only debug jobs and unallocated work run there.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=4096))]
+    pub debug_nodes: Option<usize>,
     /// Print the figures as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -140,6 +145,7 @@ pub fn run_cmd(a: SimArgs) -> Result<(), String> {
         requeue_delay_s,
         plan_interval_s: config.planner.map_or(1800, |p| p.interval_s),
         plan_durations,
+        debug_nodes: a.debug_nodes.unwrap_or(config.debug_nodes.len()),
         ..Settings::default()
     };
 

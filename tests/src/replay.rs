@@ -131,6 +131,10 @@ pub struct ReplayOptions {
     pub speedup: f64,
     /// GPUs of the bed: `gpus / 8` nodes.
     pub gpus: u32,
+    /// GPUs of one more, smaller node (0: none), the same under every
+    /// policy: the debug capacity a Tally config may name
+    /// (`TALLY_SMALL_NODE_GPUS` of testbed/up.sh).
+    pub small_node_gpus: u32,
     pub policy: Policy,
     /// Tally config, already time-scaled (tests/e2e/replay-tally.toml). Its
     /// tree gives the accounts (both policies) and the Fairshare values
@@ -155,6 +159,7 @@ impl ReplayOptions {
             trace_csv: trace_csv.into(),
             speedup: DEFAULT_SPEEDUP,
             gpus: 48,
+            small_node_gpus: 0,
             policy,
             tally_config: repo.join("tests/e2e/replay-tally.toml"),
             drain_s: 600,
@@ -696,6 +701,9 @@ fn prepare_and_bring_up(opts: &ReplayOptions) -> Result<Trace, String> {
     if opts.gpus == 0 || opts.gpus % GPUS_PER_NODE != 0 {
         return Err(format!("gpus must be a positive multiple of {GPUS_PER_NODE}, got {}", opts.gpus));
     }
+    if opts.small_node_gpus > GPUS_PER_NODE {
+        return Err(format!("the small node has 0 to {GPUS_PER_NODE} GPUs, got {}", opts.small_node_gpus));
+    }
     if !opts.speedup.is_finite() || opts.speedup <= 0.0 {
         return Err(format!("speedup must be > 0, got {}", opts.speedup));
     }
@@ -731,6 +739,7 @@ fn prepare_and_bring_up(opts: &ReplayOptions) -> Result<Trace, String> {
 
     let mut env = vec![
         ("TALLY_NODES", opts.nodes().to_string()),
+        ("TALLY_SMALL_NODE_GPUS", opts.small_node_gpus.to_string()),
         ("TALLY_ACCOUNTS", dir.join("accounts").display().to_string()),
         ("TALLY_SLURM_EXTRA", slurm_extra(opts.policy, opts.speedup)),
     ];
@@ -1354,7 +1363,7 @@ mod tests {
         let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/replay-tally.toml")).unwrap();
         let shares = config_shares(&text).unwrap();
         assert_eq!(shares.len(), 18, "3 programmes, 15 teams");
-        for l in ["gpus = 48", "window = \"56m\"", "bucket = \"20s\"", "max = \"160s\"", "calc_period = \"1s\""] {
+        for l in ["gpus = 50", "debug_nodes = \"n7\"", "window = \"56m\"", "bucket = \"20s\"", "max = \"160s\"", "calc_period = \"1s\""] {
             assert!(text.lines().any(|x| x.trim() == l), "{l}");
         }
     }

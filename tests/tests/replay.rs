@@ -28,6 +28,11 @@ use tally_sim::trace::{to_csv, Class, Trace};
 use tally_tests::replay::{bed_down, replay, Policy, ReplayOptions, ReplayOutput, DEFAULT_SPEEDUP};
 
 const GPUS: u32 = 48;
+/// The bed's debug capacity: one more node of 2 GPUs (n7), named by
+/// tests/e2e/replay-tally.toml's `[priority] debug_nodes`; multifactor's bed
+/// has it too, as an ordinary node. The window is chosen against `GPUS`.
+const SMALL_NODE_GPUS: u32 = 2;
+const BED_GPUS: u32 = GPUS + SMALL_NODE_GPUS;
 const WINDOW_H: u64 = 8;
 /// Real seconds of replay after the last submission.
 const DRAIN_S: u64 = 120;
@@ -99,9 +104,9 @@ fn scored(trace: &Trace, config: &Config, out: &ReplayOutput) -> (Scored, Vec<Ru
     let clock = Clock { t0: out.t0_unix, trace_origin: 0, speedup: out.speedup };
     let end = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     let r = runs(&out.sacct, &ids, clock, end).unwrap_or_else(|e| panic!("{}: {e}", out.sacct_path.display()));
-    let (meta, teams) = job_meta(trace, config, GPUS);
+    let (meta, teams) = job_meta(trace, config, BED_GPUS);
     let last = r.iter().map(|x| x.end_s).max().unwrap_or(0);
-    (score(&meta, &r, &teams, GPUS, last), r)
+    (score(&meta, &r, &teams, BED_GPUS, last), r)
 }
 
 /// The five debug jobs that waited longest for their first start (real
@@ -182,7 +187,7 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     let csv = dir.join("window.csv");
     std::fs::write(&csv, to_csv(&trace)).unwrap();
     println!(
-        "window: {source}: {} jobs, {:.0} GPU-hours over {:.1} h ({:.1}x the bed's {GPUS} GPUs), {} s of replay at {k}x",
+        "window: {source}: {} jobs, {:.0} GPU-hours over {:.1} h ({:.1}x {GPUS} GPUs; the bed has {BED_GPUS}, {SMALL_NODE_GPUS} of them on its small node), {} s of replay at {k}x",
         trace.jobs.len(),
         trace.gpu_hours(),
         trace.span_s() as f64 / 3600.0,
@@ -200,6 +205,7 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     for policy in [Policy::Multifactor, Policy::Tally] {
         let mut opts = ReplayOptions::new(policy, &csv);
         opts.drain_s = DRAIN_S;
+        opts.small_node_gpus = SMALL_NODE_GPUS;
         let out = replay(&opts);
         let _ = bed_down(&opts);
         let out = out.unwrap_or_else(|e| panic!("{} replay: {e}", policy.name()));
@@ -220,8 +226,10 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     // requeued job waits cred_expire + 1 = 6 s, multifactor re-ranks every
     // minute (PriorityCalcPeriod's minimum), Tally every calc_period.
     let settings = Settings {
-        gpus: GPUS,
+        gpus: BED_GPUS,
         gpus_per_node: 8,
+        // The last node of the simulated cluster is the small one.
+        debug_nodes: config.debug_nodes.len(),
         requeue_delay_s: 6 * k as u64,
         replan_s: 60 * k as u64,
         drain_limit_s: DRAIN_S * k as u64,
@@ -253,7 +261,7 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
             "jobs": trace.jobs.len(),
             "debug_jobs": debug_jobs,
             "demand_over_supply": trace.mean_busy_gpus() / f64::from(GPUS),
-            "gpus": GPUS,
+            "gpus": BED_GPUS,
             "speedup": k,
             "figures": figures,
         });
@@ -269,11 +277,14 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     );
     // Debug jobs: Slurm's own intervals (scheduling passes, KillWait, the
     // plugins' one-second copies) do not compress, so the target is in real
-    // seconds: p90 at most 30 s, and below multifactor's.
+    // seconds: p90 at most 20 s, and below multifactor's. (Without the
+    // debug capacity, the small node, the bed measured 10-39 s: debug jobs
+    // submitted while every running job was inside its contract waited for
+    // the first contract to end.)
     let p90 = |s: &Scored| s.waits.get(&Class::Debug).and_then(|w| w.pct(90.0)).map(|w| w as f64 / k);
     let (tp, mp) = (p90(t).expect("Tally ran debug jobs"), p90(m).unwrap_or(f64::INFINITY));
     println!("debug p90 in real seconds: Tally {tp:.0} s, multifactor {mp:.0} s");
-    assert!(tp <= 30.0, "Tally's debug p90 {tp:.0} real s > 30 s");
+    assert!(tp <= 20.0, "Tally's debug p90 {tp:.0} real s > 20 s");
     assert!(tp < mp, "Tally's debug p90 ({tp:.0} s) not below multifactor's ({mp:.0} s)");
     let (d, o) = ((t.fairness.overall - sim_tally.fairness.overall).abs(), (t.occupancy - sim_tally.occupancy).abs());
     println!("simulator vs real Tally: delivered/owed {:.1} points apart, occupancy {:.1} points", 100.0 * d, 100.0 * o);

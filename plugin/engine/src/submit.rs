@@ -11,7 +11,9 @@
 //! with a warning sbatch prints: it may lose its work, unless
 //! `max_requeues = 0`). Accepted submissions get their
 //! comment normalised (`ContractRules::normalise_comment`), the user's other
-//! text kept.
+//! text kept, and, where the config names a debug capacity (`[priority]
+//! debug_nodes`), an allocated job that is not a debug job gets those
+//! nodes added to its excluded nodes ([`debug_nodes_excluded`]).
 
 use tally_allocator::{parse_comment, ContractError, KnownAccounts, ParsedComment};
 use tally_config::Config;
@@ -27,11 +29,15 @@ pub struct SubmitView {
     /// GPUs asked for in total: `Ok(None)` = no GPU request seen,
     /// `Err(how)` = not known before placement (e.g. `--gpus-per-socket`).
     pub gpus: Result<Option<u32>, &'static str>,
+    /// Whole nodes (`--exclusive`: the request's `shared` is 0).
+    pub exclusive: bool,
+    /// Nodes asked for (at least 1).
+    pub nodes: u32,
 }
 
 impl Default for SubmitView {
     fn default() -> Self {
-        SubmitView { comment: None, account: None, time_limit_s: None, gpus: Ok(None) }
+        SubmitView { comment: None, account: None, time_limit_s: None, gpus: Ok(None), exclusive: false, nodes: 1 }
     }
 }
 
@@ -68,6 +74,26 @@ pub struct Accepted {
     pub comment: Option<String>,
     /// A warning for the user (sbatch prints it).
     pub warning: Option<String>,
+    /// Nodes to add to the job's excluded nodes: the debug capacity, for
+    /// an allocated job that is not a debug job ([`debug_nodes_excluded`]).
+    pub exclude_nodes: Option<String>,
+}
+
+/// The debug capacity's nodes, comma-separated, if a job of this comment,
+/// GPUs and shape may not run there ([`tally_allocator::PriorityRules::may_use_debug_nodes`]:
+/// an allocated job that is not a debug job, judged by what it will hold:
+/// an exclusive one by its whole nodes, one whose GPUs are not known yet as
+/// more than a debug job). `None`: the config names no debug nodes, or the
+/// job may run there (unallocated, or a debug job).
+pub fn debug_nodes_excluded(config: &Config, comment: Option<&str>, gpus: Option<u32>, exclusive: bool, nodes: u32) -> Option<String> {
+    if config.debug_nodes.is_empty() {
+        return None;
+    }
+    let contract = config.contracts.resolve(comment).ok()?;
+    let per_node = config.cluster.gpus_per_node;
+    let holds = if exclusive { nodes.max(1).saturating_mul(per_node) } else { gpus.unwrap_or(u32::MAX) };
+    let job = tally_allocator::Job::new(0, "", "").contract(contract.min_runtime_s, contract.resumable).gpus(gpus.unwrap_or(0)).holds(holds);
+    (!config.priority.may_use_debug_nodes(&job, contract.is_allocated())).then(|| config.debug_nodes.join(","))
 }
 
 fn refused(e: ContractError) -> Rejection {
@@ -136,7 +162,8 @@ fn check_parsed(config: &Config, funded: &impl KnownAccounts, v: &SubmitView, pa
         }
     }
     let normal = rules.normalise_parsed(comment, parsed).map_err(refused)?;
-    Ok(Accepted { comment: (normal != comment).then_some(normal), warning })
+    let exclude_nodes = debug_nodes_excluded(config, Some(comment), v.gpus.ok().flatten(), v.exclusive, v.nodes);
+    Ok(Accepted { comment: (normal != comment).then_some(normal), warning, exclude_nodes })
 }
 
 /// An update (`scontrol update job …`) of a job as it is now.
@@ -186,6 +213,8 @@ pub fn check_update(config: &Config, funded: &impl KnownAccounts, u: &UpdateView
         account: u.req.account.clone().or_else(|| u.job.account.clone()),
         time_limit_s: if u.new_limit { u.req.time_limit_s } else { u.job.time_limit_s },
         gpus: if gpus_changed { u.req.gpus } else { Ok(None) },
+        exclusive: u.job.exclusive,
+        nodes: u.job.nodes,
     };
     let parsed = match new {
         Some(new) => new.map_err(refused)?,
@@ -196,6 +225,9 @@ pub fn check_update(config: &Config, funded: &impl KnownAccounts, u: &UpdateView
         },
     };
     let mut accepted = check_parsed(config, funded, &view, &parsed)?;
+    // The job as it will be: the request's GPUs, else the job's own.
+    let gpus = if gpus_changed { u.req.gpus } else { u.job.gpus };
+    accepted.exclude_nodes = debug_nodes_excluded(config, view.comment.as_deref(), gpus.ok().flatten(), u.job.exclusive, u.job.nodes);
     if u.req.comment.is_none() {
         accepted.comment = None;
     }
@@ -234,6 +266,30 @@ mod tests {
 
     fn view(comment: &str) -> SubmitView {
         SubmitView { comment: (!comment.is_empty()).then(|| comment.to_string()), ..SubmitView::default() }
+    }
+
+    #[test]
+    fn jobs_that_may_not_use_the_debug_capacity_exclude_its_nodes() {
+        let c = config("[cluster]\ngpus = 24\ngpus_per_node = 8\n[priority]\ndebug_nodes = \"gpu[07-08]\"\n");
+        let ex = |comment: &str, gpus: Option<u32>, exclusive: bool| {
+            check(&c, &SubmitView { gpus: Ok(gpus), exclusive, ..view(comment) }).unwrap().exclude_nodes
+        };
+        let both = Some("gpu07,gpu08".to_string());
+        // (comment, GPUs, --exclusive, excluded?)
+        assert_eq!(ex("contract=2h", Some(8), false), both, "an ordinary allocated job");
+        assert_eq!(ex("contract=10m", Some(2), false), None, "a debug job");
+        assert_eq!(ex("contract=10m", Some(2), true), both, "--exclusive: it holds a whole node");
+        assert_eq!(ex("contract=10m", None, false), both, "GPUs not known: not a debug job");
+        assert_eq!(ex("contract=0", Some(8), false), None, "unallocated work fills the capacity");
+        assert_eq!(ex("", Some(8), false), None, "no contract: unallocated by default");
+        // Without debug nodes nothing is excluded.
+        assert_eq!(check(&config(""), &SubmitView { gpus: Ok(Some(8)), ..view("contract=2h") }).unwrap().exclude_nodes, None);
+        // An update that makes a pending debug job ordinary excludes them;
+        // one that leaves it a debug job does not.
+        let job = SubmitView { gpus: Ok(Some(2)), ..view("contract=10m") };
+        let u = |comment: &str| UpdateView { req: view(comment), new_limit: false, job: job.clone(), pending: true };
+        assert_eq!(check_update(&c, &u("contract=2h")).unwrap().exclude_nodes, both);
+        assert_eq!(check_update(&c, &u("contract=5m")).unwrap().exclude_nodes, None);
     }
 
     #[test]

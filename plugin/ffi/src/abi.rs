@@ -53,6 +53,14 @@ impl<'a> JobArg<'a> {
     pub fn is_running(self) -> bool {
         self.get().is_some_and(|j| j.job_state & JOB_STATE_BASE == JOB_RUNNING)
     }
+
+    /// The nodes the job excludes (`details->exc_nodes`; `None`: none).
+    pub fn excluded_nodes(self) -> Option<String> {
+        // SAFETY: as in `get`; `details` is NULL or owned by the job.
+        let d = unsafe { self.get()?.details.as_ref()? };
+        // SAFETY: NULL or a NUL-terminated string of the job's details.
+        unsafe { crate::view::c_string(d.exc_nodes) }
+    }
 }
 
 /// A `job_desc_msg_t *`: the request of a submission or update, lent for
@@ -74,6 +82,25 @@ impl DescArg<'_> {
         unsafe { self.0.as_ref() }.is_some_and(|d| d.time_limit != NO_VAL)
     }
 
+    /// Add `names` (comma-separated node names) to the nodes the request
+    /// excludes: to its own `exc_nodes` if it sets them, else to `current`
+    /// (the job's, for an update; `None` at a submission). Names already
+    /// listed are not repeated.
+    pub fn exclude_nodes(self, names: &str, current: Option<&str>) {
+        // SAFETY: NULL or the request for this call, exclusively ours
+        // during it; `exc_nodes` is NULL or xmalloc'd, freed with xfree.
+        let Some(d) = (unsafe { self.0.as_mut() }) else { return };
+        // SAFETY: NULL or a NUL-terminated string of the request.
+        let own = unsafe { crate::view::c_string(d.exc_nodes) };
+        let merged = merge_node_lists(own.as_deref().or(current), names);
+        let c = c_text(&merged);
+        // SAFETY: as above.
+        unsafe {
+            slurm_sys::slurm_xfree((&mut d.exc_nodes as *mut *mut c_char).cast::<*mut c_void>());
+            d.exc_nodes = slurm_sys::xstrdup(c.as_ptr());
+        }
+    }
+
     /// Replace the request's comment (Slurm's xmalloc'd string) with an
     /// xstrdup of `text`.
     pub fn set_comment(self, text: &str) {
@@ -88,6 +115,15 @@ impl DescArg<'_> {
             }
         }
     }
+}
+
+/// `list` (a Slurm hostlist, or nothing) with the comma-separated `names`
+/// it does not already list by name appended.
+pub fn merge_node_lists(list: Option<&str>, names: &str) -> String {
+    let have: Vec<&str> = list.map_or(Vec::new(), |l| l.split(',').map(str::trim).filter(|n| !n.is_empty()).collect());
+    let mut out: Vec<String> = list.filter(|l| !l.trim().is_empty()).map(|l| l.trim().to_string()).into_iter().collect();
+    out.extend(names.split(',').map(str::trim).filter(|n| !n.is_empty() && !have.contains(n)).map(str::to_string));
+    out.join(",")
 }
 
 /// `char **err_msg`: where job_submit puts a message for sbatch (freed by
@@ -228,5 +264,18 @@ pub mod conf {
     pub fn euid() -> u32 {
         // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() }
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::merge_node_lists;
+
+    #[test]
+    fn excluded_nodes_are_added_once() {
+        assert_eq!(merge_node_lists(None, "gpu07,gpu08"), "gpu07,gpu08");
+        assert_eq!(merge_node_lists(Some(""), "gpu07"), "gpu07");
+        assert_eq!(merge_node_lists(Some("n[1-3]"), "gpu07,gpu08"), "n[1-3],gpu07,gpu08");
+        assert_eq!(merge_node_lists(Some("gpu07,n2"), "gpu07,gpu08"), "gpu07,n2,gpu08", "gpu07 is listed already");
     }
 }

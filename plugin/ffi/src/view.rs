@@ -329,6 +329,9 @@ pub unsafe fn read_job_desc(desc: *const job_desc_msg_t) -> Option<SubmitView> {
             m => Some(u64::from(m) * MINUTE_S),
         },
         gpus: gpus.total(),
+        // `--exclusive` sets `shared` to JOB_SHARED_NONE (0); NO_VAL16 when not asked.
+        exclusive: d.shared == 0,
+        nodes,
     })
 }
 

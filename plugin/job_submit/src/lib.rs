@@ -96,6 +96,10 @@ tally_ffi::export! {
                 if let Some(comment) = &accepted.comment {
                     job_desc.set_comment(comment);
                 }
+                if let Some(nodes) = &accepted.exclude_nodes {
+                    // The debug capacity: not for this job.
+                    job_desc.exclude_nodes(nodes, None);
+                }
                 if let Some(w) = accepted.warning {
                     // Slurm hands a message set on success to sbatch, which
                     // prints it (`job_submit_user_msg`).
@@ -127,13 +131,23 @@ tally_ffi::export_job_modify! {
         let u = UpdateView {
             req,
             new_limit: job_desc.sets_time_limit(),
-            job: SubmitView { comment: job.comment, account: job.account.as_deref().map(str::to_string), time_limit_s: job.time_limit_s, ..SubmitView::default() },
+            job: SubmitView {
+                comment: job.comment.clone(),
+                account: job.account.as_deref().map(str::to_string),
+                time_limit_s: job.time_limit_s,
+                gpus: Ok(Some(job.gpus)),
+                exclusive: job.exclusive,
+                nodes: job.nodes,
+            },
             pending,
         };
         match check_update(&config, &Funded::new(&config.tree, &alloc), &u) {
             Ok(accepted) => {
                 if let (Some(comment), Some(_)) = (&accepted.comment, &u.req.comment) {
                     job_desc.set_comment(comment);
+                }
+                if let (Some(nodes), true) = (&accepted.exclude_nodes, pending) {
+                    job_desc.exclude_nodes(nodes, job_ptr.excluded_nodes().as_deref());
                 }
                 if let Some(w) = accepted.warning {
                     log::info!("job update by uid {submit_uid}: {w}");
