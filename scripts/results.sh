@@ -6,7 +6,8 @@
 #
 # What it runs (each command is printed in the file beside its figures):
 #   1. the benchmark suite in the simulator (`tally sim suite`, the shared
-#      GPU traces at 0.8-3x demand and four synthetic cases);
+#      GPU traces at 0.8-3x demand, five synthetic cases and the gaming
+#      family), then the same under Tally with one debug node;
 #   2. the real-Slurm replay (tests/tests/replay.rs: a trace window under
 #      multifactor, then under Tally, on the local test bed), RUNS times,
 #      since real runs vary by a few points: the file gives the range;
@@ -61,6 +62,10 @@ SUITE_CMD="tally sim suite --config examples/tally.toml --traces $TRACES --json"
 t0=$(now)
 suite_s=$(timed "$WORK/suite.json" "$TALLY" sim suite --config examples/tally.toml --traces "$TRACES" --json --quiet)
 log "results: suite [$(elapsed "$t0")s]"
+# The same cases under Tally with one debug node (the debug capacity and its cost).
+t0=$(now)
+"$TALLY" sim suite --config examples/tally.toml --traces "$TRACES" --json --quiet --policies tally --debug-nodes 1 >"$WORK/suite-debug-node.json"
+log "results: suite with one debug node [$(elapsed "$t0")s]"
 
 # 2. The real-Slurm replay, RUNS times.
 REPLAY_CMD="cargo test --locked -p tally-tests --features e2e --test replay -- --nocapture"

@@ -780,12 +780,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutput, String> {
     let plan = plan(&trace, opts.speedup, opts.policy);
     let k = opts.speedup;
     eprintln!(
-        "[replay] {}: {} jobs, {:.1} trace hours ({:.0} s real at K={k}), {} GPUs; bed up in {bring_up_s:.1}s",
+        "[replay] {}: {} jobs, {:.1} trace hours ({:.0} s real at K={k}), {} GPUs{}; bed up in {bring_up_s:.1}s",
         opts.policy.name(),
         plan.len(),
         trace.span_s() as f64 / HOUR,
         trace.span_s() as f64 / k,
-        opts.gpus
+        opts.gpus,
+        if opts.small_node_gpus > 0 { format!(" and a node of {}", opts.small_node_gpus) } else { String::new() }
     );
 
     // t0 = unix time of trace time 0, a whole second; the first job goes 3 s from now.

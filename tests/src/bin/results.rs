@@ -125,6 +125,11 @@ impl Row<'_> {
     fn worst(&self) -> Option<f64> {
         self.0["fairness"]["worst_team"]["ratio"].as_f64()
     }
+    /// Delivered / owed scored per team over the window (the hourly one is
+    /// [`Row::delivered`]).
+    fn delivered_window(&self) -> Option<f64> {
+        self.0["fairness_window"]["delivered_over_owed"].as_f64()
+    }
     fn p50(&self, class: &str) -> Option<f64> {
         self.0["waits"][class]["p50_s"].as_f64()
     }
@@ -138,10 +143,40 @@ impl Row<'_> {
 }
 
 struct Suite {
+    /// The suite's cases but the gaming family's.
     cases: Vec<Value>,
+    /// The gaming family's judgements (`gaming` of the suite's JSON).
+    gaming: Vec<Value>,
+}
+
+/// The gaming family's cases are named `gaming/<shape>`.
+fn is_gaming(case: &Value) -> bool {
+    case["case"].as_str().is_some_and(|n| n.starts_with("gaming/"))
 }
 
 impl Suite {
+    fn from_json(v: &Value, what: &str) -> Result<Suite, String> {
+        let all = v["cases"].as_array().ok_or(format!("{what}: no cases"))?;
+        Ok(Suite { cases: all.iter().filter(|c| !is_gaming(c)).cloned().collect(), gaming: v["gaming"].as_array().cloned().unwrap_or_default() })
+    }
+
+    fn case(&self, name: &str) -> Option<&Value> {
+        self.cases.iter().find(|c| c["case"] == name)
+    }
+
+    /// The reshaping team's largest gain and an honest team's largest
+    /// loss, against the honest case, under `policy` (fractions: 0.03 is 3%).
+    fn gaming_extremes(&self, policy: &str) -> Option<(f64, f64)> {
+        let rows: Vec<&Value> = self.gaming.iter().filter(|g| g["policy"] == policy).collect();
+        let gain = rows.iter().filter_map(|g| g["reshaper_vs_honest"].as_f64()).fold(f64::NEG_INFINITY, f64::max);
+        let loss = rows
+            .iter()
+            .flat_map(|g| g["others_vs_honest"].as_array().into_iter().flatten())
+            .filter_map(|o| o["ratio"].as_f64())
+            .fold(f64::INFINITY, f64::min);
+        (gain.is_finite() && loss.is_finite()).then_some((gain - 1.0, loss - 1.0))
+    }
+
     fn row<'a>(case: &'a Value, policy: &str) -> Option<Row<'a>> {
         case["policies"].as_array()?.iter().find(|p| p["policy"] == policy).map(Row)
     }
@@ -167,7 +202,7 @@ fn planner_summary(text: &str) -> Option<[String; 5]> {
     Some([f.get(1)?.to_string(), f.get(2)?.to_string(), f.get(3)?.to_string(), f.get(4)?.to_string(), f.get(5)?.to_string()])
 }
 
-fn summary(a: &Args, suite: &Suite, replays: &[Replay], plan: &Option<[String; 5]>) -> String {
+fn summary(a: &Args, suite: &Suite, capacity: Option<&Suite>, replays: &[Replay], plan: &Option<[String; 5]>) -> String {
     let mut s = String::new();
     let n = suite.loaded().count();
     let _ = writeln!(s, "| | FIFO | multifactor | Tally |");
@@ -179,9 +214,26 @@ fn summary(a: &Args, suite: &Suite, replays: &[Replay], plan: &Option<[String; 5
         cells(&|p| pct(suite.median_of(p, |r: &Row<'_>| r.delivered())))
     );
     let _ = writeln!(s, "| worst team's delivered / owed, median | {} |", cells(&|p| pct(suite.median_of(p, |r: &Row<'_>| r.worst()))));
+    let _ = writeln!(
+        s,
+        "| delivered / owed scored over the window (Ai2's kind of figure), median | {} |",
+        cells(&|p| pct(suite.median_of(p, |r: &Row<'_>| r.delivered_window())))
+    );
+    let signed = |x: f64| format!("{:+.1}%", 100.0 * x);
+    let extremes = |p: &str| suite.gaming_extremes(p).map_or("-".into(), |(g, l)| format!("{} / {}", signed(g), signed(l)));
+    let _ = writeln!(
+        s,
+        "| a team reshaping the same work (11 shapes): its largest gain / an honest team's largest loss | - | {} | {} |",
+        extremes("multifactor"),
+        extremes("tally")
+    );
     let _ = writeln!(s, "| debug-job wait p90, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p90("debug")))));
     let debug_ok = |p: &str| suite.loaded().filter_map(|c| Suite::row(c, p)).filter(|r| r.p90("debug").is_some_and(|w| w <= 300.0)).count();
     let _ = writeln!(s, "| cases with debug p90 ≤ 5 min | {} |", cells(&|p| format!("{} of {n}", debug_ok(p))));
+    if let Some(cap) = capacity {
+        let ok = cap.loaded().filter_map(|c| Suite::row(c, "tally")).filter(|r| r.p90("debug").is_some_and(|w| w <= 300.0)).count();
+        let _ = writeln!(s, "| … with one debug node (Tally's debug capacity; its cost is in docs/results.md) | - | - | {ok} of {} |", cap.loaded().count());
+    }
     let _ = writeln!(s, "| all-job wait p50, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p50("all")))));
     let _ = writeln!(s, "| all-job wait p90, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p90("all")))));
     let _ = writeln!(s, "| work lost to requeues, median (% of useful) | {} |", cells(&|p| pct(suite.median_of(p, |r: &Row<'_>| r.lost_share()))));
@@ -193,6 +245,7 @@ fn summary(a: &Args, suite: &Suite, replays: &[Replay], plan: &Option<[String; 5
     let p = |x: f64| pct(Some(x));
     let secs = |x: f64| format!("{x:.0} s");
     let _ = writeln!(s, "| **Real Slurm**, a trace window at 2× demand ({runs}): delivered / owed | {} |", real("delivered_over_owed", &p));
+    let _ = writeln!(s, "| delivered / owed scored over the window | {} |", real("delivered_over_owed_window", &p));
     let _ = writeln!(s, "| worst team's delivered / owed | {} |", real("worst_team", &p));
     let _ = writeln!(s, "| debug-job wait p90, real seconds | {} |", real("debug_p90_real_s", &secs));
     let _ = writeln!(s, "| all-job wait p50, real seconds | {} |", real("all_p50_real_s", &secs));
@@ -209,8 +262,8 @@ fn summary(a: &Args, suite: &Suite, replays: &[Replay], plan: &Option<[String; 5
 }
 
 fn render(a: &Args) -> Result<(String, String), String> {
-    let suite_json = json(&a.work.join("suite.json"))?;
-    let suite = Suite { cases: suite_json["cases"].as_array().cloned().ok_or("suite.json: no cases")? };
+    let suite = Suite::from_json(&json(&a.work.join("suite.json"))?, "suite.json")?;
+    let capacity = Suite::from_json(&json(&a.work.join("suite-debug-node.json"))?, "suite-debug-node.json")?;
     let mut replays = Vec::new();
     for i in 1..=a.runs {
         let figures = json(&a.work.join(format!("replay-{i}.json")))?;
@@ -234,7 +287,7 @@ fn render(a: &Args) -> Result<(String, String), String> {
     };
     let (tick, replay_bench, explain_bench) = (bench("tick.txt")?, bench("replay-bench.txt")?, bench("explain.txt")?);
 
-    let head = summary(a, &suite, &replays, &plan);
+    let head = summary(a, &suite, Some(&capacity), &replays, &plan);
     let mut d = String::new();
     let _ = writeln!(d, "# Results\n");
     let _ = writeln!(
@@ -261,9 +314,9 @@ fn render(a: &Args) -> Result<(String, String), String> {
     );
     let _ = writeln!(
         d,
-        "| case | GPUs | demand | policy | delivered / owed | worst team | occupancy | lost | debug p50 | debug p90 | all p50 | all p90 |"
+        "| case | GPUs | demand | policy | delivered / owed | over the window | worst team | occupancy | lost | debug p50 | debug p90 | all p50 | all p90 |"
     );
-    let _ = writeln!(d, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(d, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for case in &suite.cases {
         for (i, p) in POLICIES.iter().enumerate() {
             let Some(r) = Suite::row(case, p) else { continue };
@@ -279,8 +332,9 @@ fn render(a: &Args) -> Result<(String, String), String> {
             };
             let _ = writeln!(
                 d,
-                "| {name} | {gpus} | {demand} | {p} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {name} | {gpus} | {demand} | {p} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 pct(r.delivered()),
+                pct(r.delivered_window()),
                 pct(r.worst()),
                 pct(r.0["occupancy"].as_f64()),
                 pct(r.lost_share()),
@@ -291,7 +345,10 @@ fn render(a: &Args) -> Result<(String, String), String> {
             );
         }
     }
-    let _ = writeln!(d, "\nLost: GPU-hours of runs thrown away by requeues (jobs that cannot checkpoint), as a share of useful GPU-hours.\n");
+    let _ = writeln!(
+        d,
+        "\nDelivered / owed is credited hour by hour (a starved hour is never made up by a later one; the targets are on it); over the window: each team's min(Σ delivered, Σ owed) ÷ Σ owed, closest to Ai2's published 98% over a 30-day test. Lost: GPU-hours of runs thrown away by requeues (jobs that cannot checkpoint), as a share of useful GPU-hours.\n"
+    );
     let _ = writeln!(d, "Targets Tally missed (cases at demand ≥ 1):\n");
     let mut missed = 0;
     for case in suite.loaded() {
@@ -308,6 +365,9 @@ fn render(a: &Args) -> Result<(String, String), String> {
         let _ = writeln!(d, "- none");
     }
 
+    gaming_section(&mut d, &suite, a);
+    capacity_section(&mut d, &suite, &capacity, a);
+
     // The real Slurm.
     let _ = writeln!(d, "\n## On a real Slurm: the replay\n");
     let _ = writeln!(d, "```sh\n{}\n```\n", a.replay_cmd);
@@ -323,8 +383,11 @@ fn render(a: &Args) -> Result<(String, String), String> {
         first["speedup"].as_f64().unwrap_or(0.0),
         if replays.len() == 1 { "One run".to_string() } else { format!("{} runs", replays.len()) }
     );
-    let _ = writeln!(d, "| run | scheduler | delivered / owed | worst team | occupancy | goodput | lost GPU-h | preemptions | debug p50 | debug p90 | all p50 | all p90 |");
-    let _ = writeln!(d, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        d,
+        "| run | scheduler | delivered / owed | over the window | worst team | occupancy | goodput | lost GPU-h | preemptions | debug p50 | debug p90 | all p50 | all p90 |"
+    );
+    let _ = writeln!(d, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, r) in replays.iter().enumerate() {
         for (key, name) in [
             ("slurm_multifactor", "Slurm multifactor"),
@@ -338,8 +401,9 @@ fn render(a: &Args) -> Result<(String, String), String> {
                 if key == "slurm_multifactor" { format!("{}{}", i + 1, if r.passed { "" } else { " (its checks failed)" }) } else { String::new() };
             let _ = writeln!(
                 d,
-                "| {run} | {name} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+                "| {run} | {name} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
                 pct(f["delivered_over_owed"].as_f64()),
+                pct(f["delivered_over_owed_window"].as_f64()),
                 pct(f["worst_team"].as_f64()),
                 pct(f["occupancy"].as_f64()),
                 pct(f["goodput"].as_f64()),
@@ -354,7 +418,7 @@ fn render(a: &Args) -> Result<(String, String), String> {
     }
     let _ = writeln!(
         d,
-        "\nThe test fails if Tally's debug p90 passes 30 real seconds or is not below multifactor's, if Tally does not deliver more of what is owed than multifactor, or if the simulator strays more than 10 points from the real run."
+        "\nThe bed has 6 nodes of 8 GPUs and one of 2, the debug capacity Tally's config names (multifactor uses it as any node). The test fails if Tally's debug p90 passes 20 real seconds or is not below multifactor's, if Tally does not deliver more of what is owed than multifactor, or if the simulator strays more than 10 points from the real run."
     );
 
     // The planner.
@@ -398,6 +462,73 @@ fn render(a: &Args) -> Result<(String, String), String> {
     );
     let _ = writeln!(d, "```text\n{explain_bench}\n```");
     Ok((d, head))
+}
+
+/// The gaming family: each reshaped case against the honest one, per policy.
+fn gaming_section(d: &mut String, suite: &Suite, a: &Args) {
+    let _ = writeln!(d, "\n## A team that reshapes its work: the gaming family\n");
+    let _ = writeln!(d, "```sh\n{} --cases gaming\n```\n", a.suite_cmd.trim_end_matches(" --json"));
+    let _ = writeln!(
+        d,
+        "4 equal teams on 64 GPUs submit 8-GPU jobs of 6-18 h with 2 h contracts, half resumable, at 2× demand; in each case team t01 submits the same work, at the same moments, in another shape (docs/design.md rule 11 lists them and the rule that bounds each). Useful GPU-hours over the arrival window against the honest case under the same policy: the reshaping team's, and the honest team that kept the least. Targets (Tally): the reshaping team gains at most 5%, every honest team keeps at least 95%.\n"
+    );
+    let _ = writeln!(d, "| case | policy | t01 vs honest | honest team that kept the least | met |");
+    let _ = writeln!(d, "|---|---|---:|---:|---|");
+    let signed = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:+.1}%", 100.0 * (x - 1.0)));
+    for g in &suite.gaming {
+        let others = g["others_vs_honest"].as_array().cloned().unwrap_or_default();
+        let worst = others.iter().filter_map(|o| Some((o["team"].as_str()?.to_string(), o["ratio"].as_f64()?))).min_by(|x, y| x.1.total_cmp(&y.1));
+        let policy = g["policy"].as_str().unwrap_or("?");
+        let met = match (policy.starts_with("tally"), g["missed_targets"].as_array().is_none_or(|m| m.is_empty())) {
+            (false, _) => "-",
+            (true, true) => "yes",
+            (true, false) => "**no**",
+        };
+        let _ = writeln!(
+            d,
+            "| {} | {policy} | {} | {} | {met} |",
+            g["case"].as_str().unwrap_or("?").trim_start_matches("gaming/"),
+            signed(g["reshaper_vs_honest"].as_f64()),
+            worst.map_or("-".into(), |(t, r)| format!("{t} {}", signed(Some(r)))),
+        );
+    }
+}
+
+/// The suite with one debug node (Tally only) beside the suite as above.
+fn capacity_section(d: &mut String, suite: &Suite, cap: &Suite, a: &Args) {
+    let _ = writeln!(d, "\n## The debug capacity: one debug node\n");
+    let _ = writeln!(d, "```sh\n{} --policies tally --debug-nodes 1\n```\n", a.suite_cmd);
+    let _ = writeln!(
+        d,
+        "The same cases under Tally with the last node of each cluster made the debug capacity (`[priority] debug_nodes`: only debug jobs and unallocated work run there), beside Tally without it (the table above). What it costs is about the node's share of the cluster where no unallocated work fills it: a site weighs it against debug latency (docs/design.md rule 12).\n"
+    );
+    let _ = writeln!(d, "| case | GPUs | debug p90 without | with | delivered / owed without | with | change |");
+    let _ = writeln!(d, "|---|---:|---:|---:|---:|---:|---:|");
+    for c in &cap.cases {
+        let name = c["case"].as_str().unwrap_or("?");
+        let (Some(w), Some(base)) = (Suite::row(c, "tally"), suite.case(name).and_then(|b| Suite::row(b, "tally"))) else { continue };
+        let change = match (base.delivered(), w.delivered()) {
+            (Some(x), Some(y)) => format!("{:+.1} points", 100.0 * (y - x)),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            d,
+            "| {name} | {} | {} | {} | {} | {} | {change} |",
+            c["gpus"],
+            wait(base.p90("debug")),
+            wait(w.p90("debug")),
+            pct(base.delivered()),
+            pct(w.delivered())
+        );
+    }
+    if let Some((g, l)) = cap.gaming_extremes("tally") {
+        let _ = writeln!(
+            d,
+            "\nThe gaming family with one debug node: the reshaping team's largest gain {:+.1}%, an honest team's largest loss {:+.1}%.",
+            100.0 * g,
+            100.0 * l
+        );
+    }
 }
 
 /// `readme` with the text between [`BEGIN`] and [`END`] replaced by `block`.
