@@ -199,14 +199,13 @@ fn exclusive(job: &Value) -> bool {
     }
 }
 
-/// How many task ids an array's `array_task_string` names (`1-3`,
-/// `0-15:4`, `1,3,5-7`, a `%2` limit of running tasks left out):
-/// `None` when it names none or cannot be read. Slurm cuts a long one
-/// short (`…,7,...`: 64 characters, `SLURM_BITSTR_LEN`); then the ids it
-/// still shows are counted.
-pub fn task_count(spec: &str) -> Option<u32> {
+/// The ranges of Slurm's array task string (`0-3`, `1,3,5-7`, `0-15:4`,
+/// a `%N` throttle left out) as `(first, last, step)`: `None` when a part
+/// cannot be read. Slurm cuts a long one short (`…,7,...`: 64 characters,
+/// `SLURM_BITSTR_LEN`); the parts it still shows are read.
+pub fn task_ranges(spec: &str) -> Option<Vec<(u32, u32, u32)>> {
     let spec = spec.split('%').next()?.trim();
-    let mut count: u32 = 0;
+    let mut out = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty() && !p.starts_with("...")) {
         let part = part.trim_end_matches('.');
         let (range, step) = match part.split_once(':') {
@@ -220,10 +219,15 @@ pub fn task_count(spec: &str) -> Option<u32> {
                 (n, n)
             }
         };
-        if hi >= lo {
-            count = count.saturating_add((hi - lo) / step + 1);
-        }
+        out.push((lo, hi, step));
     }
+    Some(out)
+}
+
+/// How many task ids an array's `array_task_string` names
+/// ([`task_ranges`]): `None` when it names none or cannot be read.
+pub fn task_count(spec: &str) -> Option<u32> {
+    let count = task_ranges(spec)?.iter().filter(|(lo, hi, _)| hi >= lo).fold(0u32, |n, &(lo, hi, step)| n.saturating_add((hi - lo) / step + 1));
     (count > 0).then_some(count)
 }
 

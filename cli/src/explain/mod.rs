@@ -463,28 +463,11 @@ fn find<'a>(queue: &'a [QueueJob], which: &str) -> Result<&'a QueueJob, String> 
 }
 
 /// Is task `t` in Slurm's array task string (`0-3`, `1,3,5-7`, `0-15:4`,
-/// with a `%N` throttle)? `None`: a spelling this does not read.
+/// with a `%N` throttle, [`crate::slurm_json::task_ranges`])? `None`: a
+/// spelling this does not read.
 fn task_in(spec: &str, t: u32) -> Option<bool> {
-    let spec = spec.split('%').next()?.trim();
-    if spec.is_empty() {
-        return None;
-    }
-    let mut found = false;
-    for part in spec.split(',') {
-        let (range, step) = match part.split_once(':') {
-            Some((r, s)) => (r, s.trim().parse::<u32>().ok().filter(|&s| s > 0)?),
-            None => (part, 1),
-        };
-        let (lo, hi) = match range.split_once('-') {
-            Some((lo, hi)) => (lo.trim().parse::<u32>().ok()?, hi.trim().parse::<u32>().ok()?),
-            None => {
-                let n = range.trim().parse::<u32>().ok()?;
-                (n, n)
-            }
-        };
-        found |= (lo..=hi).contains(&t) && (t - lo) % step == 0;
-    }
-    Some(found)
+    let ranges = crate::slurm_json::task_ranges(spec)?;
+    (!ranges.is_empty()).then(|| ranges.iter().any(|&(lo, hi, step)| (lo..=hi).contains(&t) && (t - lo) % step == 0))
 }
 
 /// Where Slurm's scheduler considers this pending job
