@@ -137,3 +137,23 @@ fn every_run_after_a_preemption_keeps_its_whole_contract() {
         assert!(checked > 0, "{}: some job must be preempted twice for the test to mean anything", case.name);
     }
 }
+
+/// The gaming family's targets as a check: on two seeds, no reshaped case
+/// lets the reshaping team gain more than 5% of its honest GPU-hours under
+/// Tally, nor leaves an honest team below 95% of its own (docs/design.md
+/// rule 11; `tally sim suite --cases gaming` prints the table).
+#[test]
+fn no_team_gains_by_reshaping_its_work() {
+    use tally_sim::gaming::{cases, Gaming, Shape};
+    for seed in [1, 2] {
+        let family = cases(seed);
+        let per_team = |c: &Case| -> Vec<(String, f64)> { tally(c).score.teams.iter().map(|t| (t.team.clone(), t.useful_gpu_hours)).collect() };
+        let honest = per_team(&family.iter().find(|(s, _)| *s == Shape::Honest).expect("the honest case").1);
+        let mut missed = Vec::new();
+        for (shape, case) in family.iter().filter(|(s, _)| *s != Shape::Honest) {
+            let g = Gaming::compare(&honest, &per_team(case));
+            missed.extend(g.judge().into_iter().map(|m| format!("seed {seed} {}: {m}", shape.name())));
+        }
+        assert!(missed.is_empty(), "{missed:#?}");
+    }
+}
