@@ -473,6 +473,16 @@ tally_ffi::export! {
         }
         let Some(r) = current_ranking() else { return 1 };
         let p = priority_of(&r, &v, current_plan().as_deref());
+        if p.need == tally_allocator::priority::NEED_LANE {
+            // A new debug job's lane is judged by this one record; Slurm
+            // sets a heterogeneous job's id and an array's tasks only after
+            // this call, so the recalculation, which sees them, runs now
+            // (at most once a second) and corrects what it must. Slurm
+            // starts neither kind at submission, only in a later pass.
+            if let Some(w) = lock(&PLUGIN).as_ref().and_then(|r| r.worker.as_ref()) {
+                w.poke();
+            }
+        }
         if r.config.debug {
             log::debug!(
                 "job {} ({:?}/{}) priority {} (allocated={}, need={}, level={}, rank={:?})",
