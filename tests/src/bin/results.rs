@@ -232,7 +232,11 @@ fn summary(a: &Args, suite: &Suite, capacity: Option<&Suite>, replays: &[Replay]
     let _ = writeln!(s, "| cases with debug p90 ≤ 5 min | {} |", cells(&|p| format!("{} of {n}", debug_ok(p))));
     if let Some(cap) = capacity {
         let ok = cap.loaded().filter_map(|c| Suite::row(c, "tally")).filter(|r| r.p90("debug").is_some_and(|w| w <= 300.0)).count();
-        let _ = writeln!(s, "| … with one debug node (Tally's debug capacity; its cost is in docs/results.md) | - | - | {ok} of {} |", cap.loaded().count());
+        let _ = writeln!(
+            s,
+            "| … with one debug node (Tally's debug capacity; its cost is in docs/results.md) | - | - | {ok} of {} |",
+            cap.loaded().count()
+        );
     }
     let _ = writeln!(s, "| all-job wait p50, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p50("all")))));
     let _ = writeln!(s, "| all-job wait p90, median | {} |", cells(&|p| wait(suite.median_of(p, |r| r.p90("all")))));
