@@ -271,6 +271,33 @@ pub fn debug_on_short_contracts(seed: u64) -> Case {
     )
 }
 
+/// Eight equal teams on 64 GPUs running long pods: 1-8 GPU jobs of 1 to
+/// 10 days (log-uniform), three in four unable to checkpoint, contracts of
+/// 1-8 h, no time limits, demand 2x. Whatever restoration takes of them it
+/// throws away, hours or days of it.
+pub fn long_pods(seed: u64) -> Case {
+    let (gpus, days) = (64, WINDOW_DAYS);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let teams = team_names(8);
+    let mut jobs = Vec::new();
+    const SIZES: [u32; 6] = [1, 1, 2, 2, 4, 8];
+    let (short, long) = (DAY_S as f64, 10.0 * DAY_S as f64);
+    let draw = |r: &mut ChaCha8Rng| {
+        let g = SIZES[r.gen_range(0..SIZES.len())];
+        let d = (short * (long / short).powf(r.gen_range(0.0..1.0))) as u64;
+        let c = [HOUR_S, 2 * HOUR_S, 4 * HOUR_S, 8 * HOUR_S][r.gen_range(0..4)];
+        (g, d, r.gen_bool(0.25), c)
+    };
+    // Mean GPU-hours: E[gpus] 3 × E[duration] (10 − 1) ÷ ln 10 days.
+    let mean_hours = 3.0 * (long - short) / (long / short).ln() / HOUR;
+    let rate = per_team_rate(2.0, gpus, teams.len(), mean_hours);
+    for t in &teams {
+        arrivals(&mut rng, t, (0, days * DAY_S), rate, Class::Training, &draw, &mut jobs);
+    }
+    debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
+    synthetic("long-pods", "8 equal teams, 1-8 GPU pods of 1-10 days, 3 in 4 cannot checkpoint, no time limits, demand 2x", equal_teams(8, gpus), gpus, jobs)
+}
+
 /// A bare trace (times, durations, GPUs) of `hours` hours keeping `busy`
 /// GPUs busy on average: 1-16 GPU jobs of 10 minutes to 6 hours, Poisson
 /// arrivals. [`augment`] gives it teams and contracts. Stands in for a
@@ -293,7 +320,7 @@ pub fn bare_window(hours: u64, busy: f64, seed: u64) -> Trace {
 
 /// Every synthetic case for one seed.
 pub fn synthetic_cases(seed: u64) -> Vec<Case> {
-    vec![symmetric(seed), idle_returns(seed), small_teams_big_jobs(seed), long_not_resumable(seed), debug_on_short_contracts(seed)]
+    vec![symmetric(seed), idle_returns(seed), small_teams_big_jobs(seed), long_not_resumable(seed), debug_on_short_contracts(seed), long_pods(seed)]
 }
 
 #[cfg(test)]
@@ -305,6 +332,7 @@ mod tests {
         for c in synthetic_cases(1) {
             let want = match c.name.as_str() {
                 "idle-returns" => 1.8,
+                "long-pods" => 2.0,
                 _ => 1.5,
             };
             assert!((c.demand - want).abs() < 0.35, "{}: demand {:.2}", c.name, c.demand);

@@ -311,16 +311,21 @@ fn render(a: &Args) -> Result<(String, String), String> {
     // The suite.
     let _ = writeln!(d, "## The simulator: `tally sim suite`\n");
     let _ = writeln!(d, "```sh\n{}\n```\n", a.suite_cmd);
+    // Trace cases are named `<trace> x<demand>`; the others are synthetic.
+    let names: Vec<&str> = suite.cases.iter().map(|c| c["case"].as_str().unwrap_or("?")).collect();
+    let traces: std::collections::BTreeSet<&str> = names.iter().filter_map(|n| n.split_once(" x").map(|(t, _)| t)).collect();
+    let synthetic = names.iter().filter(|n| !n.contains(" x")).count();
     let _ = writeln!(
         d,
-        "14-day windows of three GPU traces at 0.8-3× supply and four synthetic cases, each through every policy ({:.0} s here). Delivered / owed: what each team ran of what it was owed (min of its rate and its demand), over the arrival window. Waits: first start − submission.\n",
+        "14-day windows of {} GPU traces at 0.8-3× supply and {synthetic} synthetic cases, each through every policy ({:.0} s here). Delivered / owed: what each team ran of what it was owed (min of its rate and its demand), over the arrival window. Waits: first start − submission.\n",
+        traces.len(),
         a.suite_s
     );
     let _ = writeln!(
         d,
-        "| case | GPUs | demand | policy | delivered / owed | over the window | worst team | occupancy | lost | debug p50 | debug p90 | all p50 | all p90 |"
+        "| case | GPUs | demand | policy | delivered / owed | over the window | worst team | occupancy | goodput | lost | debug p50 | debug p90 | all p50 | all p90 |"
     );
-    let _ = writeln!(d, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(d, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for case in &suite.cases {
         for (i, p) in POLICIES.iter().enumerate() {
             let Some(r) = Suite::row(case, p) else { continue };
@@ -336,11 +341,12 @@ fn render(a: &Args) -> Result<(String, String), String> {
             };
             let _ = writeln!(
                 d,
-                "| {name} | {gpus} | {demand} | {p} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {name} | {gpus} | {demand} | {p} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 pct(r.delivered()),
                 pct(r.delivered_window()),
                 pct(r.worst()),
                 pct(r.0["occupancy"].as_f64()),
+                pct(r.0["goodput"].as_f64()),
                 pct(r.lost_share()),
                 w("debug", "p50_s"),
                 w("debug", "p90_s"),
@@ -351,7 +357,7 @@ fn render(a: &Args) -> Result<(String, String), String> {
     }
     let _ = writeln!(
         d,
-        "\nDelivered / owed is credited hour by hour (a starved hour is never made up by a later one; the targets are on it); over the window: each team's min(Σ delivered, Σ owed) ÷ Σ owed, closest to Ai2's published 98% over a 30-day test. Lost: GPU-hours of runs thrown away by requeues (jobs that cannot checkpoint), as a share of useful GPU-hours.\n"
+        "\nDelivered / owed is credited hour by hour (a starved hour is never made up by a later one; the targets are on it); over the window: each team's min(Σ delivered, Σ owed) ÷ Σ owed, closest to Ai2's published 98% over a 30-day test. Goodput: useful GPU-hours (runs that completed, or preempted runs of resumable jobs) ÷ GPU-hours of the cluster. Lost: GPU-hours of runs thrown away by requeues (jobs that cannot checkpoint), as a share of useful GPU-hours.\n"
     );
     let _ = writeln!(d, "Targets Tally missed (cases at demand ≥ 1):\n");
     let mut missed = 0;
