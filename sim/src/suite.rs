@@ -295,7 +295,13 @@ pub fn long_pods(seed: u64) -> Case {
         arrivals(&mut rng, t, (0, days * DAY_S), rate, Class::Training, &draw, &mut jobs);
     }
     debug_jobs(&mut rng, &teams, days, 20.0, &mut jobs);
-    synthetic("long-pods", "8 equal teams, 1-8 GPU pods of 1-10 days, 3 in 4 cannot checkpoint, no time limits, demand 2x", equal_teams(8, gpus), gpus, jobs)
+    synthetic(
+        "long-pods",
+        "8 equal teams, 1-8 GPU pods of 1-10 days, 3 in 4 cannot checkpoint, no time limits, demand 2x",
+        equal_teams(8, gpus),
+        gpus,
+        jobs,
+    )
 }
 
 /// A bare trace (times, durations, GPUs) of `hours` hours keeping `busy`
