@@ -32,8 +32,7 @@
 
 use crate::trace::Class;
 use std::collections::BTreeMap;
-use tally_allocator::fairness::summarize_window;
-use tally_allocator::{summarize, Delivery, FairnessSummary, Weight, HOUR, HOUR_S};
+use tally_allocator::{summarize, summarize_window, Delivery, FairnessSummary, Weight, HOUR, HOUR_S};
 
 /// A step function integrated per hour.
 #[derive(Debug, Clone, Default)]

@@ -1137,6 +1137,16 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
 }
 
 /// Prometheus on loopback, stopped when the test ends.
+/// An exporter on `listen` (accounts shown) reading a copy of the
+/// plugin's ledger in `RUN_DIR/<dir>`; the copy's path.
+fn exporter_on_a_copy(dir: &str, listen: &str) -> (Daemon, String) {
+    let dir = format!("{RUN_DIR}/{dir}");
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = format!("{dir}/ledger.state");
+    std::fs::copy(format!("{RUN_DIR}/state/tally/ledger.state"), &copy).unwrap();
+    (exporter(listen, &["--state", &copy, "--show-accounts"]), copy)
+}
+
 struct Prometheus;
 
 impl Prometheus {
@@ -1245,12 +1255,8 @@ fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
     // one never stands still (an hour's owed, min(rate, asked), still grows
     // after the queue empties, while the rate catches up what was asked):
     // both read a copy, Prometheus through an exporter on it.
-    let frozen = format!("{RUN_DIR}/exporter-frozen");
-    std::fs::create_dir_all(&frozen).unwrap();
-    let frozen_ledger = format!("{frozen}/ledger.state");
-    std::fs::copy(format!("{RUN_DIR}/state/tally/ledger.state"), &frozen_ledger).unwrap();
     let third = "127.0.0.1:19820";
-    let _frozen = exporter(third, &["--state", &frozen_ledger, "--show-accounts"]);
+    let (_frozen, frozen_ledger) = exporter_on_a_copy("exporter-frozen", third);
     let prom = Prometheus::start(third);
     wait_until(60, "Prometheus's first scrape of the copy", || prom.value("tally_ledger_stale").is_some());
     let (rows, _) = share_rows_of("see_busy,see_idle", Some(&frozen_ledger));
@@ -1301,12 +1307,8 @@ fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
         assert_eq!(info.first().map(|(l, _)| l["path"].as_str()), Some(format!("root/{account}").as_str()), "{info:?}");
     }
     // A ledger that cannot be read: the last good figures, marked stale.
-    let dir = format!("{RUN_DIR}/exporter-stale");
-    std::fs::create_dir_all(&dir).unwrap();
-    let copy = format!("{dir}/ledger.state");
-    std::fs::copy(format!("{RUN_DIR}/state/tally/ledger.state"), &copy).unwrap();
     let second = "127.0.0.1:19818";
-    let _stale = exporter(second, &["--state", &copy, "--show-accounts"]);
+    let (_stale, copy) = exporter_on_a_copy("exporter-stale", second);
     let used = |text: &str| text.lines().find(|l| l.starts_with("tally_account_used_gpu_seconds{account=\"see_busy\"}")).map(str::to_string);
     let before = used(&http_get(second, "/metrics").unwrap().1).expect("see_busy's usage");
     std::fs::remove_file(&copy).unwrap();
