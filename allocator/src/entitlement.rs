@@ -334,6 +334,21 @@ impl Entitlement {
         }
     }
 
+    /// The account other than `id` furthest below what it is owed now, and
+    /// by how many GPUs ([`TeamNow::short`]); `None` when no other is short.
+    pub fn most_short_besides(&self, id: NodeId) -> Option<(NodeId, f64)> {
+        (0..self.names.len())
+            .filter(|&k| k != id && self.funded_at(k))
+            .map(|k| (k, self.team_at(k).short()))
+            .filter(|&(_, short)| short > 1e-9)
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+    }
+
+    /// An account's name by node.
+    pub fn name_at(&self, id: NodeId) -> &str {
+        &self.names[id]
+    }
+
     /// GPUs the team of `id` may still put in the debug allowance now: its
     /// allowance ([`crate::PriorityRules::debug_allowance`] of its rate)
     /// less the GPUs of its debug jobs running (negative when over).

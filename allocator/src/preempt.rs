@@ -4,11 +4,16 @@
 //! yes ⇔ P ≠ V ∧ P allocated ∧ V running ∧
 //!       ( V unallocated
 //!       ∨ ( V past its contract (this run's: [`Job::contract_left_s`])
-//!         ∧ (V resumable ∨ restarts(V) < max_requeues)          requeue budget, if the site sets one
+//!         ∧ (V resumable ∨ V debug)                               nothing, or a short try, to lose
 //!         ∧ ( same account:  P debug/quick, V neither, nice(P) ≤ nice(V)   the team's own order
 //!           ∨ other account: Reclaim::take(P, g_P, V, g_V) ) ) )  the standing rule (entitlement.rs)
 //! ```
-//! Never inside a contract. Unallocated work is preemptible by any allocated
+//! Never inside a contract, and never an allocated job that cannot
+//! checkpoint (unless it is a debug job): a requeue that throws away hours
+//! or days of a run gives the cluster less than it restores (docs/design.md,
+//! "Jobs that cannot checkpoint"). Once started such a job runs to its end;
+//! a long one (past the contract maximum) is kept instead from *starting*
+//! where it would hold GPUs another team is owed ([`long_start`]). Unallocated work is preemptible by any allocated
 //! job at any time. Past its contract a job keeps its GPUs only while its
 //! allocation still ranks it above the waiting work (Ai2's time-slicing):
 //! inside a team by the team's own order — a job of a higher priority
@@ -59,23 +64,24 @@ pub enum Refusal {
     VictimNotRunning,
     /// Seconds of contract left.
     InsideContract(u64),
-    /// A non-resumable job already requeued this many times (≥ `max_requeues`).
-    RequeuesSpent(u32),
     /// Same team, and the team's own order does not let the preemptor
     /// take the victim (only a debug or quick job takes one that is
     /// neither and does not come before it by nice).
     TeamOrder,
-    /// Another team's job that cannot checkpoint, past its contract but
-    /// not yet past the contract maximum (`ran_s` of `max_s`): only time
-    /// slicing takes it (a debug job, or work of its own team that comes
-    /// first), never a restoration, which would throw its run away.
+    /// The victim cannot checkpoint (allocated, not debug), past its
+    /// contract: nobody takes it, since a requeue would throw away its run
+    /// so far (`ran_s`); its time limit (at most the contract maximum, or
+    /// it is a [`Refusal::LongJob`]) ends it.
     NotResumable {
         ran_s: u64,
-        max_s: u64,
     },
-    /// Same team: the victim cannot checkpoint and may run longer than the
-    /// contract maximum (a long job): never time-sliced.
-    LongJob,
+    /// The victim cannot checkpoint and may run longer than the contract
+    /// maximum (a long job, [`ContractRules::is_long`]), past its contract
+    /// (`ran_s` of its run so far): nobody takes it, since a requeue would
+    /// throw away hours or days; [`long_start`] decides where it may start.
+    LongJob {
+        ran_s: u64,
+    },
     /// The rules between two allocated teams said no.
     Reclaim(ReclaimRefusal),
 }
@@ -103,8 +109,7 @@ pub struct Moment<'a> {
     /// The team's own order: nice, then debug and quick jobs
     /// ([`PriorityRules::is_quick`]); the debug class.
     pub rules: &'a PriorityRules,
-    /// The contract maximum and `max_requeues` (`None`: no limit, the
-    /// default).
+    /// The contract maximum (what makes a job that cannot checkpoint long).
     pub contracts: &'a ContractRules,
     /// Unix seconds.
     pub now: u64,
@@ -118,27 +123,20 @@ pub fn may_preempt(preemptor: &Job, victim: &Job, m: &Moment<'_>) -> Decision {
     if !preemptor.is_allocated(m.ent) {
         return Decision::No(Refusal::PreemptorUnallocated);
     }
-    let e = match victim_alone(victim, m) {
+    let class = match victim_alone(victim, m) {
         Err(r) => return Decision::No(r),
-        Ok(e) => e,
+        Ok(c) => c,
     };
-    let answer = if e.class == VictimClass::Unallocated {
+    let answer = if class == VictimClass::Unallocated {
         Ok(())
     } else if preemptor.account == victim.account {
-        if e.sliceable {
-            inside(m.rules.slice_key(preemptor), m.rules.slice_key(victim))
-        } else {
-            Err(Refusal::LongJob)
-        }
+        inside(m.rules.slice_key(preemptor), m.rules.slice_key(victim))
     } else {
         let (p_node, v_node) = (m.ent.id(&preemptor.account), m.ent.id(&victim.account));
-        across(&mut m.ent.reclaim(), preemptor, p_node, m, v_node, victim.units(), e).map(|_| ()).map_err(|r| match r {
-            Across::NotResumable => Refusal::NotResumable { ran_s: protection_used(victim, m.now), max_s: m.contracts.max_s },
-            Across::Refused(r) => Refusal::Reclaim(r.named(m.ent)),
-        })
+        across(&mut m.ent.reclaim(), preemptor, p_node, m, v_node, victim.units()).map(|_| ()).map_err(|r| Refusal::Reclaim(r.named(m.ent)))
     };
     match answer {
-        Ok(()) => Decision::Yes(e.class),
+        Ok(()) => Decision::Yes(class),
         Err(r) => Decision::No(r),
     }
 }
@@ -152,17 +150,11 @@ fn inside(p_key: (i32, bool), v_key: (i32, bool)) -> Result<(), Refusal> {
     }
 }
 
-/// Why [`across`] said no.
-enum Across {
-    NotResumable,
-    Refused(Refused),
-}
-
-/// Between two accounts (their nodes, `p_node` the preemptor's):
-/// restoration ([`Reclaim::take_units`]) for any preemptor, of a victim it
-/// may throw away (`restorable`); then, for a debug job, time-slicing
-/// ([`Reclaim::slice`]). Both count on the same `reclaim` (cumulative over
-/// one preemptor's victims).
+/// Between two accounts (their nodes, `p_node` the preemptor's), of a
+/// victim another team may take ([`victim_alone`]): restoration
+/// ([`Reclaim::take_units`]) for any preemptor; then, for a debug job,
+/// time-slicing ([`Reclaim::slice`]). Both count on the same `reclaim`
+/// (cumulative over one preemptor's victims).
 #[inline]
 fn across(
     reclaim: &mut Reclaim<'_>,
@@ -171,14 +163,11 @@ fn across(
     m: &Moment<'_>,
     v_node: Option<NodeId>,
     v_units: f64,
-    e: Eligible,
-) -> Result<PreemptReason, Across> {
-    let restored =
-        if e.restorable { reclaim.take_at(p_node, p.units(), v_node, v_units).map_err(Across::Refused) } else { Err(Across::NotResumable) };
-    match restored {
+) -> Result<PreemptReason, Refused> {
+    match reclaim.take_at(p_node, p.units(), v_node, v_units) {
         Ok(()) => Ok(PreemptReason::Restore),
-        Err(r) if !(e.sliceable && slices_across(p, p_node, m)) => Err(r),
-        Err(_) => reclaim.slice_at(p_node, p.units(), v_node, v_units).map(|()| PreemptReason::TimeSlice).map_err(Across::Refused),
+        Err(r) if !slices_across(p, p_node, m) => Err(r),
+        Err(_) => reclaim.slice_at(p_node, p.units(), v_node, v_units).map(|()| PreemptReason::TimeSlice),
     }
 }
 
@@ -236,56 +225,80 @@ fn protection_used(v: &Job, now: u64) -> u64 {
     v.start_s.map_or(0, |s| v.earlier_run_s.saturating_add(now.saturating_sub(s)))
 }
 
-/// A running job that is a victim for someone: its class; whether a
-/// restoration may take it (unallocated, resumable, or past the contract
-/// maximum: a restoration never throws away the run of a job that cannot
-/// checkpoint before that); whether time-slicing may (unallocated,
-/// resumable, or not a long job: its owner chose a contract shorter than
-/// the job, [`ContractRules::is_long`]).
-#[derive(Debug, Clone, Copy)]
-struct Eligible {
-    class: VictimClass,
-    restorable: bool,
-    sliceable: bool,
-}
-
 /// What the victim alone decides: `Err` = never a victim now (whoever
 /// asks); `Ok(Unallocated)` = a victim for any allocated preemptor;
 /// otherwise a victim if the preemptor's rule agrees.
-fn victim_alone(victim: &Job, m: &Moment<'_>) -> Result<Eligible, Refusal> {
+fn victim_alone(victim: &Job, m: &Moment<'_>) -> Result<VictimClass, Refusal> {
     victim_alone_at(victim, m.ent.id(&victim.account), m)
 }
 
 /// [`victim_alone`] with the victim's node (`None`: outside the tree)
 /// already looked up.
-fn victim_alone_at(victim: &Job, node: Option<NodeId>, m: &Moment<'_>) -> Result<Eligible, Refusal> {
+fn victim_alone_at(victim: &Job, node: Option<NodeId>, m: &Moment<'_>) -> Result<VictimClass, Refusal> {
     if victim.start_s.is_none() {
         return Err(Refusal::VictimNotRunning);
     }
     if !victim.is_allocated_at(node, m.ent) {
-        return Ok(Eligible { class: VictimClass::Unallocated, restorable: true, sliceable: true });
+        return Ok(VictimClass::Unallocated);
     }
     let left = victim.contract_left_s(m.now);
     if left > 0 {
         return Err(Refusal::InsideContract(left));
     }
     if victim.contract.resumable {
-        Ok(Eligible { class: VictimClass::PastContractResumable, restorable: true, sliceable: true })
+        Ok(VictimClass::PastContractResumable)
     } else if m.rules.is_debug(victim) {
         // A debug job declares it is done within a short contract: past it,
         // nothing shields it (neither the contract maximum nor a requeue
         // budget), or a team could hold GPUs for hours behind the debug
         // class's favours.
-        Ok(Eligible { class: VictimClass::PastContract, restorable: true, sliceable: true })
-    } else if m.contracts.max_requeues.is_some_and(|max| victim.restarts >= max) {
-        Err(Refusal::RequeuesSpent(victim.restarts))
+        Ok(VictimClass::PastContract)
+    } else if m.contracts.is_long(victim.contract, victim.time_limit_s) {
+        Err(Refusal::LongJob { ran_s: protection_used(victim, m.now) })
     } else {
-        let sliceable = !m.contracts.is_long(victim.contract, victim.time_limit_s);
-        let restorable = protection_used(victim, m.now) >= m.contracts.max_s;
-        if !(restorable || sliceable) {
-            return Err(Refusal::NotResumable { ran_s: protection_used(victim, m.now), max_s: m.contracts.max_s });
-        }
-        Ok(Eligible { class: VictimClass::PastContract, restorable, sliceable })
+        Err(Refusal::NotResumable { ran_s: protection_used(victim, m.now) })
+    }
+}
+
+/// May a job start now, as far as [`long_start`] is concerned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LongStart {
+    /// Not a long job that cannot checkpoint (or it is, and its GPUs are
+    /// nobody's owed time): it starts like any other.
+    Free,
+    /// A long job that cannot checkpoint, held: its team already runs
+    /// `running` GPUs of its `rate` while `short_team` waits `short` GPUs
+    /// below what it is owed.
+    Held { running: f64, rate: f64, short_team: NodeId, short: f64 },
+}
+
+/// The start rule for a long job that cannot checkpoint ([`ContractRules::is_long`];
+/// allocated, not debug), the other half of never taking one past its
+/// contract ([`Refusal::LongJob`]):
+///
+/// ```text
+/// held ⇔ J long ∧ running(team J) ≥ rate(team J) ∧ ∃ another team short now
+/// ```
+///
+/// It starts on its team's own share (its team runs below its rate before
+/// it), or on GPUs no other team is owed now; otherwise it waits, so it
+/// never holds for days the GPUs another team is owed. What it may cost: a
+/// team idle when it started, back later, waits for the job to end or for
+/// other GPUs (design.md measures it). `running` counts the team's jobs
+/// already started this scheduling pass (the simulator's and the plugin's
+/// callers add them).
+pub fn long_start(job: &Job, ent: &Entitlement, rules: &PriorityRules, contracts: &ContractRules) -> LongStart {
+    let Some(id) = ent.id(&job.account) else { return LongStart::Free };
+    if !job.is_allocated_at(Some(id), ent) || !contracts.is_long(job.contract, job.time_limit_s) || rules.is_debug(job) {
+        return LongStart::Free;
+    }
+    let t = ent.team_at(id);
+    if t.running + 1e-9 < t.rate {
+        return LongStart::Free;
+    }
+    match ent.most_short_besides(id) {
+        Some((short_team, short)) => LongStart::Held { running: t.running, rate: t.rate, short_team, short },
+        None => LongStart::Free,
     }
 }
 
@@ -335,8 +348,6 @@ struct Victim<H> {
     units: f64,
     /// Allocated: the rule decides for each preemptor.
     needs_reclaim: bool,
-    /// Which rules may take it.
-    eligible: Eligible,
     /// Its place in its team's order ([`PriorityRules::slice_key`]).
     slice: (i32, bool),
     /// Where it holds its GPUs: (node index, GPUs); empty: not known.
@@ -360,15 +371,14 @@ impl<H: Copy> VictimPool<H> {
             let node = m.ent.id(&v.account);
             let e = victim_alone_at(v, node, m).ok()?;
             Some(Victim {
-                rank: rank(e.class as u32, side(node, m.ent), v, None, m.now),
+                rank: rank(e as u32, side(node, m.ent), v, None, m.now),
                 gpus: v.gpus,
                 id: v.id,
                 handle: h,
                 account: v.account.clone(),
                 node,
                 units: v.units(),
-                needs_reclaim: e.class != VictimClass::Unallocated,
-                eligible: e,
+                needs_reclaim: e != VictimClass::Unallocated,
                 slice: m.rules.slice_key(v),
                 at: at.to_vec(),
                 debug_there: m.rules.is_debug(v) && at.iter().any(|&(n, _)| nodes.debug.get(n as usize).copied().unwrap_or(false)),
@@ -426,9 +436,9 @@ impl<H: Copy> VictimPool<H> {
             } else if owns_debug_nodes && v.debug_there {
                 Some(PreemptReason::TimeSlice)
             } else if v.account == preemptor.account {
-                (v.eligible.sliceable && inside(slice, v.slice).is_ok()).then_some(PreemptReason::TimeSlice)
+                inside(slice, v.slice).is_ok().then_some(PreemptReason::TimeSlice)
             } else {
-                across(reclaim, preemptor, p_node, m, v.node, v.units, v.eligible).ok()
+                across(reclaim, preemptor, p_node, m, v.node, v.units).ok()
             }
         };
         let mut out = Vec::new();
@@ -543,7 +553,7 @@ const SIDE_STEPS: f64 = 8.0;
 /// `PREEMPT_DATA_PRIO`, ascending).
 pub fn victim_rank(victim: &Job, preemptor_gpus: Option<u32>, m: &Moment<'_>) -> u32 {
     let class: u32 = match victim_alone(victim, m) {
-        Ok(e) => e.class as u32,
+        Ok(c) => c as u32,
         Err(_) => 3,
     };
     rank(class, side(m.ent.id(&victim.account), m.ent), victim, preemptor_gpus, m.now)

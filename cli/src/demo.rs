@@ -142,7 +142,7 @@ pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         let why = match may_preempt(&debug, v, &m) {
             Decision::Yes(c) => format!("may preempt ({c:?})"),
             Decision::No(Refusal::InsideContract(left)) => format!("protected: {} of contract left", format_duration(left)),
-            Decision::No(r) => format!("no: {}", crate::explain::refusal_words(&r, &config, NOW)),
+            Decision::No(r) => format!("no: {}", crate::explain::refusal_words(&r, NOW)),
         };
         table.row([v.id.to_string(), v.account.to_string(), v.gpus.to_string(), v.contract.canonical(), why]);
     }

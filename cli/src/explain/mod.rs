@@ -791,7 +791,7 @@ fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], f
     let victim = |v: &Job, why: String| Victim { id: v.id, user: v.user.to_string(), account: v.account.to_string(), gpus: v.gpus, why };
     if !job.is_allocated(&ranking.ent) {
         return Preemption {
-            refused: Some(refusal_words(&Refusal::PreemptorUnallocated, config, now)),
+            refused: Some(refusal_words(&Refusal::PreemptorUnallocated, now)),
             candidates: Vec::new(),
             candidate_gpus: 0,
             free_gpus: free,
@@ -808,7 +808,7 @@ fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], f
                 Decision::Yes(tally_allocator::VictimClass::Unallocated) => "unallocated".to_string(),
                 Decision::Yes(tally_allocator::VictimClass::PastContractResumable) => "past its contract, resumable".to_string(),
                 Decision::Yes(tally_allocator::VictimClass::PastContract) => "past its contract (loses its work)".to_string(),
-                Decision::No(r) => refusal_words(&r, config, now),
+                Decision::No(r) => refusal_words(&r, now),
             };
             victim(v, why)
         })
@@ -819,7 +819,7 @@ fn preemption(config: &Config, ranking: &Ranking, job: &Job, running: &[&Job], f
         .filter(|v| !eligible.iter().any(|e| e.id == v.id))
         .map(|v| {
             let why = match may_preempt(job, v, &m) {
-                Decision::No(r) => refusal_words(&r, config, now),
+                Decision::No(r) => refusal_words(&r, now),
                 // Eligible alone, not with the candidates before it taken.
                 Decision::Yes(_) => "its side would stand better than yours once the candidates before it are gone".to_string(),
             };
@@ -872,8 +872,8 @@ fn yields(config: &Config, ranking: &Ranking, job: &Job, waiting: &[&Job], now: 
                 };
                 to.push(Victim { id: p.id, user: p.user.to_string(), account: p.account.to_string(), gpus: p.gpus, why });
             }
-            Decision::No(r @ (Refusal::LongJob | Refusal::NotResumable { .. } | Refusal::RequeuesSpent(_))) => {
-                refusals.insert(refusal_words(&r, config, from));
+            Decision::No(r @ (Refusal::LongJob { .. } | Refusal::NotResumable { .. })) => {
+                refusals.insert(refusal_words(&r, from));
             }
             Decision::No(_) => {}
         }

@@ -7,7 +7,6 @@ use crate::slurm_json::QueueJob;
 use tally_allocator::preempt::Refusal;
 use tally_allocator::priority::{decode, Precedence, NEED_FAIR, NEED_LANE, NEED_NONE, NEED_OWED};
 use tally_allocator::{format_duration, ReclaimRefusal, TeamNow};
-use tally_config::Config;
 use tally_engine::engine::Ranking;
 
 /// A team's need ([`tally_allocator::priority::Decoded::need`]), in words.
@@ -269,22 +268,20 @@ pub(super) fn place_words(t: &TeamNow, p: &TeamPlace) -> String {
 }
 
 /// Why a preemption is refused ([`Refusal`]), in words.
-pub(crate) fn refusal_words(r: &Refusal, config: &Config, now: u64) -> String {
+pub(crate) fn refusal_words(r: &Refusal, now: u64) -> String {
     match r {
         Refusal::SameJob => "the same job".to_string(),
         Refusal::PreemptorUnallocated => "your job is unallocated: unallocated jobs never preempt".to_string(),
         Refusal::VictimNotRunning => "not running".to_string(),
         Refusal::InsideContract(left) => format!("contract until {} ({} left)", utc(now + left), format_duration(*left)),
-        Refusal::RequeuesSpent(n) => {
-            let max = config.contracts.max_requeues.map_or("no limit".to_string(), |m| m.to_string());
-            format!("requeued {n} times already (max_requeues {max}) and not resumable: protected to its end")
-        }
-        Refusal::NotResumable { ran_s, max_s } => format!(
-            "cannot checkpoint and has run {} of the {} contract maximum: a team owed GPUs does not throw its work away before then",
-            format_duration(*ran_s),
-            format_duration(*max_s)
+        Refusal::NotResumable { ran_s } => format!(
+            "cannot checkpoint: nobody takes it past its contract (a requeue would throw away its {} run); its time limit ends it",
+            format_duration(*ran_s)
         ),
-        Refusal::LongJob => "cannot checkpoint and may run longer than the contract maximum: it is never time-sliced".to_string(),
+        Refusal::LongJob { ran_s } => format!(
+            "cannot checkpoint and may run longer than the contract maximum: nobody takes it past its contract (a requeue would throw away its {} run); it started where no other team was owed its GPUs",
+            format_duration(*ran_s)
+        ),
         Refusal::TeamOrder => "same team, and it comes before your job in the team's order (priority, then debug and quick jobs)".to_string(),
         Refusal::Reclaim(ReclaimRefusal::SameTeam) => "same team".to_string(),
         Refusal::Reclaim(ReclaimRefusal::Unknown) => "an account outside the tree".to_string(),

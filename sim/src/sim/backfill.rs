@@ -10,7 +10,7 @@ use crate::trace::Class;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
-use tally_allocator::{VictimPool, DAY_S};
+use tally_allocator::{long_start, LongStart, VictimPool, DAY_S};
 
 /// Queue keys a scheduling pass reads at once.
 const QUEUE_BATCH: usize = 64;
@@ -44,6 +44,13 @@ impl<'a> Sim<'a> {
             }
         }
         Some(p)
+    }
+
+    /// Job `i` is a long job that cannot checkpoint and may not start now
+    /// ([`long_start`]: the plugin's rule, on the entitlement as this pass
+    /// moves it).
+    fn long_held(&self, i: usize) -> bool {
+        matches!(long_start(&self.jobs[i].job, &self.ent, &self.config.priority, &self.config.contracts), LongStart::Held { .. })
     }
 
     /// EASY: when and where the blocked job `i` could start if nothing else
@@ -99,6 +106,11 @@ impl<'a> Sim<'a> {
             let Some(key) = batch.pop_front() else { break };
             cursor = Some(key);
             let i = key.1;
+            if self.policy.tally() && self.long_held(i) {
+                // Not a candidate now (Slurm: a begin time ahead): neither
+                // blocked nor preempting.
+                continue;
+            }
             if let Some(p) = self.fit(i, now, &mut too_big) {
                 let ok = match first_blocked {
                     None => true,
