@@ -69,20 +69,19 @@ pub enum ContractError {
     #[error("contract={contract} is longer than the job's time limit of {limit} (a job cannot be promised more than it may run)",
         contract = format_duration(*contract_s), limit = format_duration(*time_limit_s))]
     LongerThanTimeLimit { contract_s: u64, time_limit_s: u64 },
-    #[error("{}", long_job_text(*time_limit_s, *max_s, *max_requeues))]
-    LongNotResumable { time_limit_s: Option<u64>, max_s: u64, max_requeues: Option<u32> },
+    #[error("{}", long_job_text(*time_limit_s, *max_s))]
+    LongNotResumable { time_limit_s: Option<u64>, max_s: u64 },
 }
 
-fn long_job_text(time_limit_s: Option<u64>, max_s: u64, max_requeues: Option<u32>) -> String {
+/// The text of [`ContractError::LongNotResumable`], the same at every site:
+/// such a job is never requeued once started (preempt.rs), so what it may
+/// cost its owner is a later start ([`crate::long_start`]).
+fn long_job_text(time_limit_s: Option<u64>, max_s: u64) -> String {
     let limit = time_limit_s.map_or("no time limit".to_string(), |l| format!("a time limit of {}", format_duration(l)));
-    let fate = match max_requeues {
-        None => "past its contract it is preempted, and starts over, whenever its team no longer ranks it above the waiting work".to_string(),
-        Some(0) => "this cluster keeps every job that is not resumable within the contract maximum".to_string(),
-        Some(1) => "past its contract it may be requeued once and start over (then it is protected to its end)".to_string(),
-        Some(n) => format!("past its contract it may be requeued {n} times and start over (then it is protected to its end)"),
-    };
     format!(
-        "this job is not resumable and has {limit}, longer than the {max} a contract can protect: {fate}. Add `resumable` to the comment if it checkpoints, or ask for --time of at most {max}",
+        "this job is not resumable and has {limit}, longer than the {max} a contract can protect: it starts only while your team runs below its \
+         share or no other team is owed GPUs, and once started nothing requeues it (it would lose its run). Add `resumable` to the comment if it \
+         checkpoints (it then starts on any free GPUs and yields past its contract without losing work), or ask for --time of at most {max}",
         max = format_duration(max_s)
     )
 }
@@ -128,29 +127,13 @@ pub struct ContractRules {
     /// `contract=0` is unallocated).
     pub unallocated_below_s: u64,
     pub missing: MissingContract,
-    /// How often a non-resumable job may be requeued past its contract
-    /// before it is protected to its end (`None`, the default: no limit —
-    /// past its contract every job yields to work that outranks it).
-    pub max_requeues: Option<u32>,
     /// Non-resumable jobs longer than `max_s` at submit.
     pub long_jobs: LongJobs,
 }
 
-/// The default of `contracts.max_requeues`: no limit. A job's contract is
-/// the protection its owner asked for; a bound would let a job that is not
-/// resumable hold its GPUs past the contract maximum once it was requeued
-/// that often (docs/design.md says why).
-pub const DEFAULT_MAX_REQUEUES: Option<u32> = None;
-
 impl Default for ContractRules {
     fn default() -> Self {
-        ContractRules {
-            max_s: DEFAULT_MAX_CONTRACT_S,
-            unallocated_below_s: 0,
-            missing: MissingContract::Unallocated,
-            max_requeues: DEFAULT_MAX_REQUEUES,
-            long_jobs: LongJobs::Warn,
-        }
+        ContractRules { max_s: DEFAULT_MAX_CONTRACT_S, unallocated_below_s: 0, missing: MissingContract::Unallocated, long_jobs: LongJobs::Warn }
     }
 }
 
@@ -296,7 +279,8 @@ impl ContractRules {
     /// A *long* job: allocated, not resumable, and it may run longer than
     /// the contract maximum (its time limit above `max_s`, or none). Its
     /// owner could not ask for a contract covering it (the one definition:
-    /// job_submit's warning, and which runs time-slicing may throw away).
+    /// job_submit's warning, and which jobs [`crate::long_start`] may hold
+    /// from starting).
     pub fn is_long(&self, contract: Contract, time_limit_s: Option<u64>) -> bool {
         contract.is_allocated() && !contract.resumable && time_limit_s.is_none_or(|l| l > self.max_s)
     }
@@ -304,19 +288,18 @@ impl ContractRules {
     /// An allocated job that is not resumable and may run longer than any
     /// contract (its time limit above `max_s`, or none): what job_submit
     /// does with it. `long_jobs = "reject"` refuses it (the site keeps every
-    /// protection within the contract maximum); `"warn"` accepts it and
-    /// warns that it can lose its work (unless `max_requeues` is 0: then it
-    /// never does). `None`: accept silently.
+    /// job that cannot checkpoint within the contract maximum); `"warn"`
+    /// accepts it and tells the user where it may start and that it is
+    /// never requeued once started. `None`: not a long job, accept it.
     pub fn long_job(&self, contract: Contract, time_limit_s: Option<u64>) -> Option<LongJobVerdict> {
         if !self.is_long(contract, time_limit_s) {
             return None;
         }
-        let e = ContractError::LongNotResumable { time_limit_s, max_s: self.max_s, max_requeues: self.max_requeues };
-        match self.long_jobs {
-            LongJobs::Reject => Some(LongJobVerdict::Refuse(e)),
-            LongJobs::Warn if self.max_requeues != Some(0) => Some(LongJobVerdict::Warn(e)),
-            LongJobs::Warn => None,
-        }
+        let e = ContractError::LongNotResumable { time_limit_s, max_s: self.max_s };
+        Some(match self.long_jobs {
+            LongJobs::Reject => LongJobVerdict::Refuse(e),
+            LongJobs::Warn => LongJobVerdict::Warn(e),
+        })
     }
 
     /// The comment in its one spelling: Tally's tokens first, canonically
@@ -493,26 +476,24 @@ mod tests {
     #[test]
     fn long_jobs_that_cannot_checkpoint() {
         let c = Contract::new(3600, false);
-        // Default: past its contract it yields like any job; the user is told.
+        // Default: accepted, and the user is told where it may start and
+        // that nothing requeues it once started.
         let Some(LongJobVerdict::Warn(e)) = rules().long_job(c, Some(86_400)) else { panic!("a warning") };
-        assert!(
-            e.to_string().contains("past its contract it is preempted, and starts over, whenever its team no longer ranks it above the waiting work"),
-            "{e}"
-        );
-        // A site that never requeues such jobs: nothing to warn about.
-        assert_eq!(ContractRules { max_requeues: Some(0), ..rules() }.long_job(c, Some(86_400)), None);
-        let r1 = ContractRules { max_requeues: Some(1), ..rules() };
-        let warn = r1.long_job(c, Some(86_400));
-        assert!(matches!(&warn, Some(LongJobVerdict::Warn(_))), "{warn:?}");
-        let text = match warn {
-            Some(LongJobVerdict::Warn(e)) => e.to_string(),
-            _ => String::new(),
-        };
         assert_eq!(
-            text,
-            "this job is not resumable and has a time limit of 1d, longer than the 8h a contract can protect: past its contract it may be requeued once and start over (then it is protected to its end). Add `resumable` to the comment if it checkpoints, or ask for --time of at most 8h"
+            e.to_string(),
+            "this job is not resumable and has a time limit of 1d, longer than the 8h a contract can protect: it starts only while your team runs \
+             below its share or no other team is owed GPUs, and once started nothing requeues it (it would lose its run). Add `resumable` to the \
+             comment if it checkpoints (it then starts on any free GPUs and yields past its contract without losing work), or ask for --time of at \
+             most 8h"
         );
+        let Some(LongJobVerdict::Warn(e)) = rules().long_job(c, None) else { panic!("a warning") };
+        assert!(e.to_string().starts_with("this job is not resumable and has no time limit, longer than the 8h a contract can protect: "), "{e}");
         let reject = ContractRules { long_jobs: LongJobs::Reject, ..rules() };
+        // Refused with the same text.
+        assert_eq!(
+            reject.long_job(c, Some(86_400)),
+            Some(LongJobVerdict::Refuse(ContractError::LongNotResumable { time_limit_s: Some(86_400), max_s: 8 * HOUR_S }))
+        );
         assert!(matches!(reject.long_job(c, None), Some(LongJobVerdict::Refuse(_))));
         // Within the maximum, resumable, or unallocated: fine.
         assert_eq!(reject.long_job(c, Some(8 * HOUR_S)), None);

@@ -9,9 +9,10 @@
 //!
 //! The contract is the one [`Job::contract_left_s`] counts (over all of a
 //! job's runs, as preemption does). Unlike preemption, a drain is the
-//! admin's and restores nothing between teams: the restorative rule and the
-//! requeue budget (`contracts.max_requeues`) do not apply, or a job that
-//! cannot checkpoint would keep a sick node busy to its time limit. Among
+//! admin's and restores nothing between teams: the restorative rule does
+//! not apply, and neither does preemption's shield for an allocated job
+//! that cannot checkpoint (never requeued past its contract, preempt.rs),
+//! or such a job would keep a sick node busy to its time limit. Among
 //! the jobs a drain requeues at one moment: unallocated first, then
 //! resumable (they lose nothing), then the rest (the order of
 //! [`crate::VictimClass`]); ties by job id.
@@ -113,11 +114,11 @@ mod tests {
     }
 
     #[test]
-    fn earlier_runs_count_and_a_spent_requeue_budget_does_not_protect() {
+    fn earlier_runs_count_and_a_job_that_cannot_checkpoint_is_requeued_past_its_contract() {
         let n: Vec<Arc<str>> = vec!["n1".into()];
         let mut j = running(1, 3600, false, 5000);
         j.earlier_run_s = 3000; // ran 50 min before a requeue
-        j.restarts = 9;
+        j.restarts = 9; // requeued often before: nothing protects it past its contract
         let on = [OnDraining { job: &j, nodes: &n }];
         assert_eq!(drain_plan(&on, &Funded, 5000).waiting[0].until_s, 5600);
         assert_eq!(drain_plan(&on, &Funded, 5600).requeue, vec![(1, VictimClass::PastContract)]);

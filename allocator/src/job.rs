@@ -78,9 +78,9 @@ pub struct Job {
     /// Order inside the team, higher first. The plugin passes `-nice`; a
     /// trace passes its `priority` column.
     pub within_team: i32,
-    /// Times it was requeued (Slurm's `restart_cnt`): where a site sets
-    /// `contracts.max_requeues`, a non-resumable job requeued that often is
-    /// protected to its end.
+    /// Times it was requeued (Slurm's `restart_cnt`): among resumable
+    /// victims, one requeued more often is taken later
+    /// ([`crate::victim_rank`]'s loss field).
     pub restarts: u32,
     /// Seconds it may run (Slurm's time limit); `None` = no limit.
     pub time_limit_s: Option<u64>,

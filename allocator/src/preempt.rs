@@ -267,9 +267,10 @@ pub enum LongStart {
     /// nobody's owed time): it starts like any other.
     Free,
     /// A long job that cannot checkpoint, held: its team already runs
-    /// `running` GPUs of its `rate` while `short_team` waits `short` GPUs
-    /// below what it is owed.
-    Held { running: f64, rate: f64, short_team: NodeId, short: f64 },
+    /// `running` GPUs (with its long jobs let go ahead of this one), its
+    /// `fair` share of what is asked now or more, while `short_team` waits
+    /// `short` GPUs below what it is owed.
+    Held { running: f64, fair: f64, short_team: NodeId, short: f64 },
 }
 
 /// The start rule for a long job that cannot checkpoint ([`ContractRules::is_long`];
@@ -277,27 +278,31 @@ pub enum LongStart {
 /// contract ([`Refusal::LongJob`]):
 ///
 /// ```text
-/// held ⇔ J long ∧ running(team J) ≥ rate(team J) ∧ ∃ another team short now
+/// held ⇔ J long ∧ running(team J) + ahead ≥ fair(team J) ∧ ∃ another team short now
 /// ```
 ///
-/// It starts on its team's own share (its team runs below its rate before
-/// it), or on GPUs no other team is owed now; otherwise it waits, so it
-/// never holds for days the GPUs another team is owed. What it may cost: a
-/// team idle when it started, back later, waits for the job to end or for
-/// other GPUs (design.md measures it). `running` counts the team's jobs
-/// already started this scheduling pass (the simulator's and the plugin's
-/// callers add them).
-pub fn long_start(job: &Job, ent: &Entitlement, rules: &PriorityRules, contracts: &ContractRules) -> LongStart {
+/// `fair` is the team's water-filled share of what every team asks now
+/// ([`TeamNow::fair`]: its rate, plus what teams asking for less than
+/// theirs leave). The job starts on its team's own share, or on GPUs no
+/// other team asks for now; otherwise it waits, so it never holds for days
+/// the GPUs another team is owed. What it may cost: a team idle when it
+/// started, back later, waits for the job to end or for other GPUs
+/// (docs/design.md measures it). `ahead_gpus`: the team's long jobs
+/// let go before this one and not yet running (the plugin's tick lets go
+/// several at once; the simulator starts each it lets go, so `ent` counts
+/// it and `ahead_gpus` is 0).
+pub fn long_start(job: &Job, ent: &Entitlement, ahead_gpus: f64, rules: &PriorityRules, contracts: &ContractRules) -> LongStart {
     let Some(id) = ent.id(&job.account) else { return LongStart::Free };
     if !job.is_allocated_at(Some(id), ent) || !contracts.is_long(job.contract, job.time_limit_s) || rules.is_debug(job) {
         return LongStart::Free;
     }
     let t = ent.team_at(id);
-    if t.running + 1e-9 < t.rate {
+    let running = t.running + ahead_gpus.max(0.0);
+    if running + 1e-9 < t.fair {
         return LongStart::Free;
     }
     match ent.most_short_besides(id) {
-        Some((short_team, short)) => LongStart::Held { running: t.running, rate: t.rate, short_team, short },
+        Some((short_team, short)) => LongStart::Held { running, fair: t.fair, short_team, short },
         None => LongStart::Free,
     }
 }

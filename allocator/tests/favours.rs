@@ -180,18 +180,19 @@ fn each_gaming_route_gets_no_more_than_the_rule_allows() {
     assert_eq!(lane(&jobs, &[&d1]), vec![false], "a's debug jobs running fill its allowance");
 
     // 4. Past its contract a debug job has no shield: not resumable, no
-    //    time limit, a requeue budget spent — still a victim of c's owed job.
-    let contracts = ContractRules { max_requeues: Some(1), ..CONTRACTS };
+    //    time limit, requeued often before — still a victim of c's owed job.
     let mut jobs = base.clone();
     let piece = running(16, "t1", 2, 15 * 60, false, HOUR_S).restarts(5);
     jobs.push(piece.clone());
     let ent = w.ent(&jobs);
-    let m = Moment { ent: &ent, rules: &rules, contracts: &contracts, now: NOW };
+    let m = Moment { ent: &ent, rules: &rules, contracts: &CONTRACTS, now: NOW };
     let owed = Job::new(20, "t2", "u").gpus(2).contract(HOUR_S, false);
     assert!(may_preempt(&owed, &piece, &m).allowed(), "{:?}", may_preempt(&owed, &piece, &m));
-    // …while b's 8-GPU job that cannot checkpoint keeps its shield to the
-    // contract maximum (3 h of 8).
-    assert!(!may_preempt(&owed, &jobs[2], &m).allowed());
+    // …while b's 8-GPU job that cannot checkpoint (no time limit: a long
+    // one) is never taken past its contract, 3 h into its run or 30 h.
+    assert_eq!(may_preempt(&owed, &jobs[2], &m), Decision::No(Refusal::LongJob { ran_s: 3 * HOUR_S }));
+    let later = Moment { now: NOW + 27 * HOUR_S, ..m };
+    assert_eq!(may_preempt(&owed, &jobs[2], &later), Decision::No(Refusal::LongJob { ran_s: 30 * HOUR_S }));
 
     // 5. Time-slicing across teams only within the allowance: a's debug
     //    job may slice b's resumable job past its contract (b stays at or

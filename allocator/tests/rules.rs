@@ -228,7 +228,8 @@ fn preemption_rule_table() {
     let p_unalloc = Job::new(102, "b", "u").gpus(8).submitted(NOW);
     let v = |id, acct: &str, gpus, contract: u64, resumable: bool, ran: u64| running(id, acct, gpus, contract, resumable, ran);
     let no_reclaim = |r: ReclaimRefusal| Decision::No(Refusal::Reclaim(r));
-    let budget = ContractRules { max_requeues: Some(1), ..ContractRules::default() };
+    // A debug job (2 GPUs, a 10-minute contract) that cannot checkpoint.
+    let debug_v = |id, ran: u64| running(id, "a", 2, 10 * 60, false, ran);
     let cases: Vec<(&str, &Job, Job, Decision)> = vec![
         ("unallocated victim", &p_b, v(1, "a", 8, 0, false, 10), Decision::Yes(VictimClass::Unallocated)),
         ("unallocated victim of own team", &p_b, v(2, "b", 8, 0, false, 10), Decision::Yes(VictimClass::Unallocated)),
@@ -242,13 +243,42 @@ fn preemption_rule_table() {
             Decision::Yes(VictimClass::PastContractResumable),
         ),
         (
-            "a restoration never throws away a run shorter than the contract maximum",
+            "a restoration never throws away the run of a job that cannot checkpoint",
             &p_b,
-            v(7, "a", 8, HOUR_S, false, 2 * HOUR_S),
-            Decision::No(Refusal::NotResumable { ran_s: 2 * HOUR_S, max_s: 8 * HOUR_S }),
+            v(7, "a", 8, HOUR_S, false, 2 * HOUR_S).time_limit(4 * HOUR_S),
+            Decision::No(Refusal::NotResumable { ran_s: 2 * HOUR_S }),
         ),
-        ("past the contract maximum it does", &p_b, v(8, "a", 8, HOUR_S, false, 9 * HOUR_S), Decision::Yes(VictimClass::PastContract)),
-        ("resumable: no requeue budget", &p_b, v(9, "a", 8, HOUR_S, true, 2 * HOUR_S).restarts(5), Decision::Yes(VictimClass::PastContractResumable)),
+        (
+            "nor of a long one (no time limit), past the contract maximum",
+            &p_b,
+            v(8, "a", 8, HOUR_S, false, 9 * HOUR_S),
+            Decision::No(Refusal::LongJob { ran_s: 9 * HOUR_S }),
+        ),
+        (
+            "however often it was requeued before",
+            &p_b,
+            v(16, "a", 8, HOUR_S, false, 3 * HOUR_S).time_limit(8 * HOUR_S).restarts(3),
+            Decision::No(Refusal::NotResumable { ran_s: 3 * HOUR_S }),
+        ),
+        (
+            "a debug job that cannot checkpoint, past its contract: nothing shields it",
+            &p_b,
+            debug_v(17, HOUR_S),
+            Decision::Yes(VictimClass::PastContract),
+        ),
+        ("not inside its contract", &p_b, debug_v(18, 5 * 60), Decision::No(Refusal::InsideContract(5 * 60))),
+        (
+            "resumable, requeued often: still a victim",
+            &p_b,
+            v(9, "a", 8, HOUR_S, true, 2 * HOUR_S).restarts(5),
+            Decision::Yes(VictimClass::PastContractResumable),
+        ),
+        (
+            "unallocated, long, never checkpoints: always a victim",
+            &p_b,
+            v(19, "a", 8, 0, false, 30 * HOUR_S),
+            Decision::Yes(VictimClass::Unallocated),
+        ),
         (
             "victim team would fall below its rate",
             &p_b,
@@ -275,9 +305,6 @@ fn preemption_rule_table() {
     for (name, p, v, want) in cases {
         assert_eq!(may_preempt(p, &v, &m), want, "{name}");
     }
-    // A site's requeue budget: a job that cannot checkpoint, requeued once.
-    let m1 = Moment { contracts: &budget, ..m };
-    assert_eq!(may_preempt(&p_b, &v(16, "a", 8, HOUR_S, false, 9 * HOUR_S).restarts(1), &m1), Decision::No(Refusal::RequeuesSpent(1)));
 }
 
 /// Time-slicing: past its contract a job yields to a debug job of its own
@@ -319,13 +346,13 @@ fn debug_jobs_time_slice_by_the_victim_rule() {
             Decision::No(Refusal::Reclaim(ReclaimRefusal::Outranked { account: "b".into(), victim_after: 1.0, preemptor_after: 17.0 / 16.0 })),
         ),
         ("another team's 1-GPU job: b without it (23/16) keeps more", &d_a, 10, Decision::Yes(VictimClass::PastContractResumable)),
-        ("one that cannot checkpoint, within the contract maximum: its owner chose", &d_a, 16, Decision::Yes(VictimClass::PastContract)),
         (
-            "a long job that cannot checkpoint is not time-sliced",
+            "one that cannot checkpoint is not time-sliced, within the contract maximum",
             &d_a,
-            17,
-            Decision::No(Refusal::NotResumable { ran_s: 2 * HOUR_S, max_s: 8 * HOUR_S }),
+            16,
+            Decision::No(Refusal::NotResumable { ran_s: 2 * HOUR_S }),
         ),
+        ("nor a long one", &d_a, 17, Decision::No(Refusal::LongJob { ran_s: 2 * HOUR_S })),
         ("never inside a contract, across teams", &d_a, 18, Decision::No(Refusal::InsideContract(HOUR_S / 2))),
         (
             "a team below its rate is never time-sliced",
@@ -353,12 +380,27 @@ fn debug_jobs_time_slice_by_the_victim_rule() {
     let urgent = running(20, "a", 8, HOUR_S, true, 2 * HOUR_S).within_team(5);
     assert_eq!(may_preempt(&d_a, &urgent, &m_a), Decision::No(Refusal::TeamOrder));
     assert!(may_preempt(&d_a.clone().within_team(5), &urgent, &m_a).allowed());
+    // Nor of its own team one that cannot checkpoint (b's debug job on b's).
+    let d_b = debug(103, "b");
+    assert_eq!(may_preempt(&d_b, find(16), &m), Decision::No(Refusal::NotResumable { ran_s: 2 * HOUR_S }));
+    assert_eq!(may_preempt(&d_b, find(17), &m), Decision::No(Refusal::LongJob { ran_s: 2 * HOUR_S }));
+    assert_eq!(may_preempt(&d_b, find(10), &m), Decision::Yes(VictimClass::PastContractResumable));
+    // A debug job that cannot checkpoint has no shield past its contract:
+    // b's (1 GPU, a 10-minute contract, an hour in) is time-sliced by a's
+    // debug job as b's resumable 1-GPU jobs are.
+    let b_debug = debug(104, "b").started(NOW - HOUR_S);
+    let world_b: Vec<Job> = world.iter().cloned().chain([b_debug.clone()]).collect();
+    let ent_b = w.ent(&world_b);
+    let m_b = moment(&ent_b);
+    assert_eq!(may_preempt(&d_a, &b_debug, &m_b), Decision::Yes(VictimClass::PastContract));
+    let pool = VictimPool::new(world_b.iter().map(|j| (j.id, j)), &m_b);
+    assert!(pool.for_preemptor_why(&d_a, &m_b).contains(&(104, PreemptReason::TimeSlice)));
     // The victims a debug job may take, in its order: the closest in size first.
     let ids: Vec<u64> = eligible_victims(&d_a, &world, &m).iter().map(|j| j.id).collect();
     // b's 1-GPU resumable jobs (highest id first); b's 8-GPU jobs would
-    // leave it below its rate with those gone; a's own 8-GPU job; then the
-    // job that loses its work.
-    assert_eq!(ids, vec![14, 13, 12, 11, 10, 1, 16]);
+    // leave it below its rate with those gone; a's own 8-GPU job; never
+    // the jobs that cannot checkpoint (16, 17).
+    assert_eq!(ids, vec![14, 13, 12, 11, 10, 1]);
     // Why each: b's jobs by time-slicing across teams (b stays at or above
     // its rate), a's own job by the team's order.
     let pool = VictimPool::new(world.iter().map(|j| (j.id, j)), &m);
@@ -373,26 +415,28 @@ fn eligible_victims_are_cumulative_and_ordered() {
     let w = World::new(64).share("a", None, 50.0).share("b", None, 50.0);
 
     let victims = vec![
-        running(1, "a", 8, HOUR_S, false, 10 * HOUR_S), // cannot checkpoint, past the 8 h maximum: 80 GPU-h lost
-        running(2, "a", 4, HOUR_S, true, 5 * HOUR_S),   // resumable: nothing lost
+        running(1, "a", 8, HOUR_S, false, 10 * HOUR_S), // cannot checkpoint, past the 8 h maximum: never a victim
+        running(2, "a", 4, HOUR_S, true, 5 * HOUR_S),   // resumable, 4 GPUs: nothing lost
         running(3, "a", 0, 0, false, 5 * HOUR_S),       // unallocated
-        running(4, "a", 8, HOUR_S, false, 9 * HOUR_S),  // 72 GPU-h lost
+        running(4, "a", 8, HOUR_S, true, 9 * HOUR_S),   // resumable, 540 minutes run
         running(5, "a", 8, 8 * HOUR_S, false, HOUR_S),  // inside contract
-        running(6, "a", 8, HOUR_S, false, 11 * HOUR_S), // 88 GPU-h lost
-        running(7, "a", 8, HOUR_S, false, 12 * HOUR_S), // 96 GPU-h lost
+        running(6, "a", 8, HOUR_S, true, 11 * HOUR_S),  // 660 minutes run
+        running(7, "a", 8, HOUR_S, true, 12 * HOUR_S),  // 720 minutes run
         running(8, "b", 8, HOUR_S, false, 4 * HOUR_S),  // the preemptor's own team
-        running(9, "a", 8, HOUR_S, false, 5 * HOUR_S),  // cannot checkpoint, within the maximum: not restored
+        running(9, "a", 8, HOUR_S, false, 5 * HOUR_S),  // cannot checkpoint, within the maximum: never a victim
     ];
     let ent = w.ent(&victims);
     // a runs 52 allocated GPUs (rate 32): at most 20 may go, in victim
-    // order: job 2 (4 GPUs, resumable), then the cheapest losses 4 (8
-    // GPUs), 1 (8 GPUs): 52 − 4 − 8 − 8 = 32. Job 3 is unallocated:
-    // always eligible.
+    // order: job 2 (4 GPUs, the closest in size), then the shortest runs
+    // 4 (8 GPUs), 6 (8 GPUs): 52 − 4 − 8 − 8 = 32. Job 3 is unallocated:
+    // always eligible. Jobs 1 and 9 cannot checkpoint: never, however
+    // long they ran.
     let p = Job::new(100, "b", "u").gpus(4).contract(HOUR_S, false);
     let ids: Vec<u64> = eligible_victims(&p, &victims, &moment(&ent)).iter().map(|j| j.id).collect();
-    assert_eq!(ids, vec![3, 2, 4, 1]);
+    assert_eq!(ids, vec![3, 2, 4, 6]);
     // Why: job 3 was unallocated work; a's others restore b's rate. What
-    // each throws away: nothing for the resumable job, its run for the others.
+    // each throws away: nothing for the resumable jobs; its run for one
+    // that cannot checkpoint.
     let m = moment(&ent);
     let pool = VictimPool::new(victims.iter().map(|j| (j.id, j)), &m);
     let why: Vec<&str> = pool.for_preemptor_why(&p, &m).into_iter().map(|(_, r)| r.name()).collect();
@@ -400,18 +444,24 @@ fn eligible_victims_are_cumulative_and_ordered() {
     assert_eq!(PreemptReason::parse("time_slice"), Some(PreemptReason::TimeSlice));
     assert_eq!(PreemptReason::parse("slice"), None);
     assert_eq!(lost_gpu_seconds(&victims[1], NOW), 0.0, "resumable");
-    assert_eq!(lost_gpu_seconds(&victims[3], NOW), (8 * 9 * HOUR_S) as f64, "8 GPUs for 9 h");
+    assert_eq!(lost_gpu_seconds(&victims[0], NOW), (8 * 10 * HOUR_S) as f64, "8 GPUs for 10 h");
     // The victim rank: class, then the victim's team's share (the most
     // over-served first: a runs 52 of its 32, ⌊8 · 1.625⌋ = 13 → 63 − 13),
-    // then the fit to the preemptor, then GPU-minutes lost.
+    // then the fit to the preemptor, then what the requeue costs.
     let m = moment(&ent);
     let r = |j: &Job, p: Option<u32>| victim_rank(j, p, &m);
     let side_a = (63 - 13) << 24;
     assert_eq!(r(&victims[2], None) >> 30, 0);
     assert_eq!(r(&victims[1], None), (1 << 30) | side_a | 300, "resumable: no requeue yet, 300 minutes run");
-    assert_eq!(r(&victims[3], None), (2 << 30) | side_a | (8 * 540));
-    assert_eq!(r(&victims[3], Some(4)), (2 << 30) | side_a | (4 << 18) | (8 * 540), "4 GPUs more than a 4-GPU preemptor needs");
-    assert_eq!(r(&victims[4], None) >> 30, 3);
+    assert_eq!(r(&victims[3], Some(4)), (1 << 30) | side_a | (4 << 18) | 540, "4 GPUs more than a 4-GPU preemptor needs");
+    assert_eq!(r(&victims[3].clone().restarts(2), None), (1 << 30) | side_a | (2 << 12) | 540, "requeued twice: after those requeued less");
+    assert_eq!(r(&victims[4], None) >> 30, 3, "inside its contract");
+    assert_eq!(r(&victims[0], None) >> 30, 3, "cannot checkpoint, past its contract: not a victim");
+    // A debug job that cannot checkpoint is one past its contract (class
+    // 2), after the resumable ones: GPU-minutes lost (2 GPUs, 60 minutes).
+    let debug = running(11, "a", 2, 10 * 60, false, HOUR_S);
+    assert_eq!(r(&debug, None), (2 << 30) | side_a | (2 * 60));
+    assert_eq!(r(&debug, Some(4)), (2 << 30) | side_a | (2 << 18) | (2 * 60));
     // A resumable job of b (8 of its 32: ⌊8 · 0.25⌋ = 2) goes after a's
     // of the same class: the most over-served team first.
     let b_job = running(10, "b", 4, HOUR_S, true, 5 * HOUR_S);

@@ -202,6 +202,11 @@ pub struct Config {
 /// replaced each. A file that sets one loads, with a warning; any other
 /// unknown key is an error.
 pub const DROPPED_KEYS: &[(&str, &str)] = &[
+    (
+        "contracts.max_requeues",
+        "Tally never requeues an allocated job that cannot checkpoint (other than a debug job): past its contract it runs to its end, and a long \
+         one starts only where no other team is owed its GPUs",
+    ),
     ("priority.age_unit", "the priority has no age field; equal priorities run in submit order (Slurm's tie-break)"),
     ("priority.debug_lane_gpus", "the debug lane holds the debug class, set by priority.debug_max_gpus and priority.debug_max_contract"),
 ];
@@ -242,11 +247,12 @@ impl Config {
         let mut problems = Problems::default();
         let cluster = sections::cluster(raw.cluster, &lines, &mut problems);
         let ledger = sections::ledger(raw.ledger, &mut problems);
-        let (contracts, submit) = sections::contracts(raw.contracts, &lines, &mut problems);
+        let raw_contracts = raw.contracts.unwrap_or_default();
+        let (contracts, submit) = sections::contracts(&raw_contracts, &lines, &mut problems);
         let raw_priority = raw.priority.unwrap_or_default();
         let (priority, calc_period_s) = sections::priority(&raw_priority, contracts.max_s, &mut problems);
         let debug_nodes = sections::debug_nodes(&raw_priority, &mut problems);
-        let warnings = sections::dropped_keys(&raw_priority, &lines);
+        let warnings = sections::dropped_keys(&raw_contracts, &raw_priority, &lines);
         let planner = sections::planner(raw.planner, cluster.gpus, &mut problems);
         let (specs, account_lines) = sections::accounts(&raw.accounts, &lines, &mut problems);
         problems.finish(file)?;

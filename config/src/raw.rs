@@ -90,7 +90,8 @@ pub struct RawContracts {
     pub unallocated_below: Option<Spanned<Duration>>,
     pub require_funded_account: Option<bool>,
     pub power_of_two_gpus: Option<bool>,
-    pub max_requeues: Option<u32>,
+    /// Dropped: warned about and ignored, whatever its value ([`crate::DROPPED_KEYS`]).
+    pub max_requeues: Option<Spanned<serde::de::IgnoredAny>>,
     pub long_jobs: Option<String>,
 }
 

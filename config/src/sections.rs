@@ -1,7 +1,7 @@
 //! The sections of tally.toml, each validated on its own: [`cluster`]
 //! (with `[cluster.gpu_types]`), [`ledger`], [`contracts`], [`priority`]
-//! (and the [`dropped_keys`] it may still hold), [`planner`], [`log`],
-//! [`reports`], [`accounts`] and [`users`]. [`crate::Config::from_raw`]
+//! (and the [`dropped_keys`] these two may still hold), [`planner`],
+//! [`log`], [`reports`], [`accounts`] and [`users`]. [`crate::Config::from_raw`]
 //! calls them in that order; each adds what is wrong to the shared
 //! [`Problems`], so a file's problems are said in the order of its
 //! sections.
@@ -160,8 +160,7 @@ pub(crate) fn ledger(raw: Option<RawLedger>, problems: &mut Problems) -> LedgerG
 
 /// `[contracts]`: the contract rules, and what job_submit enforces beyond
 /// their syntax.
-pub(crate) fn contracts(raw: Option<RawContracts>, lines: &LineIndex, problems: &mut Problems) -> (ContractRules, SubmitPolicy) {
-    let c = raw.unwrap_or_default();
+pub(crate) fn contracts(c: &RawContracts, lines: &LineIndex, problems: &mut Problems) -> (ContractRules, SubmitPolicy) {
     let max_s = c.max.map_or(tally_allocator::contract::DEFAULT_MAX_CONTRACT_S, |d| d.0);
     if max_s == 0 {
         problems.bad("contracts.max", None, "must be longer than 0 (default \"8h\")");
@@ -179,16 +178,6 @@ pub(crate) fn contracts(raw: Option<RawContracts>, lines: &LineIndex, problems: 
         );
     }
     let missing = missing_contract(c.missing.as_deref(), max_s, problems);
-    let max_requeues = c.max_requeues.or(tally_allocator::contract::DEFAULT_MAX_REQUEUES);
-    if let Some(n) = max_requeues.filter(|&n| n > 100) {
-        problems.bad(
-            "contracts.max_requeues",
-            None,
-            format!(
-                "{n} is too many (0 to 100, or leave it out: no limit, the default): each requeue of a job that is not resumable throws its work away"
-            ),
-        );
-    }
     let long_jobs = match c.long_jobs.as_deref().map(str::trim) {
         None | Some("warn") => LongJobs::Warn,
         Some("reject") => LongJobs::Reject,
@@ -201,7 +190,7 @@ pub(crate) fn contracts(raw: Option<RawContracts>, lines: &LineIndex, problems: 
             LongJobs::Warn
         }
     };
-    let rules = ContractRules { max_s, unallocated_below_s, missing, max_requeues, long_jobs };
+    let rules = ContractRules { max_s, unallocated_below_s, missing, long_jobs };
     let submit =
         SubmitPolicy { require_funded_account: c.require_funded_account.unwrap_or(true), power_of_two_gpus: c.power_of_two_gpus.unwrap_or(false) };
     (rules, submit)
@@ -297,12 +286,14 @@ pub(crate) fn debug_nodes(p: &RawPriority, problems: &mut Problems) -> Vec<Strin
     }
 }
 
-/// The warnings for keys an earlier Tally accepted ([`DROPPED_KEYS`]):
-/// said and ignored, as Slurm treats its deprecated options, so last
-/// month's file still loads.
-pub(crate) fn dropped_keys(p: &RawPriority, lines: &LineIndex) -> Vec<Problem> {
+/// The warnings for keys an earlier Tally accepted ([`DROPPED_KEYS`]) in
+/// `[contracts]` and `[priority]`: said and ignored, as Slurm treats its
+/// deprecated options, so last month's file still loads. In the file's
+/// order (by line).
+pub(crate) fn dropped_keys(c: &RawContracts, p: &RawPriority, lines: &LineIndex) -> Vec<Problem> {
     let mut warnings = Vec::new();
     for (key, at) in [
+        ("contracts.max_requeues", c.max_requeues.as_ref().map(|v| v.span().start)),
         ("priority.age_unit", p.age_unit.as_ref().map(|v| v.span().start)),
         ("priority.debug_lane_gpus", p.debug_lane_gpus.as_ref().map(|v| v.span().start)),
     ] {
@@ -314,6 +305,7 @@ pub(crate) fn dropped_keys(p: &RawPriority, lines: &LineIndex) -> Vec<Problem> {
             });
         }
     }
+    warnings.sort_by_key(|w| w.line);
     warnings
 }
 

@@ -253,16 +253,46 @@ fn missing_file_is_an_error_not_a_panic() {
 }
 
 #[test]
-fn requeue_budget_and_long_jobs() {
+fn long_jobs() {
     let c = Config::parse("", "t.toml").unwrap();
-    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (None, tally_allocator::LongJobs::Warn));
-    let c = Config::parse("[contracts]\nmax_requeues = 2\nlong_jobs = \"reject\"\n", "t.toml").unwrap();
-    assert_eq!((c.contracts.max_requeues, c.contracts.long_jobs), (Some(2), tally_allocator::LongJobs::Reject));
-    let err = Config::parse("[contracts]\nmax_requeues = 1000\nlong_jobs = \"maybe\"\n", "t.toml").unwrap_err();
+    assert_eq!(c.contracts.long_jobs, tally_allocator::LongJobs::Warn);
+    let c = Config::parse("[contracts]\nlong_jobs = \"reject\"\n", "t.toml").unwrap();
+    assert_eq!(c.contracts.long_jobs, tally_allocator::LongJobs::Reject);
+    let err = Config::parse("[contracts]\nlong_jobs = \"maybe\"\n", "t.toml").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "t.toml: contracts.max_requeues: 1000 is too many (0 to 100, or leave it out: no limit, the default): each requeue of a job that is not resumable throws its work away\n\
-         t.toml: contracts.long_jobs: expected \"warn\" or \"reject\" (what job_submit does with a job that is not resumable and longer than contracts.max), found \"maybe\""
+        "t.toml: contracts.long_jobs: expected \"warn\" or \"reject\" (what job_submit does with a job that is not resumable and longer than contracts.max), found \"maybe\""
+    );
+}
+
+/// `[contracts] max_requeues` (a requeue budget for jobs that cannot
+/// checkpoint) is dropped: Tally never requeues such a job once it is
+/// allocated and started. A file that still sets it loads, whatever the
+/// value (even one the old range refused), with a warning that names the
+/// key and its line, and the rules are those of a file without it.
+#[test]
+fn max_requeues_is_dropped_with_a_warning() {
+    let text = "[cluster]\ngpus = 8\n[contracts]\nmax = \"4h\"\nmax_requeues = 2\nlong_jobs = \"reject\"\n";
+    let c = Config::parse(text, "t.toml").unwrap();
+    assert_eq!(
+        c.warning_lines(),
+        vec![
+            "t.toml:5: contracts.max_requeues: is no longer used and is ignored: Tally never requeues an allocated job that cannot checkpoint \
+             (other than a debug job): past its contract it runs to its end, and a long one starts only where no other team is owed its GPUs; \
+             remove the key"
+        ]
+    );
+    let without = Config::parse("[cluster]\ngpus = 8\n[contracts]\nmax = \"4h\"\nlong_jobs = \"reject\"\n", "t.toml").unwrap();
+    assert_eq!((c.contracts, c.submit), (without.contracts, without.submit), "nothing changes");
+    for value in ["0", "1000", "\"3\"", "[1]"] {
+        let c = Config::parse(&format!("[contracts]\nmax_requeues = {value}\n"), "t.toml").unwrap_or_else(|e| panic!("{value}: {e}"));
+        assert_eq!(c.warnings.iter().map(|w| (w.key.as_str(), w.line)).collect::<Vec<_>>(), vec![("contracts.max_requeues", Some(2))], "{value}");
+    }
+    // With the dropped keys of [priority], in the file's order.
+    let c = Config::parse("[priority]\nage_unit = \"1m\"\n[contracts]\nmax_requeues = 0\n", "t.toml").unwrap();
+    assert_eq!(
+        c.warnings.iter().map(|w| (w.key.as_str(), w.line)).collect::<Vec<_>>(),
+        vec![("priority.age_unit", Some(2)), ("contracts.max_requeues", Some(4))]
     );
 }
 

@@ -277,7 +277,6 @@ fn loaded(key: &str, c: &Config) -> Option<Option<Value>> {
         "contracts.unallocated_below" => int(c.contracts.unallocated_below_s),
         "contracts.require_funded_account" => b(c.submit.require_funded_account),
         "contracts.power_of_two_gpus" => b(c.submit.power_of_two_gpus),
-        "contracts.max_requeues" => c.contracts.max_requeues.and_then(|n| int(n.into())),
         "contracts.long_jobs" => match c.contracts.long_jobs {
             LongJobs::Warn => text("warn"),
             LongJobs::Reject => text("reject"),

@@ -54,10 +54,9 @@ fn rule_sets() -> [ContractRules; 4] {
             max_s: HOUR_S,
             unallocated_below_s: 600,
             missing: MissingContract::Default(Contract::new(1800, false)),
-            max_requeues: Some(2),
             long_jobs: LongJobs::Warn,
         },
-        ContractRules { missing: MissingContract::Reject, long_jobs: LongJobs::Reject, max_requeues: Some(1), ..d },
+        ContractRules { missing: MissingContract::Reject, long_jobs: LongJobs::Reject, ..d },
         ContractRules { max_s: u64::MAX, unallocated_below_s: u64::MAX, missing: MissingContract::Default(Contract::new(u64::MAX, true)), ..d },
     ]
 }
@@ -68,6 +67,7 @@ fn rule_sets() -> [ContractRules; 4] {
 /// - `resolve` fails exactly when parsing or the rules refuse;
 /// - a resolved contract's `canonical()` spelling parses back to the same
 ///   contract with no user text, and resolves to the same contract;
+/// - `long_job` answers for exactly the long jobs (`is_long`);
 /// - `normalise_comment` succeeds exactly when `resolve` does; its output
 ///   resolves to the same contract, keeps the user's text as parsed, and
 ///   normalises to itself.
@@ -100,6 +100,8 @@ pub fn contract(data: &[u8]) {
                     let _ = e.to_string();
                 }
                 for limit in [None, Some(0), Some(rules.max_s), Some(rules.max_s.saturating_add(1)), Some(u64::MAX)] {
+                    // Every long job, and only a long job, gets the warning (or the refusal).
+                    assert_eq!(rules.long_job(*c, limit).is_some(), rules.is_long(*c, limit), "{c:?}, limit {limit:?}");
                     if let Some(LongJobVerdict::Warn(e) | LongJobVerdict::Refuse(e)) = rules.long_job(*c, limit) {
                         let _ = e.to_string();
                     }

@@ -203,9 +203,15 @@ impl Scored {
     }
 }
 
-/// Most requeues of one job: allocated and not resumable (bounded by
-/// `contracts.max_requeues` under Tally), allocated and resumable (progress
-/// kept), unallocated (preemptible by any allocated job, by design).
+/// Most requeues of one job: allocated (a trace contract above 0) and not
+/// resumable, allocated and resumable (progress kept), unallocated
+/// (preemptible by any allocated job, by design). Information, not a
+/// target: Tally never requeues an allocated job that cannot checkpoint
+/// past its contract unless it is a debug job, but the scoring sees only
+/// the trace's class and contract, not the rules' debug class or which
+/// contracts the rules run unallocated (an unfunded account, a contract
+/// above the maximum), and a real cluster's history has requeues of its
+/// own (an admin's, a drain's, a failed node's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Requeues {
     pub allocated: u32,

@@ -12,8 +12,8 @@
 //! | `symmetric` | 4 equal teams, 8-GPU 24 h resumable jobs, demand 1.5×: fair delivery without churn |
 //! | `idle-returns` | a team idle for 5 days comes back: its share is restored without thrashing |
 //! | `small-teams-big-jobs` | 12 teams with rates of 8 GPUs and 8-32 GPU jobs: the granularity ceiling |
-//! | `long-not-resumable` | 24 h jobs that cannot checkpoint, contracts capped at 8 h: no livelock |
-//! | `debug-on-short-contracts` | a full cluster of 8 h jobs that cannot checkpoint with 2 h contracts: debug jobs start by time-slicing, at the price their owners chose |
+//! | `long-not-resumable` | 24 h jobs that cannot checkpoint, contracts capped at 8 h: no livelock, none requeued once started |
+//! | `debug-on-short-contracts` | a full cluster of 8 h jobs that cannot checkpoint with 2 h contracts: none is time-sliced past its contract, so debug jobs wait for ends (what never requeuing such a job costs them) |
 //!
 //! Every synthetic case also has a stream of debug jobs (1-2 GPUs,
 //! 2-15 minutes, contract = duration). Seeds change the instances, not the
@@ -244,9 +244,9 @@ pub fn long_not_resumable(seed: u64) -> Case {
 
 /// Four equal teams on 64 GPUs, 1-8 GPU jobs (powers of two) of 8 h that
 /// cannot checkpoint, with 2 h contracts and 8 h time limits, demand 1.5:
-/// past two hours every job may be time-sliced, and its owner chose that
-/// (its contract could have covered it). Debug jobs find victims at once;
-/// what they throw away is this case's lost work.
+/// past two hours nothing takes such a job (a requeue would throw its run
+/// away), not even a debug job's time-slice, so debug jobs wait for jobs to
+/// end: what that rule costs them is this case's debug wait.
 pub fn debug_on_short_contracts(seed: u64) -> Case {
     let (gpus, days) = (64, WINDOW_DAYS);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -273,8 +273,10 @@ pub fn debug_on_short_contracts(seed: u64) -> Case {
 
 /// Eight equal teams on 64 GPUs running long pods: 1-8 GPU jobs of 1 to
 /// 10 days (log-uniform), three in four unable to checkpoint, contracts of
-/// 1-8 h, no time limits, demand 2x. Whatever restoration takes of them it
-/// throws away, hours or days of it.
+/// 1-8 h, no time limits, demand 2x. Restoration never takes one that
+/// cannot checkpoint (it would throw hours or days away); such a pod starts
+/// only where its team runs below its rate or no other team is owed GPUs
+/// (`allocator::long_start`).
 pub fn long_pods(seed: u64) -> Case {
     let (gpus, days) = (64, WINDOW_DAYS);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

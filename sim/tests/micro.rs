@@ -1,18 +1,16 @@
 //! Hand-computable micro-traces: two teams, four GPUs on one node; the exact
 //! schedule each policy must produce.
 
-use tally_allocator::{HOUR, HOUR_S};
+use tally_allocator::HOUR_S;
 use tally_config::Config;
 use tally_sim::sim::{run_logged, Happening, Policy, Settings};
 use tally_sim::trace::{Class, Trace, TraceJob};
 
-/// Two teams of 50%; contracts of at most a minute (so a run that cannot
-/// checkpoint is past the maximum after 60 s); a job that is not resumable
-/// may be requeued once (no limit, the default, is tested apart); no debug
-/// class (tested apart).
+/// Two teams of 50%; contracts of at most a minute; no debug class
+/// (tested apart).
 fn config() -> Config {
     Config::parse(
-        "[cluster]\ngpus = 4\ngpus_per_node = 4\n[contracts]\nmax = \"1m\"\nmax_requeues = 1\n[priority]\ndebug_max_gpus = 0\n\
+        "[cluster]\ngpus = 4\ngpus_per_node = 4\n[contracts]\nmax = \"1m\"\n[priority]\ndebug_max_gpus = 0\n\
          [accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n",
         "micro.toml",
     )
@@ -106,11 +104,11 @@ fn fifo_runs_in_arrival_order_and_backfills_without_delay() {
 
 #[test]
 fn tally_protects_a_contract_then_restores_what_is_owed() {
-    // a (rate 2) runs two 2-GPU jobs with 60 s contracts: twice its rate.
-    // b's job (rate 2, running 0) arrives at 10 and waits until the
-    // contracts have run out; at the re-plan at 60 it takes one of a's jobs
-    // (equal work lost: the higher id), which leaves a at its rate.
-    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 100, 2, "b", T, 60, false)]);
+    // a (rate 2) runs two 2-GPU resumable jobs with 60 s contracts: twice
+    // its rate. b's job (rate 2, running 0) arrives at 10 and waits until
+    // the contracts have run out; at the re-plan at 60 it takes one of a's
+    // jobs (equal progress: the higher id), which leaves a at its rate.
+    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, true), (2, 0, 1000, 2, "a", T, 60, true), (3, 10, 100, 2, "b", T, 60, false)]);
     let (r, log) = run_logged(&tr, &config(), Policy::Tally, settings()).unwrap();
     assert_eq!(
         log,
@@ -122,26 +120,35 @@ fn tally_protects_a_contract_then_restores_what_is_owed() {
             End { t: 160, job: 3 },
             start(160, 2),
             End { t: 1000, job: 1 },
-            End { t: 1160, job: 2 },
+            // Resumable: 940 s of work left.
+            End { t: 1100, job: 2 },
         ]
     );
-    assert_eq!((r.score.preemptions, r.contract_violations), (1, 0));
-    // Not resumable: the 60 s job 2 ran on 2 GPUs were lost.
-    assert!((r.score.lost_gpu_hours - 2.0 * 60.0 / HOUR).abs() < 1e-9);
+    assert_eq!((r.score.preemptions, r.contract_violations, r.score.lost_gpu_hours), (1, 0, 0.0));
     // FIFO and multifactor never preempt here (no high-QOS class).
     assert!(!schedule(Policy::Fifo, &tr).iter().any(|h| matches!(h, Preempt { .. })));
     assert_eq!(schedule(Policy::Multifactor, &tr), schedule(Policy::Fifo, &tr));
 }
 
 #[test]
-fn by_default_work_that_cannot_checkpoint_is_kept_to_the_contract_maximum() {
-    // The default config: contracts of at most 8 h, no requeue limit. a's
-    // jobs cannot checkpoint and have no time limit: no restoration takes
-    // them before they ran 8 h, and no time-slice ever. They end at 3000:
+fn tally_never_requeues_a_job_that_cannot_checkpoint() {
+    // The same, but a's jobs cannot checkpoint: past their contracts
+    // nothing takes them (a requeue would throw their runs away), so b's
+    // job waits for one to end.
+    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 100, 2, "b", T, 60, false)]);
+    let (r, log) = run_logged(&tr, &config(), Policy::Tally, settings()).unwrap();
+    assert_eq!(log, vec![start(0, 1), start(0, 2), End { t: 1000, job: 1 }, End { t: 1000, job: 2 }, start(1000, 3), End { t: 1100, job: 3 }]);
+    assert_eq!((r.score.preemptions, r.score.lost_gpu_hours), (0, 0.0));
+}
+
+#[test]
+fn by_default_work_that_cannot_checkpoint_runs_to_its_end() {
+    // The default config: contracts of at most 8 h. a's jobs cannot
+    // checkpoint and have no time limit: past their 20-minute contracts
+    // neither a restoration nor a time-slice takes them. They end at 3000:
     // b waits.
     let tr = trace(&[(1, 0, 3000, 2, "a", T, 1200, false), (2, 0, 3000, 2, "a", T, 1200, false), (3, 10, 100, 2, "b", T, 1200, false)]);
     let config = Config::parse("[cluster]\ngpus = 4\ngpus_per_node = 4\n[accounts.a]\nshare = 50\n[accounts.b]\nshare = 50\n", "d.toml").unwrap();
-    assert_eq!(config.contracts.max_requeues, None);
     let (r, log) = run_logged(&tr, &config, Policy::Tally, settings()).unwrap();
     assert_eq!(r.score.preemptions, 0, "{log:?}");
     assert!(log.contains(&start(3000, 3)), "{log:?}");
@@ -197,27 +204,32 @@ fn tally_never_takes_a_team_below_its_rate() {
 }
 
 #[test]
-fn a_job_that_is_not_resumable_is_requeued_at_most_max_requeues_times() {
-    // a runs two 2-GPU jobs; b keeps sending 2-GPU jobs. Job 2 is taken once
-    // (at 60); afterwards it is protected to its end, so b's next job takes
-    // job 1 (its first requeue) and then waits.
-    let tr = trace(&[
-        (1, 0, 5000, 2, "a", T, 60, false),
-        (2, 1, 5000, 2, "a", T, 60, false),
-        (3, 10, 100, 2, "b", T, 60, false),
-        (4, 500, 100, 2, "b", T, 60, false),
-        (5, 1000, 100, 2, "b", T, 60, false),
-    ]);
-    let log = schedule(Policy::Tally, &tr);
-    let preempted = |id| log.iter().filter(|h| matches!(h, Preempt { job, .. } if *job == id)).count();
-    assert_eq!((preempted(1), preempted(2)), (1, 1), "{log:?}");
+fn a_job_that_is_not_resumable_is_never_requeued_however_long_others_wait() {
+    // a runs two 2-GPU jobs; b keeps sending 2-GPU jobs. Resumable, a's
+    // jobs are taken past their contracts (a runs twice its rate); not
+    // resumable, neither is ever taken: b's jobs wait for them to end.
+    let rows = |resumable| {
+        trace(&[
+            (1, 0, 5000, 2, "a", T, 60, resumable),
+            (2, 1, 5000, 2, "a", T, 60, resumable),
+            (3, 10, 100, 2, "b", T, 60, false),
+            (4, 500, 100, 2, "b", T, 60, false),
+            (5, 1000, 100, 2, "b", T, 60, false),
+        ])
+    };
+    let log = schedule(Policy::Tally, &rows(true));
+    let preempted = |log: &[Happening], id| log.iter().filter(|h| matches!(h, Preempt { job, .. } if *job == id)).count();
+    assert!(preempted(&log, 1) + preempted(&log, 2) >= 1, "{log:?}");
+    let log = schedule(Policy::Tally, &rows(false));
+    assert_eq!((preempted(&log, 1), preempted(&log, 2)), (0, 0), "{log:?}");
+    assert!(log.contains(&start(5000, 3)), "{log:?}");
 }
 
 #[test]
 fn requeued_jobs_wait_the_requeue_delay() {
     // As the contract test, with Slurm's default delay of 121 s: job 2 may
     // start again no earlier than 60 + 121, though b's job ended at 110.
-    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, false), (2, 0, 1000, 2, "a", T, 60, false), (3, 10, 50, 2, "b", T, 60, false)]);
+    let tr = trace(&[(1, 0, 1000, 2, "a", T, 60, true), (2, 0, 1000, 2, "a", T, 60, true), (3, 10, 50, 2, "b", T, 60, false)]);
     let s = Settings { requeue_delay_s: 121, ..settings() };
     let (_, log) = run_logged(&tr, &config(), Policy::Tally, s).unwrap();
     assert!(log.contains(&Preempt { t: 60, job: 2, by: 3 }), "{log:?}");

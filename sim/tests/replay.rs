@@ -3,13 +3,17 @@
 //! busy), augmented: every policy runs to the end with its
 //! invariants intact (the simulator returns an error if a node is
 //! over-committed, a job starts before its submission, a started job never
-//! ends, or tally preempts inside a contract), and the same seed gives the
-//! same result.
+//! ends, or tally preempts inside a contract; tally never requeues an
+//! allocated job that cannot checkpoint, other than a debug job), and the
+//! same seed gives the same result.
 
+use std::collections::BTreeSet;
+use tally_allocator::{Contract, Funded, Job};
 use tally_config::Config;
 use tally_sim::augment::{augment, AugmentOptions};
 use tally_sim::import::elasticflow;
-use tally_sim::sim::{run, Policy, Settings};
+use tally_sim::sim::{run, run_logged, Happening, Policy, Settings};
+use tally_sim::trace::Trace;
 
 fn trace() -> tally_sim::trace::Trace {
     let raw = elasticflow(include_str!("data/elasticflow-sample.csv")).unwrap();
@@ -18,6 +22,24 @@ fn trace() -> tally_sim::trace::Trace {
 
 fn config() -> Config {
     Config::load(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tally.toml"))).unwrap()
+}
+
+/// The jobs of `trace` Tally never requeues once started: allocated under
+/// `config`'s rules on `gpus` GPUs, not resumable, not debug jobs.
+fn shielded(trace: &Trace, config: &Config, gpus: u32) -> BTreeSet<u64> {
+    // As the replay: budgets that do not fit this size scale by shares only.
+    let alloc = config.allocation(gpus).or_else(|_| config.allocation(config.ranking_gpus())).unwrap();
+    let funded = Funded::new(&config.tree, &alloc);
+    trace
+        .jobs
+        .iter()
+        .filter(|tj| {
+            let mut j = Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
+            j.contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(Contract::UNALLOCATED);
+            j.is_allocated(&funded) && !j.contract.resumable && !config.priority.is_debug(&j)
+        })
+        .map(|tj| tj.job_id)
+        .collect()
 }
 
 #[test]
@@ -34,7 +56,17 @@ fn every_policy_replays_a_trace_with_invariants_intact() {
         assert!(r.score.goodput <= r.score.occupancy + 1e-9, "{p:?}");
         if matches!(p, Policy::Tally | Policy::TallyPlanner) {
             assert_eq!(r.contract_violations, 0);
-            assert!(config.contracts.max_requeues.is_none_or(|max| r.score.max_requeues.allocated <= max), "{p:?}: {:?}", r.score.max_requeues);
+            let shielded = shielded(&trace, &config, s.gpus);
+            assert!(shielded.len() > 100, "{} jobs that cannot checkpoint", shielded.len());
+            let (logged, log) = run_logged(&trace, &config, p, s).unwrap();
+            assert_eq!(logged, r, "{p:?}: the log's replay is the same");
+            let wrong: Vec<u64> = log
+                .iter()
+                .filter_map(|h| if let Happening::Preempt { job, .. } = h { Some(*job) } else { None })
+                .filter(|j| shielded.contains(j))
+                .collect();
+            assert!(wrong.is_empty(), "{p:?}: jobs that cannot checkpoint requeued: {wrong:?}");
+            assert!(r.score.preemptions > 0, "{p:?}: the replay must preempt for this to mean anything");
         }
         if p == Policy::Fifo {
             assert_eq!(r.score.preemptions, 0);

@@ -1,15 +1,34 @@
 //! The suite's promises as tests: the symmetric case is delivered, jobs
-//! that cannot checkpoint all finish, two equal teams never preempt a job
-//! twice, debug jobs start at once where their owners' contracts allow it,
+//! that cannot checkpoint all finish and none is requeued once started, two
+//! equal teams never preempt a job twice, debug jobs start at once where
+//! their owners' contracts allow it,
 //! and every run the scheduler starts after preempting a job keeps its
 //! whole contract — each on several seeds (other instances of the same
 //! generators).
 
-use tally_allocator::{DAY_S, HOUR_S};
+use tally_allocator::{Contract, Funded, Job, DAY_S, HOUR_S};
 use tally_config::Config;
 use tally_sim::sim::{run, run_logged, Happening, Policy, Settings};
-use tally_sim::suite::{debug_on_short_contracts, idle_returns, long_not_resumable, symmetric, Case};
+use tally_sim::suite::{debug_on_short_contracts, idle_returns, long_not_resumable, long_pods, symmetric, Case};
 use tally_sim::trace::{Class, Trace, TraceJob};
+
+/// The jobs of a case Tally never requeues once started: allocated under
+/// its rules, not resumable, not debug jobs.
+fn shielded(case: &Case) -> std::collections::BTreeSet<u64> {
+    let config = &case.config;
+    let alloc = config.allocation(case.gpus).or_else(|_| config.allocation(config.ranking_gpus())).unwrap();
+    let funded = Funded::new(&config.tree, &alloc);
+    case.trace
+        .jobs
+        .iter()
+        .filter(|tj| {
+            let mut j = Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
+            j.contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(Contract::UNALLOCATED);
+            j.is_allocated(&funded) && !j.contract.resumable && !config.priority.is_debug(&j)
+        })
+        .map(|tj| tj.job_id)
+        .collect()
+}
 
 fn tally(case: &Case) -> tally_sim::sim::PolicyResult {
     let s = Settings { gpus: case.gpus, gpus_per_node: 8, ..Settings::default() };
@@ -27,24 +46,50 @@ fn the_symmetric_case_is_delivered() {
     }
 }
 
+/// Long jobs that cannot checkpoint (8-GPU 24 h runs, 8 h contracts): all
+/// finish, and once started none is requeued (only a debug job that cannot
+/// checkpoint may be, past its contract), so no allocated work is thrown
+/// away. Read off the replay's own log.
 #[test]
-fn every_long_job_that_cannot_checkpoint_finishes() {
+fn every_long_job_that_cannot_checkpoint_finishes_and_none_is_requeued() {
     for seed in 1..=3 {
         let case = long_not_resumable(seed);
         let training = case.trace.jobs.iter().filter(|j| j.class == Class::Training).count();
-        for max_requeues in [None, Some(0), Some(1)] {
-            let mut config = case.config.clone();
-            config.contracts.max_requeues = max_requeues;
-            let c = Case { config, ..case.clone() };
-            let r = tally(&c);
-            assert_eq!(r.unfinished(), 0, "seed {seed}, max_requeues {max_requeues:?}");
-            assert!(r.score.completed >= training, "seed {seed}: {} of {training} training jobs", r.score.completed);
-            if let Some(max) = max_requeues {
-                assert!(r.score.max_requeues.allocated <= max, "seed {seed}: {:?}", r.score.max_requeues);
-            }
-            if max_requeues == Some(0) {
-                assert_eq!(r.score.lost_allocated_gpu_hours, 0.0, "seed {seed}: nothing allocated thrown away");
-            }
+        let s = Settings { gpus: case.gpus, gpus_per_node: 8, ..Settings::default() };
+        let (r, log) = run_logged(&case.trace, &case.config, Policy::Tally, s).unwrap();
+        assert_eq!(r.unfinished(), 0, "seed {seed}");
+        assert!(r.score.completed >= training, "seed {seed}: {} of {training} training jobs", r.score.completed);
+        let shielded = shielded(&case);
+        assert!(shielded.len() >= training, "seed {seed}: the training jobs are allocated and cannot checkpoint");
+        let requeued: Vec<u64> = log.iter().filter_map(|h| if let Happening::Preempt { job, .. } = h { Some(*job) } else { None }).collect();
+        let wrong: Vec<&u64> = requeued.iter().filter(|j| shielded.contains(j)).collect();
+        assert!(wrong.is_empty(), "seed {seed}: jobs that cannot checkpoint requeued: {wrong:?}");
+        assert_eq!(r.score.lost_allocated_gpu_hours, 0.0, "seed {seed}: nothing allocated thrown away");
+    }
+}
+
+/// Long pods (1-8 GPUs, 1-10 days, three in four cannot checkpoint, no
+/// time limits, ~2x demand): the targets that hold, asserted —
+/// nothing allocated thrown away, lost work under 2% of what was
+/// delivered, and more of what is owed delivered than FIFO and
+/// multifactor. Goodput within a point of the better peer is missed
+/// (docs/design.md, "Jobs that cannot checkpoint"): not asserted.
+#[test]
+fn long_pods_lose_nothing_and_deliver_more_of_what_is_owed_than_the_peers() {
+    for seed in 1..=2 {
+        let case = long_pods(seed);
+        let s = Settings { gpus: case.gpus, gpus_per_node: 8, ..Settings::default() };
+        let by = |p: Policy| run(&case.trace, &case.config, p, s, &mut |_| {}).unwrap_or_else(|e| panic!("{e}")).score;
+        let (t, fifo, mf) = (by(Policy::Tally), by(Policy::Fifo), by(Policy::Multifactor));
+        assert_eq!(t.lost_allocated_gpu_hours, 0.0, "seed {seed}: allocated work thrown away");
+        assert!(t.lost_gpu_hours <= 0.02 * t.useful_gpu_hours, "seed {seed}: lost {:.0} of {:.0} GPU-h", t.lost_gpu_hours, t.useful_gpu_hours);
+        for (name, peer) in [("fifo", &fifo), ("multifactor", &mf)] {
+            assert!(
+                t.fairness.overall > peer.fairness.overall,
+                "seed {seed}: delivered/owed {:.3} not above {name}'s {:.3}",
+                t.fairness.overall,
+                peer.fairness.overall
+            );
         }
     }
 }
@@ -87,16 +132,33 @@ fn two_equal_teams_never_preempt_a_job_twice() {
     }
 }
 
-/// A full cluster of 8 h jobs that cannot checkpoint, with 2 h contracts
-/// their owners chose: debug jobs start within minutes (time-slicing), and
-/// what that throws away is reported, not hidden.
+/// The case with its training jobs able to checkpoint.
+fn checkpointing(case: &Case) -> Case {
+    let mut c = case.clone();
+    for j in c.trace.jobs.iter_mut().filter(|j| j.class == Class::Training) {
+        j.resumable = true;
+    }
+    c
+}
+
+/// A full cluster of 8 h jobs with 2 h contracts their owners chose. Where
+/// the jobs checkpoint, debug jobs start within minutes (time-slicing them
+/// past their contracts) and nothing is thrown away; where they cannot (the
+/// case as the suite runs it), none is ever taken past its contract:
+/// nothing allocated is thrown away, and debug jobs wait for jobs to end.
 #[test]
 fn debug_jobs_start_at_once_where_contracts_allow() {
     for seed in 1..=2 {
-        let r = tally(&debug_on_short_contracts(seed));
+        let case = debug_on_short_contracts(seed);
+        let r = tally(&checkpointing(&case));
         let p90 = r.score.waits.get(&Class::Debug).and_then(|w| w.pct(90.0)).expect("debug jobs");
         assert!(p90 <= 300, "seed {seed}: debug p90 {p90} s");
-        assert!(r.score.lost_gpu_hours > 0.0, "seed {seed}: time-slicing jobs that cannot checkpoint throws work away");
+        assert!(r.score.preemptions > 0, "seed {seed}: debug jobs start by time-slicing");
+        assert_eq!(r.score.lost_gpu_hours, 0.0, "seed {seed}: time-slicing jobs that checkpoint throws nothing away");
+        assert_eq!((r.contract_violations, r.unfinished()), (0, 0), "seed {seed}");
+        let r = tally(&case);
+        assert_eq!(r.score.max_requeues.allocated, 0, "seed {seed}: a job that cannot checkpoint was requeued");
+        assert_eq!(r.score.lost_allocated_gpu_hours, 0.0, "seed {seed}");
         assert_eq!((r.contract_violations, r.unfinished()), (0, 0), "seed {seed}");
     }
 }
@@ -106,7 +168,7 @@ fn debug_jobs_start_at_once_where_contracts_allow() {
 /// has run in its new run.
 #[test]
 fn every_run_after_a_preemption_keeps_its_whole_contract() {
-    for case in [debug_on_short_contracts(1), idle_returns(1)] {
+    for case in [checkpointing(&debug_on_short_contracts(1)), idle_returns(1)] {
         let contract: std::collections::BTreeMap<u64, u64> = case.trace.jobs.iter().map(|j| (j.job_id, j.contract_s.min(8 * HOUR_S))).collect();
         let s = Settings { gpus: case.gpus, gpus_per_node: 8, ..Settings::default() };
         let (_, log) = run_logged(&case.trace, &case.config, Policy::Tally, s).unwrap();

@@ -354,8 +354,7 @@ fn e2e_7_contracts_protect_then_expire_and_resumable_victims_go_first() {
         std::thread::sleep(Duration::from_secs(2));
     }
     // Once the 1-minute contracts run out, the resumable job goes; the one
-    // that cannot checkpoint (and has no time limit) is not thrown away
-    // before it ran the 8 h contract maximum.
+    // that cannot checkpoint is never thrown away (it runs to its end).
     wait_until(90, "the preemptor to start after the contracts ran out", || state(p) == "RUNNING");
     println!("preemptor started {:.0} s after submission (contracts of 1 min)", started.elapsed().as_secs_f64());
     assert_ne!(state(resumable), "RUNNING", "the resumable victim was taken");
@@ -763,8 +762,8 @@ fn now_s() -> u64 {
 fn e2e_13_a_drained_node_empties_as_its_contracts_end() {
     clean();
     // Node n1: a resumable job with a 1-minute contract and one that cannot
-    // checkpoint with a 2-minute contract (max_requeues = 0 in this config:
-    // preemption would never take it; a drain does, at its contract's end).
+    // checkpoint with a 2-minute contract (preemption never takes it past
+    // its contract; a drain does, at its contract's end).
     let resumable = try_submit("cb", 4, "contract=1m,resumable", 900, &["-w", "n1"]).unwrap();
     let plain = try_submit("cb", 4, "contract=2m", 900, &["-w", "n1"]).unwrap();
     wait_until(60, "both jobs to run on n1", || state(resumable) == "RUNNING" && state(plain) == "RUNNING");
@@ -1355,7 +1354,7 @@ fn e2e_20_a_flood_of_debug_shaped_jobs_takes_nothing_from_an_owed_team() {
     clean();
     const LANE: u64 = 3;
     // flood_a holds both nodes: an 8-GPU job that cannot checkpoint (no
-    // time limit: shielded to the contract maximum) and a 4-task array of
+    // time limit: never thrown away once started) and a 4-task array of
     // 2-GPU `contract=1m` jobs (debug-shaped, 8 h limits).
     let long = submit("fa", 8, "contract=1m", 900);
     let pieces = try_submit("fa", 2, "contract=1m", 900, &["--array=0-3", "-t", "8:00:00"]).unwrap();
@@ -1383,7 +1382,7 @@ fn e2e_20_a_flood_of_debug_shaped_jobs_takes_nothing_from_an_owed_team() {
     // Slurm's kill (KillWait 5 s) of the contracts' end.
     wait_until(60, "the owed job to take the flood's node", || state(owed) == "RUNNING");
     println!("owed job started {:.0} s after the pieces' contracts began (contracts of 1 min)", t0.elapsed().as_secs_f64() + 5.0);
-    assert_eq!(state(long), "RUNNING", "the job that cannot checkpoint keeps its shield to the contract maximum");
+    assert_eq!(state(long), "RUNNING", "the job that cannot checkpoint is never thrown away");
     assert!(count_in(pieces, "R") < 4, "the node came from the debug-shaped pieces");
     // None of the flood started: the freed GPUs went to the owed team.
     assert_eq!(count_in(flood_array, "R") + flood.iter().map(|&f| count_in(f, "R")).sum::<usize>(), 0, "the flood took GPUs");
@@ -1412,5 +1411,38 @@ fn e2e_20_a_flood_of_debug_shaped_jobs_takes_nothing_from_an_owed_team() {
     cancel(plain);
     let one = try_submit("fb", 2, "contract=1m", 60, &["--array=0-0"]).unwrap();
     wait_until(20, "an array of one task in the lane", || need(one) == LANE);
+    clean();
+}
+
+#[test]
+fn e2e_21_a_long_job_that_cannot_checkpoint_waits_while_another_team_is_owed() {
+    clean();
+    let tally = format!("{}/target/release/tally", root().display());
+    // hold_a (a rate of about one GPU) runs an 8-GPU job on one node.
+    let filler = submit("ha", 8, "contract=1h", 900);
+    wait_until(60, "hold_a's job to run", || state(filler) == "RUNNING");
+    // hold_b is owed: its two-node job waits for GPUs.
+    let owed = submit_raw("hb", &["-N2", "--gres=gpu:8", "--comment", "contract=1h", "--wrap", "sleep 300"]);
+    // hold_a's 4-GPU job that cannot checkpoint and has no time limit (a
+    // long job), and the same job resumable.
+    let long = submit("ha", 4, "contract=1h", 900);
+    let resumable = submit("ha", 4, "contract=1h,resumable", 900);
+    // Within a recalculation (2 s) Tally holds the long one back by its
+    // begin time (Slurm: Reason=BeginTime); the resumable one is not held:
+    // whatever it takes, a restoration can take back without loss.
+    wait_until(30, "Tally to hold the long job", || field(long, "%r").as_deref() == Some("BeginTime"));
+    for _ in 0..8 {
+        assert_eq!(state(long), "PENDING", "the long job started while hold_b is owed");
+        assert_ne!(field(resumable, "%r").as_deref(), Some("BeginTime"), "the resumable job was held");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let text = sh(&tally, &["explain", &long.to_string(), "-c", &config()]);
+    assert!(text.contains("held by Tally") && text.contains("hold_b is"), "{text}");
+    // hold_b no longer waits: the hold goes within a recalculation and the
+    // long job starts on the GPUs left free.
+    cancel(owed);
+    let t = Instant::now();
+    wait_until(30, "the long job to start once no other team is owed", || state(long) == "RUNNING");
+    println!("the long job started {:.1} s after the owed team's job left", t.elapsed().as_secs_f64());
     clean();
 }

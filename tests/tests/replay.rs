@@ -19,13 +19,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use tally_allocator::{Contract, Funded, Job};
 use tally_config::Config;
 use tally_sim::augment::{augment, AugmentOptions};
-use tally_sim::metrics::{score, Run, Scored};
+use tally_sim::metrics::{score, Run, RunEnd, Scored};
 use tally_sim::sacct::{runs, Clock};
 use tally_sim::sim::{job_meta, run, Policy as SimPolicy, Settings};
 use tally_sim::trace::{to_csv, Class, Trace};
-use tally_tests::replay::{bed_down, replay, Policy, ReplayOptions, ReplayOutput, DEFAULT_SPEEDUP};
+use tally_tests::replay::{bed_down, comment_of, replay, Policy, ReplayOptions, ReplayOutput, DEFAULT_SPEEDUP};
 
 const GPUS: u32 = 48;
 /// The bed's debug capacity: one more node of 2 GPUs (n7), named by
@@ -202,6 +203,8 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     assert!(debug_jobs >= 20, "the window has debug jobs to measure");
 
     let mut real: BTreeMap<&str, Scored> = BTreeMap::new();
+    // The trace jobs (indices) each replay requeued, once or more.
+    let mut requeued: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for policy in [Policy::Multifactor, Policy::Tally] {
         let mut opts = ReplayOptions::new(policy, &csv);
         opts.drain_s = DRAIN_S;
@@ -220,6 +223,7 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
         let (figures, runs) = scored(&trace, &config, &out);
         println!("{}: the debug jobs that waited longest: {}", policy.name(), slowest_debug(&trace, &runs, k));
         real.insert(policy.name(), figures);
+        requeued.insert(policy.name(), runs.iter().filter(|r| r.end == RunEnd::Preempted).map(|r| r.job).collect());
     }
 
     // The same window through the simulator, with the bed's mechanics: a
@@ -271,10 +275,19 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
     let (t, m) = (&real["tally"], &real["multifactor"]);
     assert!(t.fairness.overall > m.fairness.overall, "Tally delivers more of what is owed than multifactor");
     assert!(t.lost_gpu_hours <= 0.05 * t.useful_gpu_hours, "Tally's lost work is a small part of what it delivered");
-    assert!(
-        replay_config.contracts.max_requeues.is_none_or(|max| t.max_requeues.allocated <= max),
-        "no job that cannot checkpoint requeued beyond max_requeues"
-    );
+    // Tally never requeues an allocated job that cannot checkpoint, but a
+    // debug job: each judged as the bed's plugins judged it, from the
+    // comment it was submitted with (contracts in real seconds).
+    let alloc = replay_config.allocation(BED_GPUS).unwrap();
+    let funded = Funded::new(&replay_config.tree, &alloc);
+    let shielded = |i: usize| {
+        let tj = &trace.jobs[i];
+        let mut j = Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
+        j.contract = replay_config.contracts.resolve(Some(&comment_of(tj.contract_s, tj.resumable, k))).unwrap_or(Contract::UNALLOCATED);
+        j.is_allocated(&funded) && !j.contract.resumable && !replay_config.priority.is_debug(&j)
+    };
+    let wrong: Vec<u64> = requeued["tally"].iter().filter(|&&i| shielded(i)).map(|&i| trace.jobs[i].job_id).collect();
+    assert!(wrong.is_empty(), "Tally requeued jobs that cannot checkpoint (trace ids): {wrong:?}");
     // Debug jobs: Slurm's own intervals (scheduling passes, KillWait, the
     // plugins' one-second copies) do not compress, so the target is in real
     // seconds: p90 at most 20 s, and below multifactor's. (Without the

@@ -74,7 +74,7 @@ impl World {
 }
 
 /// The cluster's default rules: the debug class and lane, contracts of at
-/// most 8 h, no requeue limit.
+/// most 8 h.
 pub static RULES: PriorityRules = PriorityRules {
     quick_time_limit_s: priority::DEFAULT_QUICK_TIME_LIMIT_S,
     debug_max_gpus: priority::DEFAULT_DEBUG_MAX_GPUS,
@@ -86,7 +86,6 @@ pub static CONTRACTS: ContractRules = ContractRules {
     max_s: contract::DEFAULT_MAX_CONTRACT_S,
     unallocated_below_s: 0,
     missing: MissingContract::Unallocated,
-    max_requeues: None,
     long_jobs: LongJobs::Warn,
 };
 

@@ -114,7 +114,7 @@ fn preemption(p: &Preemption) -> Value {
 
 fn yields(y: &Yields) -> Value {
     json!({
-        "from": y.from, "count": y.count, "to": y.to.iter().map(victim).collect::<Vec<_>>(), "note": y.note,
+        "from": y.from, "count": y.count, "to": y.to.iter().map(victim).collect::<Vec<_>>(), "note": y.note, "loses_gpu_hours": y.loses_gpu_h,
     })
 }
 
@@ -137,6 +137,7 @@ fn precedence_name(p: Precedence) -> &'static str {
 
 fn block(b: &Block, now: u64) -> Value {
     let kind = match b {
+        Block::LongJob { .. } => "long_job_held",
         Block::Held(_) => "held",
         Block::Dependency(_) => "dependency",
         Block::BeginTime(_) => "begin_time",

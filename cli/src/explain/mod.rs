@@ -35,7 +35,7 @@ use std::path::PathBuf;
 use std::process::{ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use tally_allocator::outlook::{back_under, BackUnder};
-use tally_allocator::preempt::{eligible_victims, may_preempt, Decision, Moment, Refusal};
+use tally_allocator::preempt::{eligible_victims, long_start, may_preempt, Decision, LongStart, Moment, Refusal};
 use tally_allocator::priority::{decode, precedence, Decoded, Precedence, PLAN};
 use tally_allocator::{Contract, Job, Snapshot, TeamNow, DAY_S, HOUR_S};
 use tally_config::input::Bounded;
@@ -335,6 +335,16 @@ pub struct AheadJob {
 /// What stands between the job and GPUs now.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
+    /// A long job that cannot checkpoint, held by Tally
+    /// ([`tally_allocator::long_start`]): its team runs `running` GPUs, its
+    /// `fair` share of what is asked now or more, while `short_team` is
+    /// `short` GPUs below what it is owed.
+    LongJob {
+        running: f64,
+        fair: f64,
+        short_team: String,
+        short: f64,
+    },
     Held(String),
     Dependency(String),
     BeginTime(u64),
@@ -408,8 +418,11 @@ pub struct Yields {
     pub to: Vec<Victim>,
     pub count: usize,
     /// Why nothing waiting may take it, when that is the answer for every
-    /// waiting job alike (a long job that cannot checkpoint, unallocated…).
+    /// waiting job alike (a job that cannot checkpoint, unallocated…).
     pub note: Option<String>,
+    /// GPU-hours a requeue at `from` would throw away (0: resumable, it
+    /// loses nothing; [`tally_allocator::lost_gpu_seconds`]).
+    pub loses_gpu_h: f64,
 }
 
 #[derive(Debug)]
@@ -516,7 +529,12 @@ pub fn explain(config: &Arc<Config>, snapshot: &Snapshot, queue: &[QueueJob], no
     let levels = levels(config, &ranking, &account);
     let pending = target.view.state == RunState::Pending;
     let ahead = pending.then(|| jobs_ahead(&ranking, queue, target, team.as_ref().and_then(|t| t.place.as_ref()), now));
-    let blocks = if pending { blocks(target, nodes, now) } else { Vec::new() };
+    let mut blocks = if pending { blocks(target, nodes, now) } else { Vec::new() };
+    if let (true, LongStart::Held { running, fair, short_team, short }) =
+        (pending, long_start(job, &ranking.ent, 0.0, &config.priority, &config.contracts))
+    {
+        blocks.insert(0, Block::LongJob { running, fair, short_team: ranking.ent.name_at(short_team).to_string(), short });
+    }
     let preemption = pending.then(|| {
         let running: Vec<&Job> = jobs.iter().zip(queue).filter(|(_, q)| q.view.state == RunState::Running).map(|((_, j), _)| j).collect();
         let free = nodes.iter().filter(|n| n.in_partition(target.view.partition.as_deref())).map(NodeInfo::free).sum();
@@ -881,7 +899,7 @@ fn yields(config: &Config, ranking: &Ranking, job: &Job, waiting: &[&Job], now: 
     let count = to.len();
     to.truncate(PROTECTED_LISTED);
     let note = (count == 0 && refusals.len() == 1).then(|| refusals.into_iter().next()).flatten();
-    Yields { from, to, count, note }
+    Yields { from, to, count, note, loses_gpu_h: tally_allocator::lost_gpu_seconds(job, from) / 3600.0 }
 }
 
 #[cfg(test)]

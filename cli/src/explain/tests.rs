@@ -58,13 +58,14 @@ fn every_running_job_is_inside_its_contract() {
 #[test]
 fn when_it_may_preempt_next_and_what_a_running_job_yields_to() {
     // As captured: alice's jobs cannot checkpoint and have no time limit
-    // (long jobs): nobody takes them before they ran 8 h.
+    // (long jobs): nobody ever takes them, and a requeue would lose 2 h.
     let r = report("13");
     let y = r.yields.as_ref().unwrap();
     assert_eq!((y.from, y.count), (NOW + 116 * 60 + 35, 0));
-    assert!(y.note.as_deref().unwrap().starts_with("cannot checkpoint and has run 2h of the 8h contract maximum"), "{y:?}");
+    assert!(y.note.as_deref().unwrap().starts_with("cannot checkpoint and may run longer than the contract maximum: nobody takes it past its contract (a requeue would throw away its 2h run)"), "{y:?}");
+    assert!(y.loses_gpu_h > 0.0, "{y:?}");
     assert!(r.text().contains("Yields: once its contract ends, 2026-12-03 16:34 UTC (in 1h56m35s), to nothing waiting now"), "{}", r.text());
-    assert!(report("17").preemption.unwrap().next.is_none(), "long jobs: no chance within 8 h of contracts");
+    assert!(report("17").preemption.unwrap().next.is_none(), "long jobs: no chance, ever");
     // Had they been resumable: carol's job 17 (climate, owed GPUs) may
     // take them when their contracts end, and each says so.
     let (config, snapshot, mut queue, nodes) = setup();
@@ -79,9 +80,11 @@ fn when_it_may_preempt_next_and_what_a_running_job_yields_to() {
     // (cumulatively: pretrain keeps a higher share), highest id first.
     assert_eq!(n.victims, [15, 14]);
     let r = explain(&config, &snapshot, &queue, &nodes, "13", NOW).unwrap();
-    let y = r.yields.unwrap();
+    let y = r.yields.as_ref().unwrap();
     let carol = y.to.iter().find(|v| v.id == 17).expect("job 17 among them");
     assert_eq!(carol.why, "its team is owed GPUs (restoration)");
+    assert_eq!(y.loses_gpu_h, 0.0, "resumable: nothing lost");
+    assert!(r.text().contains("as the queue stands; it loses nothing (resumable)"), "{}", r.text());
     // Job 22 waits on a dependency (slurmctld has set no begin time):
     // it waits for nothing yet and takes nothing.
     assert_eq!(y.to.iter().map(|v| v.id).collect::<Vec<_>>(), [17, 20], "{y:?}");
@@ -347,4 +350,26 @@ fn output_left_unread_ends_the_command_instead_of_blocking() {
     assert!(err.starts_with("squeue --json: not JSON"), "{err}");
     let ok = run_reading(&["printf", "{\"jobs\": []}"], |out| slurm_json::read_squeue(out, &mut Names::new())).unwrap();
     assert!(ok.is_empty());
+}
+#[test]
+fn a_long_job_that_cannot_checkpoint_says_why_tally_holds_it() {
+    // The array's pretrain task 24_2 (its team 8 GPUs above its rate,
+    // posttrain owed), made a job that cannot checkpoint with no time limit.
+    let (config, snapshot, mut queue, nodes) = setup();
+    let at = queue.iter().position(|q| std::ptr::eq(q, find(&queue, "24_2").unwrap())).unwrap();
+    queue[at].view.comment = Some("contract=1h".into());
+    queue[at].view.time_limit_s = None;
+    let r = explain(&config, &snapshot, &queue, &nodes, "24_2", NOW).unwrap();
+    match &r.blocks[0] {
+        Block::LongJob { running, fair, short_team, short } => {
+            assert!(running >= fair && *short > 0.0, "{:?}", r.blocks[0]);
+            assert_eq!(short_team, "posttrain");
+        }
+        other => panic!("not held: {other:?}"),
+    }
+    assert!(r.text().contains("held by Tally (Slurm shows Reason=BeginTime)"), "{}", r.text());
+    // Resumable, the same job is not held.
+    queue[at].view.comment = Some("contract=1h,resumable".into());
+    let r = explain(&config, &snapshot, &queue, &nodes, "24_2", NOW).unwrap();
+    assert!(!r.blocks.iter().any(|b| matches!(b, Block::LongJob { .. })), "{:?}", r.blocks);
 }

@@ -237,7 +237,12 @@ fn yields(out: &mut String, r: &Report) -> fmt::Result {
     if y.count == 0 {
         return writeln!(out, "Yields: {from}, to nothing waiting now{}", y.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default());
     }
-    writeln!(out, "Yields: {from}, to {} waiting job{} as the queue stands", y.count, if y.count == 1 { "" } else { "s" })?;
+    let loses = if y.loses_gpu_h > 0.0 {
+        format!("; a requeue then throws away its run, {:.1} GPU-hours", y.loses_gpu_h)
+    } else {
+        "; it loses nothing (resumable)".to_string()
+    };
+    writeln!(out, "Yields: {from}, to {} waiting job{} as the queue stands{loses}", y.count, if y.count == 1 { "" } else { "s" })?;
     let mut rows = Table::new([Column::left(10), Column::left(8), Column::left(12), Column::right(4), Column::left(0)]).indent("  ");
     victim_rows(&mut rows, ["JOBID", "WHY IT MAY TAKE THESE GPUS"], &y.to, y.count, "");
     write!(out, "{rows}")
@@ -307,6 +312,9 @@ fn contract_text(c: &Result<Contract, String>) -> String {
 /// What blocks it, in words (the JSON says the same).
 pub(super) fn block_text(b: &Block, now: u64) -> String {
     match b {
+        Block::LongJob { running, fair, short_team, short } => format!(
+            "held by Tally (Slurm shows Reason=BeginTime): it cannot checkpoint and may run past the contract maximum, so it starts only on its team's fair share of what is asked now, or on GPUs no other team asks for; its team runs {running:.0} GPUs of its fair share {fair:.1} and {short_team} is {short:.1} GPUs short. Add `resumable` to the comment if it checkpoints, or ask for a --time within the contract maximum"
+        ),
         Block::Held(r) => format!("held ({r}): `scontrol release` by its owner (or an admin for JobHeldAdmin)"),
         Block::Dependency(d) => format!("waits for a dependency: {d}"),
         Block::BeginTime(t) => format!("not eligible before its begin time {}", when(*t, now)),

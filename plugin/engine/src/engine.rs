@@ -313,6 +313,26 @@ pub struct TickReport {
     /// The previous tick's job views, for the caller to drop outside
     /// slurmctld's lock.
     pub retired: Vec<JobView>,
+    /// (index into the views, begin time) for pending long jobs that
+    /// cannot checkpoint: held ([`tally_allocator::long_start`]) until a
+    /// begin time [`HOLD_PERIODS`] recalculations ahead, or released to the
+    /// begin time they had ([`Engine::long_holds`]).
+    pub begins: Vec<(usize, u64)>,
+}
+
+/// A held long job's begin time is this many recalculation periods ahead
+/// (at least [`MIN_HOLD_S`]): each tick that still holds it moves it on, so
+/// a job Tally stops looking after (the plugin removed, slurmctld down for
+/// long) is released by Slurm itself within a few periods.
+pub const HOLD_PERIODS: u64 = 3;
+pub const MIN_HOLD_S: u64 = 60;
+
+/// A pending job Tally holds back by its begin time: the begin time it had
+/// before (given back on release) and the one written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Hold {
+    begin_s: u64,
+    written_s: u64,
 }
 
 #[derive(Debug)]
@@ -329,6 +349,10 @@ pub struct Engine {
     /// Since when, and in what state, each account has been (the last
     /// tick's): recorded into the [`tally_allocator::OwedBook`] at the next tick.
     held: Option<Stretch>,
+    /// Long jobs that cannot checkpoint held back by their begin time, by
+    /// job id (in memory: a restarted slurmctld releases them within
+    /// [`HOLD_PERIODS`], and the next tick holds again what must wait).
+    holds: FxHashMap<u32, Hold>,
 }
 
 /// Since when each account has held its state (rate, demand, unallocated).
@@ -510,7 +534,16 @@ impl Engine {
             snapshot.inventory.clear();
         }
         let ranking = Arc::new(rank(&config, &snapshot, &[], now));
-        Engine { config, snapshot, ranking, warned: BTreeSet::new(), preempt_window_s: DEFAULT_PREEMPT_WINDOW_S, last_jobs: Vec::new(), held: None }
+        Engine {
+            config,
+            snapshot,
+            ranking,
+            warned: BTreeSet::new(),
+            preempt_window_s: DEFAULT_PREEMPT_WINDOW_S,
+            last_jobs: Vec::new(),
+            held: None,
+            holds: FxHashMap::default(),
+        }
     }
 
     /// Slurm's `KillWait + MessageTimeout` (see [`DEFAULT_PREEMPT_WINDOW_S`]).
@@ -673,7 +706,8 @@ impl Engine {
     /// converted once ([`classify`]): that conversion is charged, ranked
     /// and given its priority.
     pub fn tick(&mut self, now: u64, views: impl Into<Vec<JobView>>, plan: Option<&PlanBoard>) -> TickReport {
-        let views: Vec<JobView> = views.into();
+        let mut views: Vec<JobView> = views.into();
+        self.see_holds(&mut views);
         let mut report = TickReport { jobs_seen: views.len(), ..TickReport::default() };
         let alloc = allocation_at(&self.config, &self.snapshot.inventory);
         let recorded = self.snapshot.runs.len();
@@ -702,10 +736,79 @@ impl Engine {
         self.record_owed(now, &jobs);
         self.warn_unknown(&views, &jobs);
         report.priorities = changed_priorities(&self.ranking, &views, &jobs, plan);
+        report.begins = self.long_holds(&views, &jobs, now);
         // The last moment's views are dropped by the caller, after it
         // released slurmctld's lock.
         report.retired = std::mem::replace(&mut self.last_jobs, views);
         report
+    }
+
+    /// The jobs Tally holds, as the engine counts them: waiting from the
+    /// begin time they had (they are in their team's demand and the walk,
+    /// and get their priority). A job no longer pending, or whose begin time
+    /// someone else changed since (`scontrol update BeginTime=`), is no
+    /// longer Tally's to hold.
+    fn see_holds(&mut self, views: &mut [JobView]) {
+        if self.holds.is_empty() {
+            return;
+        }
+        let mut seen: FxHashMap<u32, Hold> = FxHashMap::default();
+        for v in views.iter_mut() {
+            if let Some(&h) = self.holds.get(&v.job_id) {
+                if v.state == RunState::Pending && v.begin_s == h.written_s {
+                    v.begin_s = h.begin_s;
+                    seen.insert(v.job_id, h);
+                }
+            }
+        }
+        self.holds = seen;
+    }
+
+    /// The long jobs that cannot checkpoint among the waiting ones, in
+    /// Slurm's order, each held or let go by [`tally_allocator::long_start`]
+    /// on this tick's entitlement, a job let go counted ahead of its team's
+    /// next ones (not as running for the others: a job let go may not find
+    /// GPUs, and its team's turn does not end another team's claim).
+    /// Returns the begin times to write: a hold's (moved on each tick), or a
+    /// release's (the begin time the job had).
+    fn long_holds(&mut self, views: &[JobView], jobs: &[(Counted, Job)], now: u64) -> Vec<(usize, u64)> {
+        let config = &self.config;
+        let r = &self.ranking;
+        let mut long: Vec<(queue::SlurmKey, usize)> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, (c, j))| *c == Counted::Waiting && config.contracts.is_long(j.contract, j.time_limit_s))
+            .map(|(i, _)| (queue::slurm_order_at(&views[i], walked_priority(r, &views[i], None).value, None), i))
+            .collect();
+        long.sort_unstable();
+        let mut old = std::mem::take(&mut self.holds);
+        let mut out = Vec::new();
+        let mut ahead: FxHashMap<Arc<str>, f64> = FxHashMap::default();
+        let until = now + (HOLD_PERIODS * config.calc_period_s).max(MIN_HOLD_S);
+        for (_, i) in long {
+            let (v, job) = (&views[i], &jobs[i].1);
+            let had = old.remove(&v.job_id);
+            let before = ahead.get(&job.account).copied().unwrap_or(0.0);
+            match tally_allocator::long_start(job, &r.ent, before, &config.priority, &config.contracts) {
+                tally_allocator::LongStart::Held { .. } => {
+                    let begin_s = had.map_or(v.begin_s, |h| h.begin_s);
+                    self.holds.insert(v.job_id, Hold { begin_s, written_s: until });
+                    out.push((i, until));
+                }
+                tally_allocator::LongStart::Free => {
+                    *ahead.entry(job.account.clone()).or_insert(0.0) += job.units();
+                    if let Some(h) = had {
+                        out.push((i, h.begin_s));
+                    }
+                }
+            }
+        }
+        // Held before and no longer a long job waiting (the config
+        // changed, its comment was updated): given back its begin time.
+        if !old.is_empty() {
+            out.extend(views.iter().enumerate().filter_map(|(i, v)| old.get(&v.job_id).map(|h| (i, h.begin_s))));
+        }
+        out
     }
 
     /// Record what every account held since the last tick (its rate, its

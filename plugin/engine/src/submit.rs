@@ -8,8 +8,8 @@
 //! a GPU count that is not a power of two (when `power_of_two_gpus`), and a
 //! job that is not resumable with a time limit beyond the contract maximum
 //! when `long_jobs = "reject"` (with `"warn"`, the default, it is accepted
-//! with a warning sbatch prints: it may lose its work, unless
-//! `max_requeues = 0`). Accepted submissions get their
+//! with a warning sbatch prints: it starts only where no other team is owed
+//! its GPUs, and nothing requeues it once started). Accepted submissions get their
 //! comment normalised (`ContractRules::normalise_comment`), the user's other
 //! text kept, and, where the config names a debug capacity (`[priority]
 //! debug_nodes`), an allocated job that is not a debug job gets those
@@ -420,16 +420,21 @@ mod tests {
     #[test]
     fn long_jobs_that_cannot_checkpoint_are_warned_or_refused() {
         let day = SubmitView { time_limit_s: Some(86_400), ..view("contract=8h") };
-        // Default: it may lose its work, and is told so.
+        // Default: accepted, and told where it may start and that nothing
+        // requeues it once started.
+        let text = "this job is not resumable and has a time limit of 1d, longer than the 8h a contract can protect: it starts only while your \
+                    team runs below its share or no other team is owed GPUs, and once started nothing requeues it (it would lose its run). Add \
+                    `resumable` to the comment if it checkpoints (it then starts on any free GPUs and yields past its contract without losing \
+                    work), or ask for --time of at most 8h";
         let warn = check(&config(""), &day).unwrap();
-        assert!(warn.warning.as_deref().unwrap().starts_with("tally: warning: this job is not resumable and has a time limit of 1d"), "{warn:?}");
-        // Never requeued past its contract: nothing to say.
-        assert_eq!(check(&config("[contracts]\nmax_requeues = 0\n"), &day), Ok(Accepted::default()));
-        let warn = check(&config("[contracts]\nmax_requeues = 1\n"), &day).unwrap();
-        assert!(warn.warning.as_deref().unwrap().contains("may be requeued once"), "{warn:?}");
+        assert_eq!(warn, Accepted { warning: Some(format!("tally: warning: {text}")), ..Accepted::default() });
+        // No time limit at all: the same warning.
+        let warn = check(&config(""), &SubmitView { time_limit_s: None, ..day.clone() }).unwrap();
+        assert!(warn.warning.as_deref().unwrap().starts_with("tally: warning: this job is not resumable and has no time limit, "), "{warn:?}");
+        // Refused with the same text.
         let r = check(&config("[contracts]\nlong_jobs = \"reject\"\n"), &day).unwrap_err();
         assert_eq!(r.refusal, Refusal::TimeLimit);
-        assert!(r.message.contains("Add `resumable` to the comment if it checkpoints"), "{}", r.message);
+        assert!(r.message.contains(text), "{}", r.message);
         // Resumable, or within the maximum: accepted silently.
         let c = config("[contracts]\nlong_jobs = \"reject\"\n");
         assert!(check(&c, &SubmitView { time_limit_s: Some(86_400), ..view("contract=8h,resumable") }).is_ok());

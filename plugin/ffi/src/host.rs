@@ -245,11 +245,13 @@ impl Host {
 
     /// Set the priorities in `changes` (job id → priority) under the job
     /// WRITE lock, only where the job is still pending, not held and not
-    /// set by an admin, and tell the scheduler: one walk of the job list,
-    /// nothing else under the lock. Returns the lock's wait and hold, and
-    /// how many were written.
-    pub fn write_priorities(&self, changes: &HashMap<u32, u32>, now: u64) -> Written {
-        if changes.is_empty() {
+    /// set by an admin, and the begin times in `begins` (job id → Unix
+    /// seconds: Tally's hold of a long job that cannot checkpoint, or its
+    /// release) where the job is still pending; then tell the scheduler: one
+    /// walk of the job list, nothing else under the lock. Returns the lock's
+    /// wait and hold, and how many were written.
+    pub fn write_priorities(&self, changes: &HashMap<u32, u32>, begins: &HashMap<u32, u64>, now: u64) -> Written {
+        if changes.is_empty() && begins.is_empty() {
             return Written::default();
         }
         let asked = Instant::now();
@@ -264,6 +266,15 @@ impl Host {
                     if j.job_state & JOB_STATE_BASE == JOB_PENDING && j.priority != 0 && j.direct_set_prio == 0 {
                         j.priority = prio;
                         count += 1;
+                    }
+                }
+                if let Some(&begin) = begins.get(&j.job_id) {
+                    // SAFETY: `details` is NULL or owned by the job (same lock).
+                    if let Some(d) = unsafe { j.details.as_mut() } {
+                        if j.job_state & JOB_STATE_BASE == JOB_PENDING {
+                            d.begin_time = begin as _;
+                            count += 1;
+                        }
                     }
                 }
             }

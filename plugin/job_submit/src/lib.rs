@@ -6,7 +6,7 @@
 //! message sbatch prints (`sbatch: error: tally: contract=9h exceeds the 8h
 //! maximum …`) and nothing is created; an accepted comment is rewritten in
 //! its one spelling, and a warning (a job that cannot checkpoint, longer
-//! than any contract, when `max_requeues` > 0) reaches sbatch with the
+//! than any contract, with `long_jobs = "warn"`) reaches sbatch with the
 //! success (`job_submit_user_msg`). The config is followed from disk by a
 //! thread (`Follower`), never read on the submit path.
 //!

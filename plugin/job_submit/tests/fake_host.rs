@@ -22,7 +22,7 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
     let dir = temp_dir("fake-host-submit");
     let host = Host::load(&dir);
     let config = dir.join("tally.toml");
-    std::fs::write(&config, "[cluster]\ngpus = 16\n[contracts]\nmax_requeues = 1\npower_of_two_gpus = true\n[accounts.nlp]\nshare = 50\n").unwrap();
+    std::fs::write(&config, "[cluster]\ngpus = 16\n[contracts]\npower_of_two_gpus = true\n[accounts.nlp]\nshare = 50\n").unwrap();
     std::env::set_var("TALLY_CONFIG", &config);
     let lib = open_plugin("job_submit_tally");
     assert_identity(&lib, "job_submit/tally");
@@ -83,11 +83,17 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
         assert_eq!(run(&mut d).0, 0);
         assert!(d.comment.is_null());
         // Accepted with a warning sbatch prints: a day's job that cannot
-        // checkpoint may be requeued once past its contract.
+        // checkpoint starts only where no other team is owed GPUs, and is
+        // never requeued once started.
         let mut d = desc("contract=8h", "nlp", 24 * 60);
         let (rc, warning) = run(&mut d);
         assert_eq!(rc, 0);
         assert!(warning.starts_with("tally: warning: this job is not resumable and has a time limit of 1d"), "{warning}");
+        assert!(
+            warning
+                .contains("it starts only while your team runs below its share or no other team is owed GPUs, and once started nothing requeues it"),
+            "{warning}"
+        );
 
         // Updates: a new comment is judged, a new limit is checked against the contract.
         let mut j = job(42, "nlp", "alice", "contract=1h", 2);

@@ -68,9 +68,9 @@ fn the_rule_in_a_fake_slurmctld() {
         assert!(may(&mut unalloc), "unallocated work is preemptible");
         assert!(!may(&mut inside), "never inside a contract");
         assert!(may(&mut past_resumable), "past contract, busy stays at its rate");
-        assert!(!may(&mut past), "not resumable, no time limit: not thrown away before the 8 h maximum");
+        assert!(!may(&mut past), "not resumable: never thrown away past its contract");
         assert!(may(&mut past_debug), "a debug job past its contract: no shield, whether it checkpoints or not");
-        assert!(!may(&mut own_team_past), "nor time-sliced (it may run longer than any contract)");
+        assert!(!may(&mut own_team_past), "nor time-sliced by its own team's debug job");
         assert!(may(&mut own_team_resumable), "the debug job time-slices its own team's job past its contract");
         assert!(!may(&mut pending), "pending jobs are not victims");
         let mut itself = job(1, "idle", "bob", "contract=15m", 2);

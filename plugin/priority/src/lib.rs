@@ -279,11 +279,13 @@ fn tick(host: &Host, shared: &Shared) {
         let report = engine.tick(t, views, plan.as_deref());
         publish(engine);
         let changes: HashMap<u32, u32> = report.priorities.iter().map(|&(i, p)| (ids[i], p)).collect();
-        (report, changes, engine.drain_plan(t, &on_draining))
+        let begins: HashMap<u32, u64> = report.begins.iter().map(|&(i, b)| (ids[i], b)).collect();
+        (report, (changes, begins), engine.drain_plan(t, &on_draining))
     };
     drop(ids);
-    // 3. Set the priorities that changed under the job WRITE lock.
-    let written = host.write_priorities(&changes, t);
+    // 3. Set the priorities that changed, and the begin times of the long
+    //    jobs held or let go, under the job WRITE lock.
+    let written = host.write_priorities(&changes.0, &changes.1, t);
     // 4. Host drain: requeue what is past its contract on draining nodes
     //    (job and node WRITE locks, only when there is something to do).
     drain_nodes(host, shared, &drain, t);
@@ -403,7 +405,7 @@ fn plan_round(host: &Host, wake: Wake) -> Duration {
     let classified = classify(&r.config, &views, &RunBook::new(), t, 0);
     let changes: HashMap<u32, u32> =
         changed_priorities(&r, &views, &classified, Some(&board)).into_iter().map(|(i, p)| (views[i].job_id, p)).collect();
-    let changed = host.write_priorities(&changes, t).count;
+    let changed = host.write_priorities(&changes, &HashMap::new(), t).count;
     log::info!(
         "plan: {} running, {} waiting ({} considered, {} planned within the horizon); starts now: {:?}; {} priorities changed; {} ms",
         re.running,

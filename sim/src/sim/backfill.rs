@@ -50,7 +50,7 @@ impl<'a> Sim<'a> {
     /// ([`long_start`]: the plugin's rule, on the entitlement as this pass
     /// moves it).
     fn long_held(&self, i: usize) -> bool {
-        matches!(long_start(&self.jobs[i].job, &self.ent, &self.config.priority, &self.config.contracts), LongStart::Held { .. })
+        matches!(long_start(&self.jobs[i].job, &self.ent, 0.0, &self.config.priority, &self.config.contracts), LongStart::Held { .. })
     }
 
     /// EASY: when and where the blocked job `i` could start if nothing else

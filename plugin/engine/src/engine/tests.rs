@@ -415,3 +415,70 @@ fn a_team_on_b200s_ranks_behind_a_team_that_ran_as_long_on_h100s() {
     let prio: BTreeMap<u32, u32> = r.priorities.iter().map(|&(i, p)| (next[i].job_id, p)).collect();
     assert!(prio[&3] > prio[&4], "{prio:?}");
 }
+
+#[test]
+fn a_long_job_that_cannot_checkpoint_is_held_by_its_begin_time_and_let_go() {
+    // a (rate 8) runs 8 GPUs; b (rate 8) waits for 8: b is owed, and a's
+    // fair share of what is asked is its rate.
+    let mut e = engine();
+    let filler = running(JobView { gpus: 8, ..view(1, "a", "alice", "contract=1h") }, T0);
+    let owed = JobView { gpus: 8, time_limit_s: Some(HOUR_S), ..view(2, "b", "bob", "contract=1h") };
+    // a's long job (no time limit, not resumable) and the same job resumable.
+    let long = JobView { gpus: 4, ..view(3, "a", "alice", "contract=1h") };
+    let resumable = JobView { gpus: 4, ..view(4, "a", "alice", "contract=1h,resumable") };
+    let jobs = vec![filler.clone(), owed.clone(), long.clone(), resumable.clone()];
+    let now = T0 + 60;
+    let r = e.tick(now, jobs.clone(), None);
+    let until = now + HOLD_PERIODS * 60;
+    assert_eq!(r.begins, [(2, until)], "only the long job is held, three periods ahead");
+    // Slurm now shows the begin time written: the engine still counts the
+    // job as waiting from its own begin time (in its team's demand, walked,
+    // given a priority), and moves the hold on.
+    let mut held = jobs.clone();
+    held[2].begin_s = until;
+    let r = e.tick(now + 60, held.clone(), None);
+    assert_eq!(r.begins, [(2, until + 60)]);
+    assert!(e.ranking().walked.get(3).is_some(), "the held job keeps its place in the walk");
+    assert_eq!(e.ranking().ent.team("a").unwrap().demand, 16.0, "and its GPUs in its team's demand");
+    // b's job leaves: nobody is owed, the hold goes back to the begin time it had.
+    held[2].begin_s = until + 60;
+    let gone: Vec<JobView> = held.iter().filter(|v| v.job_id != 2).cloned().collect();
+    let r = e.tick(now + 120, gone.clone(), None);
+    assert_eq!(r.begins, [(1, T0)], "released to its own begin time");
+    // Let go, it is Tally's no longer: the next tick writes nothing.
+    let mut released = gone;
+    released[1].begin_s = T0;
+    assert!(e.tick(now + 180, released, None).begins.is_empty());
+}
+
+#[test]
+fn a_begin_time_someone_else_set_is_theirs() {
+    let mut e = engine();
+    let filler = running(JobView { gpus: 8, ..view(1, "a", "alice", "contract=1h") }, T0);
+    let owed = JobView { gpus: 8, time_limit_s: Some(HOUR_S), ..view(2, "b", "bob", "contract=1h") };
+    let long = JobView { gpus: 4, ..view(3, "a", "alice", "contract=1h") };
+    let now = T0 + 60;
+    let mut jobs = vec![filler, owed, long];
+    let r = e.tick(now, jobs.clone(), None);
+    assert_eq!(r.begins.len(), 1);
+    // An admin moved it (`scontrol update BeginTime=`) a day ahead: not a
+    // job that waits now, and never given back Tally's idea of its begin.
+    jobs[2].begin_s = now + DAY_S;
+    let r = e.tick(now + 60, jobs.clone(), None);
+    assert!(r.begins.is_empty(), "{:?}", r.begins);
+    jobs.remove(1);
+    assert!(e.tick(now + 120, jobs, None).begins.is_empty());
+}
+
+#[test]
+fn long_jobs_let_go_count_ahead_of_their_teams_next() {
+    // a (rate 8) runs 4 GPUs; b waits for 8 (owed). a's two long 4-GPU jobs:
+    // the first starts on a's own share, the second would take b's.
+    let mut e = engine();
+    let filler = running(JobView { gpus: 4, ..view(1, "a", "alice", "contract=1h") }, T0);
+    let owed = JobView { gpus: 8, time_limit_s: Some(HOUR_S), ..view(2, "b", "bob", "contract=1h") };
+    let first = JobView { gpus: 4, ..view(3, "a", "alice", "contract=1h") };
+    let second = JobView { gpus: 4, submit_s: T0 + 1, ..view(4, "a", "alice", "contract=1h") };
+    let r = e.tick(T0 + 60, vec![filler, owed, first, second], None);
+    assert_eq!(r.begins.iter().map(|&(i, _)| i).collect::<Vec<_>>(), [3], "{:?}", r.begins);
+}
