@@ -1418,27 +1418,28 @@ fn e2e_20_a_flood_of_debug_shaped_jobs_takes_nothing_from_an_owed_team() {
 fn e2e_21_a_long_job_that_cannot_checkpoint_waits_while_another_team_is_owed() {
     clean();
     let tally = format!("{}/target/release/tally", root().display());
-    // hold_a (a rate of about one GPU) runs an 8-GPU job on one node.
-    let filler = submit("ha", 8, "contract=1h", 900);
-    wait_until(60, "hold_a's job to run", || state(filler) == "RUNNING");
-    // hold_b is owed: its two-node job waits for GPUs.
-    let owed = submit_raw("hb", &["-N2", "--gres=gpu:8", "--comment", "contract=1h", "--wrap", "sleep 300"]);
-    // hold_a's 4-GPU job that cannot checkpoint and has no time limit (a
-    // long job), and the same job resumable.
-    let long = submit("ha", 4, "contract=1h", 900);
-    let resumable = submit("ha", 4, "contract=1h,resumable", 900);
+    // contract_busy (a rate of about one GPU) runs an 8-GPU job on one node.
+    let filler = submit("cb", 8, "contract=1h", 900);
+    wait_until(60, "contract_busy's job to run", || state(filler) == "RUNNING");
+    // contract_idle is owed: its two-node job waits for GPUs. With both
+    // teams asking for 16 GPUs, each one's fair share is 8.
+    let owed = submit_raw("ci", &["-N2", "--gres=gpu:8", "--comment", "contract=1h", "--wrap", "sleep 300"]);
+    // contract_busy's 4-GPU job that cannot checkpoint and has no time
+    // limit (a long job), and the same job resumable.
+    let long = submit("cb", 4, "contract=1h", 900);
+    let resumable = submit("cb", 4, "contract=1h,resumable", 900);
     // Within a recalculation (2 s) Tally holds the long one back by its
     // begin time (Slurm: Reason=BeginTime); the resumable one is not held:
     // whatever it takes, a restoration can take back without loss.
     wait_until(30, "Tally to hold the long job", || field(long, "%r").as_deref() == Some("BeginTime"));
     for _ in 0..8 {
-        assert_eq!(state(long), "PENDING", "the long job started while hold_b is owed");
+        assert_eq!(state(long), "PENDING", "the long job started while contract_idle is owed");
         assert_ne!(field(resumable, "%r").as_deref(), Some("BeginTime"), "the resumable job was held");
         std::thread::sleep(Duration::from_secs(1));
     }
     let text = sh(&tally, &["explain", &long.to_string(), "-c", &config()]);
-    assert!(text.contains("held by Tally") && text.contains("hold_b is"), "{text}");
-    // hold_b no longer waits: the hold goes within a recalculation and the
+    assert!(text.contains("held by Tally") && text.contains("contract_idle is"), "{text}");
+    // contract_idle no longer waits: the hold goes within a recalculation and the
     // long job starts on the GPUs left free.
     cancel(owed);
     let t = Instant::now();

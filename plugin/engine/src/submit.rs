@@ -90,10 +90,16 @@ pub fn debug_nodes_excluded(config: &Config, comment: Option<&str>, gpus: Option
         return None;
     }
     let contract = config.contracts.resolve(comment).ok()?;
-    let per_node = config.cluster.gpus_per_node;
-    let holds = if exclusive { nodes.max(1).saturating_mul(per_node) } else { gpus.unwrap_or(u32::MAX) };
-    let job = tally_allocator::Job::new(0, "", "").contract(contract.min_runtime_s, contract.resumable).gpus(gpus.unwrap_or(0)).holds(holds);
+    let job = as_submitted(config, contract, gpus, exclusive, nodes);
     (!config.priority.may_use_debug_nodes(&job, contract.is_allocated())).then(|| config.debug_nodes.join(","))
+}
+
+/// The job a submission will be, as far as its class goes: judged by what
+/// it will hold (an exclusive one by its whole nodes, one whose GPUs are not
+/// known yet as more than a debug job).
+fn as_submitted(config: &Config, contract: tally_allocator::Contract, gpus: Option<u32>, exclusive: bool, nodes: u32) -> tally_allocator::Job {
+    let holds = if exclusive { nodes.max(1).saturating_mul(config.cluster.gpus_per_node) } else { gpus.unwrap_or(u32::MAX) };
+    tally_allocator::Job::new(0, "", "").contract(contract.min_runtime_s, contract.resumable).gpus(gpus.unwrap_or(0)).holds(holds)
 }
 
 fn refused(e: ContractError) -> Rejection {
@@ -113,7 +119,11 @@ fn check_parsed(config: &Config, funded: &impl KnownAccounts, v: &SubmitView, pa
     let comment = v.comment.as_deref().unwrap_or("");
     let contract = rules.resolve_parsed(parsed).map_err(refused)?;
     rules.check_time_limit(contract, v.time_limit_s).map_err(|e| reject(Refusal::TimeLimit, e.to_string()))?;
-    let warning = match rules.long_job(contract, v.time_limit_s) {
+    // A debug job is no long job: past its short contract anyone's
+    // restoration takes it, checkpoint or not (docs/design.md, rule 9).
+    let debug = config.priority.is_debug(&as_submitted(config, contract, v.gpus.ok().flatten(), v.exclusive, v.nodes));
+    let verdict = if debug { None } else { rules.long_job(contract, v.time_limit_s) };
+    let warning = match verdict {
         Some(tally_allocator::LongJobVerdict::Refuse(e)) => return Err(reject(Refusal::TimeLimit, e.to_string())),
         Some(tally_allocator::LongJobVerdict::Warn(e)) => Some(format!("tally: warning: {e}")),
         None => None,
@@ -439,6 +449,13 @@ mod tests {
         let c = config("[contracts]\nlong_jobs = \"reject\"\n");
         assert!(check(&c, &SubmitView { time_limit_s: Some(86_400), ..view("contract=8h,resumable") }).is_ok());
         assert!(check(&c, &SubmitView { time_limit_s: Some(8 * HOUR_S), ..view("contract=8h") }).is_ok());
+        // A debug job (1 GPU, contract=10m) with no time limit is no long
+        // job: past its contract anyone takes it. Neither refused nor warned;
+        // the same job with 8 GPUs is.
+        let debug = SubmitView { gpus: Ok(Some(1)), ..view("contract=10m") };
+        assert_eq!(check(&c, &debug), Ok(Accepted::default()));
+        assert_eq!(check(&config(""), &debug), Ok(Accepted::default()));
+        assert!(check(&c, &SubmitView { gpus: Ok(Some(8)), ..view("contract=10m") }).is_err());
     }
 
     #[test]
