@@ -205,7 +205,7 @@ pub const DROPPED_KEYS: &[(&str, &str)] = &[
     (
         "contracts.max_requeues",
         "Tally never requeues an allocated job that cannot checkpoint (other than a debug job): past its contract it runs to its end, and a long \
-         one starts only where no other team is owed its GPUs",
+         one starts only on its team's fair share or on GPUs no other team asks for",
     ),
     ("priority.age_unit", "the priority has no age field; equal priorities run in submit order (Slurm's tie-break)"),
     ("priority.debug_lane_gpus", "the debug lane holds the debug class, set by priority.debug_max_gpus and priority.debug_max_contract"),

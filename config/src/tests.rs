@@ -278,8 +278,8 @@ fn max_requeues_is_dropped_with_a_warning() {
         c.warning_lines(),
         vec![
             "t.toml:5: contracts.max_requeues: is no longer used and is ignored: Tally never requeues an allocated job that cannot checkpoint \
-             (other than a debug job): past its contract it runs to its end, and a long one starts only where no other team is owed its GPUs; \
-             remove the key"
+             (other than a debug job): past its contract it runs to its end, and a long one starts only on its team's fair share or on GPUs no \
+             other team asks for; remove the key"
         ]
     );
     let without = Config::parse("[cluster]\ngpus = 8\n[contracts]\nmax = \"4h\"\nlong_jobs = \"reject\"\n", "t.toml").unwrap();

@@ -326,6 +326,25 @@ pub fn bare_window(hours: u64, busy: f64, seed: u64) -> Trace {
     finish(jobs)
 }
 
+/// The jobs of `trace` Tally never requeues once started: allocated under
+/// `config`'s rules on `gpus` GPUs (budgets that do not fit that size scale
+/// by shares only, as the replay does), not resumable, not debug jobs
+/// (docs/design.md rule 9). What the tests check the replay's log against.
+pub fn never_requeued(trace: &Trace, config: &Config, gpus: u32) -> std::collections::BTreeSet<u64> {
+    let Ok(alloc) = config.allocation(gpus).or_else(|_| config.allocation(config.ranking_gpus())) else { return Default::default() };
+    let funded = tally_allocator::Funded::new(&config.tree, &alloc);
+    trace
+        .jobs
+        .iter()
+        .filter(|tj| {
+            let mut j = tally_allocator::Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
+            j.contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(tally_allocator::Contract::UNALLOCATED);
+            j.is_allocated(&funded) && !j.contract.resumable && !config.priority.is_debug(&j)
+        })
+        .map(|tj| tj.job_id)
+        .collect()
+}
+
 /// Every synthetic case for one seed.
 pub fn synthetic_cases(seed: u64) -> Vec<Case> {
     vec![symmetric(seed), idle_returns(seed), small_teams_big_jobs(seed), long_not_resumable(seed), debug_on_short_contracts(seed), long_pods(seed)]

@@ -7,13 +7,11 @@
 //! allocated job that cannot checkpoint, other than a debug job), and the
 //! same seed gives the same result.
 
-use std::collections::BTreeSet;
-use tally_allocator::{Contract, Funded, Job};
 use tally_config::Config;
 use tally_sim::augment::{augment, AugmentOptions};
 use tally_sim::import::elasticflow;
 use tally_sim::sim::{run, run_logged, Happening, Policy, Settings};
-use tally_sim::trace::Trace;
+use tally_sim::suite::never_requeued;
 
 fn trace() -> tally_sim::trace::Trace {
     let raw = elasticflow(include_str!("data/elasticflow-sample.csv")).unwrap();
@@ -22,24 +20,6 @@ fn trace() -> tally_sim::trace::Trace {
 
 fn config() -> Config {
     Config::load(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tally.toml"))).unwrap()
-}
-
-/// The jobs of `trace` Tally never requeues once started: allocated under
-/// `config`'s rules on `gpus` GPUs, not resumable, not debug jobs.
-fn shielded(trace: &Trace, config: &Config, gpus: u32) -> BTreeSet<u64> {
-    // As the replay: budgets that do not fit this size scale by shares only.
-    let alloc = config.allocation(gpus).or_else(|_| config.allocation(config.ranking_gpus())).unwrap();
-    let funded = Funded::new(&config.tree, &alloc);
-    trace
-        .jobs
-        .iter()
-        .filter(|tj| {
-            let mut j = Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
-            j.contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(Contract::UNALLOCATED);
-            j.is_allocated(&funded) && !j.contract.resumable && !config.priority.is_debug(&j)
-        })
-        .map(|tj| tj.job_id)
-        .collect()
 }
 
 #[test]
@@ -56,7 +36,7 @@ fn every_policy_replays_a_trace_with_invariants_intact() {
         assert!(r.score.goodput <= r.score.occupancy + 1e-9, "{p:?}");
         if matches!(p, Policy::Tally | Policy::TallyPlanner) {
             assert_eq!(r.contract_violations, 0);
-            let shielded = shielded(&trace, &config, s.gpus);
+            let shielded = never_requeued(&trace, &config, s.gpus);
             assert!(shielded.len() > 100, "{} jobs that cannot checkpoint", shielded.len());
             let (logged, log) = run_logged(&trace, &config, p, s).unwrap();
             assert_eq!(logged, r, "{p:?}: the log's replay is the same");

@@ -6,28 +6,15 @@
 //! whole contract — each on several seeds (other instances of the same
 //! generators).
 
-use tally_allocator::{Contract, Funded, Job, DAY_S, HOUR_S};
+use tally_allocator::{DAY_S, HOUR_S};
 use tally_config::Config;
 use tally_sim::sim::{run, run_logged, Happening, Policy, Settings};
-use tally_sim::suite::{debug_on_short_contracts, idle_returns, long_not_resumable, long_pods, symmetric, Case};
+use tally_sim::suite::{debug_on_short_contracts, idle_returns, long_not_resumable, long_pods, never_requeued, symmetric, Case};
 use tally_sim::trace::{Class, Trace, TraceJob};
 
-/// The jobs of a case Tally never requeues once started: allocated under
-/// its rules, not resumable, not debug jobs.
+/// The jobs of a case Tally never requeues once started.
 fn shielded(case: &Case) -> std::collections::BTreeSet<u64> {
-    let config = &case.config;
-    let alloc = config.allocation(case.gpus).or_else(|_| config.allocation(config.ranking_gpus())).unwrap();
-    let funded = Funded::new(&config.tree, &alloc);
-    case.trace
-        .jobs
-        .iter()
-        .filter(|tj| {
-            let mut j = Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
-            j.contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(Contract::UNALLOCATED);
-            j.is_allocated(&funded) && !j.contract.resumable && !config.priority.is_debug(&j)
-        })
-        .map(|tj| tj.job_id)
-        .collect()
+    never_requeued(&case.trace, &case.config, case.gpus)
 }
 
 fn tally(case: &Case) -> tally_sim::sim::PolicyResult {

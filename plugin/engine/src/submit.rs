@@ -8,8 +8,9 @@
 //! a GPU count that is not a power of two (when `power_of_two_gpus`), and a
 //! job that is not resumable with a time limit beyond the contract maximum
 //! when `long_jobs = "reject"` (with `"warn"`, the default, it is accepted
-//! with a warning sbatch prints: it starts only where no other team is owed
-//! its GPUs, and nothing requeues it once started). Accepted submissions get their
+//! with a warning sbatch prints: it starts only on its team's fair share or
+//! on GPUs no other team asks for, and nothing requeues it once started; a
+//! debug job is no long job). Accepted submissions get their
 //! comment normalised (`ContractRules::normalise_comment`), the user's other
 //! text kept, and, where the config names a debug capacity (`[priority]
 //! debug_nodes`), an allocated job that is not a debug job gets those

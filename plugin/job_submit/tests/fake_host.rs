@@ -83,8 +83,8 @@ fn submissions_and_updates_in_a_fake_slurmctld() {
         assert_eq!(run(&mut d).0, 0);
         assert!(d.comment.is_null());
         // Accepted with a warning sbatch prints: a day's job that cannot
-        // checkpoint starts only where no other team is owed GPUs, and is
-        // never requeued once started.
+        // checkpoint starts only on its team's fair share or on GPUs no
+        // other team asks for, and is never requeued once started.
         let mut d = desc("contract=8h", "nlp", 24 * 60);
         let (rc, warning) = run(&mut d);
         assert_eq!(rc, 0);

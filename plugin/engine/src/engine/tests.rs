@@ -416,17 +416,25 @@ fn a_team_on_b200s_ranks_behind_a_team_that_ran_as_long_on_h100s() {
     assert!(prio[&3] > prio[&4], "{prio:?}");
 }
 
+/// a (rate 8) runs `a_gpus`; b (rate 8) waits for 8 (owed: a's fair share
+/// of what is asked is its rate); then a's 4-GPU jobs with these comments
+/// and no time limit (long, unless resumable), ids 3, 4, … in submit order.
+fn contended(a_gpus: u32, comments: &[&str]) -> Vec<JobView> {
+    let mut jobs = vec![
+        running(JobView { gpus: a_gpus, ..view(1, "a", "alice", "contract=1h") }, T0),
+        JobView { gpus: 8, time_limit_s: Some(HOUR_S), ..view(2, "b", "bob", "contract=1h") },
+    ];
+    for (k, c) in (3..).zip(comments) {
+        jobs.push(JobView { gpus: 4, submit_s: T0 + u64::from(k), ..view(k, "a", "alice", c) });
+    }
+    jobs
+}
+
 #[test]
 fn a_long_job_that_cannot_checkpoint_is_held_by_its_begin_time_and_let_go() {
-    // a (rate 8) runs 8 GPUs; b (rate 8) waits for 8: b is owed, and a's
-    // fair share of what is asked is its rate.
     let mut e = engine();
-    let filler = running(JobView { gpus: 8, ..view(1, "a", "alice", "contract=1h") }, T0);
-    let owed = JobView { gpus: 8, time_limit_s: Some(HOUR_S), ..view(2, "b", "bob", "contract=1h") };
     // a's long job (no time limit, not resumable) and the same job resumable.
-    let long = JobView { gpus: 4, ..view(3, "a", "alice", "contract=1h") };
-    let resumable = JobView { gpus: 4, ..view(4, "a", "alice", "contract=1h,resumable") };
-    let jobs = vec![filler.clone(), owed.clone(), long.clone(), resumable.clone()];
+    let jobs = contended(8, &["contract=1h", "contract=1h,resumable"]);
     let now = T0 + 60;
     let r = e.tick(now, jobs.clone(), None);
     let until = now + HOLD_PERIODS * 60;
@@ -454,11 +462,8 @@ fn a_long_job_that_cannot_checkpoint_is_held_by_its_begin_time_and_let_go() {
 #[test]
 fn a_begin_time_someone_else_set_is_theirs() {
     let mut e = engine();
-    let filler = running(JobView { gpus: 8, ..view(1, "a", "alice", "contract=1h") }, T0);
-    let owed = JobView { gpus: 8, time_limit_s: Some(HOUR_S), ..view(2, "b", "bob", "contract=1h") };
-    let long = JobView { gpus: 4, ..view(3, "a", "alice", "contract=1h") };
     let now = T0 + 60;
-    let mut jobs = vec![filler, owed, long];
+    let mut jobs = contended(8, &["contract=1h"]);
     let r = e.tick(now, jobs.clone(), None);
     assert_eq!(r.begins.len(), 1);
     // An admin moved it (`scontrol update BeginTime=`) a day ahead: not a
@@ -472,13 +477,9 @@ fn a_begin_time_someone_else_set_is_theirs() {
 
 #[test]
 fn long_jobs_let_go_count_ahead_of_their_teams_next() {
-    // a (rate 8) runs 4 GPUs; b waits for 8 (owed). a's two long 4-GPU jobs:
-    // the first starts on a's own share, the second would take b's.
+    // a runs 4 GPUs of its 8; two long 4-GPU jobs: the first starts on a's
+    // own share, the second would take b's.
     let mut e = engine();
-    let filler = running(JobView { gpus: 4, ..view(1, "a", "alice", "contract=1h") }, T0);
-    let owed = JobView { gpus: 8, time_limit_s: Some(HOUR_S), ..view(2, "b", "bob", "contract=1h") };
-    let first = JobView { gpus: 4, ..view(3, "a", "alice", "contract=1h") };
-    let second = JobView { gpus: 4, submit_s: T0 + 1, ..view(4, "a", "alice", "contract=1h") };
-    let r = e.tick(T0 + 60, vec![filler, owed, first, second], None);
+    let r = e.tick(T0 + 60, contended(4, &["contract=1h", "contract=1h"]), None);
     assert_eq!(r.begins.iter().map(|&(i, _)| i).collect::<Vec<_>>(), [3], "{:?}", r.begins);
 }
