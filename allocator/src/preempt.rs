@@ -23,11 +23,11 @@
 //! ([`crate::entitlement::Position`]: the preemptor's side with its job
 //! must stand at least as well as every item of the victim's side without
 //! the victim). Why no two teams can preempt each other in turn:
-//! docs/design.md, "Preemption: the standing rule".
+//! docs/design.md, rule 9 ("No ping-pong").
 //!
 //! Victim order among the eligible, first victim first ([`victim_rank`]):
 //! 1. unallocated, then past-contract resumable, then past-contract
-//!    non-resumable (least work lost first);
+//!    debug jobs that cannot checkpoint (least work lost first);
 //! 2. for a job that loses its work, GPU-minutes the requeue throws away,
 //!    fewest first; for a resumable one (which loses nothing), fewest
 //!    requeues so far, then least run;
@@ -538,8 +538,8 @@ const SIDE_STEPS: f64 = 8.0;
 ///
 /// ```text
 ///  31..30  class  0 unallocated, 1 past contract & resumable,
-///                 2 past contract, 3 not a victim now (inside its contract,
-///                 requeues spent)
+///                 2 past contract (debug), 3 not a victim now (inside its
+///                 contract, or it cannot checkpoint)
 ///  29..24  side   63 − min(63, ⌊8 · running ÷ rate⌋) of the victim's team:
 ///                 the most over-served team first (+∞ without a rate),
 ///                 as KAI and Kueue reclaim from the queue furthest over
