@@ -243,7 +243,10 @@ fn e2e_4_sprio_shows_tallys_factors() {
     let _fillers = fill("tb", "contract=1h");
     let paid = submit("ti", 4, "contract=1h", 900);
     let free = submit("ti", 4, "", 900);
-    let nice = submit("tb", 4, "contract=1h", 900);
+    // With a time limit within the contract maximum: a long job that cannot
+    // checkpoint of a team this far over its share would be held (its begin
+    // time ahead), and sprio lists only jobs that wait now.
+    let nice = try_submit("tb", 4, "contract=1h", 900, &["-t", "60"]).unwrap();
     sh("scontrol", &["update", &format!("jobid={nice}"), "nice=3"]);
     wait_until(15, "priorities", || [paid, free, nice].iter().all(|&j| prio(j) > 0));
     std::thread::sleep(Duration::from_secs(3)); // one more tick after the nice change
@@ -484,8 +487,12 @@ fn e2e_9_planner_starts_the_job_that_fits_the_hole_first() {
     wait_until(60, "the 4-GPU job to run", || state(half) == "RUNNING");
     // Nothing new starts while the partition is down: the queue stays for us to read.
     sh("scontrol", &["update", "PartitionName=gpu", "State=DOWN"]);
-    let whole = submit("pi", 8, "contract=1h", 600); // needs a free node: none until `big` ends
-    let fits = submit("pb", 4, "contract=1h", 600); // fits the 4 GPUs left on node 2
+    // Needs a free node: none until `big` ends.
+    let whole = submit("pi", 8, "contract=1h", 600);
+    // Fits the 4 GPUs left on node 2; a time limit within the contract
+    // maximum (without one, a job that cannot checkpoint of a team over its
+    // share waits while plan_idle is owed: docs/design.md rule 9).
+    let fits = try_submit("pb", 4, "contract=1h", 600, &["-t", "60"]).unwrap();
     let r = ranks();
     wait_until(30, "usage to rank plan_busy below plan_idle", || {
         let r = ranks();
