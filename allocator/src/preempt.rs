@@ -247,17 +247,24 @@ fn victim_alone_at(victim: &Job, node: Option<NodeId>, m: &Moment<'_>) -> Result
     }
     if victim.contract.resumable {
         Ok(VictimClass::PastContractResumable)
-    } else if m.rules.is_debug(victim) {
+    } else if !never_requeued(victim, true, m.rules) {
         // A debug job declares it is done within a short contract: past it,
-        // nothing shields it (neither the contract maximum nor a requeue
-        // budget), or a team could hold GPUs for hours behind the debug
-        // class's favours.
+        // nothing shields it, or a team could hold GPUs for hours behind the
+        // debug class's favours.
         Ok(VictimClass::PastContract)
     } else if m.contracts.is_long(victim.contract, victim.time_limit_s) {
         Err(Refusal::LongJob { ran_s: protection_used(victim, m.now) })
     } else {
         Err(Refusal::NotResumable { ran_s: protection_used(victim, m.now) })
     }
+}
+
+/// Is `job` one Tally never requeues once it started: allocated (`allocated`:
+/// [`Job::is_allocated`]), unable to checkpoint, not a debug job. The
+/// rule's shield ([`Refusal::NotResumable`], [`Refusal::LongJob`]), stated
+/// once for the tests and replays that check no such job was requeued.
+pub fn never_requeued(job: &Job, allocated: bool, rules: &PriorityRules) -> bool {
+    allocated && !job.contract.resumable && !rules.is_debug(job)
 }
 
 /// May a job start now, as far as [`long_start`] is concerned.

@@ -275,7 +275,7 @@ pub fn debug_on_short_contracts(seed: u64) -> Case {
 /// 10 days (log-uniform), three in four unable to checkpoint, contracts of
 /// 1-8 h, no time limits, demand 2x. Restoration never takes one that
 /// cannot checkpoint (it would throw hours or days away); such a pod starts
-/// only where its team runs below its rate or no other team is owed GPUs
+/// only on its team's fair share or on GPUs no other team asks for
 /// (`allocator::long_start`).
 pub fn long_pods(seed: u64) -> Case {
     let (gpus, days) = (64, WINDOW_DAYS);
@@ -339,7 +339,7 @@ pub fn never_requeued(trace: &Trace, config: &Config, gpus: u32) -> std::collect
         .filter(|tj| {
             let mut j = tally_allocator::Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
             j.contract = config.contracts.resolve_seconds(tj.contract_s, tj.resumable).unwrap_or(tally_allocator::Contract::UNALLOCATED);
-            j.is_allocated(&funded) && !j.contract.resumable && !config.priority.is_debug(&j)
+            tally_allocator::never_requeued(&j, j.is_allocated(&funded), &config.priority)
         })
         .map(|tj| tj.job_id)
         .collect()

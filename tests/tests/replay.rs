@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tally_allocator::{Contract, Funded, Job};
+use tally_allocator::{never_requeued, Contract, Funded, Job};
 use tally_config::Config;
 use tally_sim::augment::{augment, AugmentOptions};
 use tally_sim::metrics::{score, Run, RunEnd, Scored};
@@ -284,7 +284,7 @@ fn e2e_replay_tally_against_multifactor_and_the_simulator() {
         let tj = &trace.jobs[i];
         let mut j = Job::new(tj.job_id, &tj.account, &tj.user).gpus(tj.gpus);
         j.contract = replay_config.contracts.resolve(Some(&comment_of(tj.contract_s, tj.resumable, k))).unwrap_or(Contract::UNALLOCATED);
-        j.is_allocated(&funded) && !j.contract.resumable && !replay_config.priority.is_debug(&j)
+        never_requeued(&j, j.is_allocated(&funded), &replay_config.priority)
     };
     let wrong: Vec<u64> = requeued["tally"].iter().filter(|&&i| shielded(i)).map(|&i| trace.jobs[i].job_id).collect();
     assert!(wrong.is_empty(), "Tally requeued jobs that cannot checkpoint (trace ids): {wrong:?}");
