@@ -53,11 +53,16 @@ scontrol update PartitionName=gpu State=UP   # a run stopped in step 7 may have 
 
 step "tally exporter: Tally's figures for Prometheus, and a page per account"
 # Started beside the bed's daemons (stopped with them by make down). The example config
-# has [reports] private = true; on this loopback-only demo the page shows every account.
+# has [reports] private = true: every account is served to the holder of a password (basic
+# authentication, as a site's admin exporter; loopback alone is not private on a shared machine).
 EXPORTER=127.0.0.1:${TALLY_EXPORTER_PORT:-9817}
 stop_pids "the last demo's exporter" 10 $(pids_tagged tally)
-launch exporter "$TALLY" exporter --listen "$EXPORTER" --interval 5s --show-accounts -c "$DEMO/tally.toml"
-exporter_up() { curl -sf -o /dev/null "http://$EXPORTER/metrics"; }
+DEMO_PASSWORD=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+( umask 077
+  printf '%s\n' "$DEMO_PASSWORD" >"$DEMO/exporter-password"
+  printf 'basic_auth_users:\n  demo: %s\n' "$(printf '%s\n' "$DEMO_PASSWORD" | "$TALLY" exporter hash-password)" >"$DEMO/exporter-web.yml" )
+launch exporter "$TALLY" exporter --listen "$EXPORTER" --interval 5s --show-accounts --web-config "$DEMO/exporter-web.yml" -c "$DEMO/tally.toml"
+exporter_up() { curl -sf -u "demo:$DEMO_PASSWORD" -o /dev/null "http://$EXPORTER/metrics"; }
 wait_for 30 "the exporter to serve" exporter_up
 echo "serving http://$EXPORTER/metrics (OpenMetrics) and the page http://$EXPORTER/"
 
@@ -169,13 +174,13 @@ show squeue -o '%.6i %.11a %.6u %.9T %.10b  %k'
 
 step "Where sites look: the exporter and the page"
 series='^tally_account_(delivered|owed|used)_gpu_seconds\{account="(pretrain|climate)"\}'
-printf "\$ curl -s http://%s/metrics | grep -E '%s'\n" "$EXPORTER" "$series"
-curl -s "http://$EXPORTER/metrics" | grep -E "$series"
+printf "\$ curl -s -u demo:PASSWORD http://%s/metrics | grep -E '%s'\n" "$EXPORTER" "$series"
+curl -s -u "demo:$DEMO_PASSWORD" "http://$EXPORTER/metrics" | grep -E "$series"
 sleep 11   # a recalculation and a refresh of the exporter: the page shows the last step's jobs
-bash testbed/screenshot.sh "http://$EXPORTER/account/llm" "$DEMO/page.png" 1280 1300 >/dev/null
+bash testbed/screenshot.sh "http://demo:$DEMO_PASSWORD@$EXPORTER/account/llm" "$DEMO/page.png" 1280 1300 >/dev/null
 echo "The page of the llm subtree, in headless Chromium: $DEMO/page.png"
 echo
 echo "The cluster is still running: try squeue, sprio -l, sshare, $TALLY share -a -c $DEMO/tally.toml"
-echo "  Prometheus metrics: http://$EXPORTER/metrics"
+echo "  Prometheus metrics: http://$EXPORTER/metrics   (user demo, password in $DEMO/exporter-password)"
 echo "  the page:           http://$EXPORTER/   (one per account: http://$EXPORTER/account/NAME)"
 echo "Stop it with: make down"

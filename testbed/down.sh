@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tally test bed: tear the loopback Slurm cluster down (as root). Safe when nothing is up.
 #
-#   scancel every job, wait (bounded) for the queue to drain, then stop the slurmd's, slurmctld,
-#   slurmdbd, mariadbd and munged (SIGTERM, bounded wait, SIGKILL), then leftover slurmstepd.
+#   scancel every job, wait (bounded) for the queue to drain, then stop the slurmd's, slurmctld
+#   (and a backup slurmctld of testbed/ha.sh), slurmdbd, mariadbd and munged (SIGTERM, bounded
+#   wait, SIGKILL), then leftover slurmstepd.
 #   The run dir (logs, accounting database) is kept, so failures can be read afterwards.
 #
 # Usage: down.sh [--purge]

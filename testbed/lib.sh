@@ -13,7 +13,8 @@
 #   job_state <job id>                       print the job's state (RUNNING, PENDING, ...)
 #   wait_job_state <timeout_s> <job id> <state>
 #   ctld_up / queue_empty                    slurmctld answers / no job in the queue
-#   tb_stop                                  stop the whole loopback cluster (used by up.sh/down.sh)
+#   tb_stop                                  stop the whole loopback cluster, a backup slurmctld of
+#                                            testbed/ha.sh too (used by up.sh/down.sh)
 #
 # Environment:
 #   TALLY_RUN_DIR   run dir of the test bed (default /var/tmp/tally-testbed on Debian 12,
@@ -301,6 +302,8 @@ tb_stop() {
         stop_pids slurmstepd 2 "${steps[@]}"
     fi
     rm -f "$TB_PID"/*.pid 2>/dev/null || true
+    # A pair of controllers of testbed/ha.sh (the backup stopped above with the rest).
+    rm -rf "${TB_RUN:?}/ha"
 }
 
 # ---- packages --------------------------------------------------------------------------------

@@ -6,12 +6,20 @@
 # Usage: bash testbed/prometheus.sh <command> [args...]
 #   install               apt-get install prometheus (and curl) without recommends; idempotent, a
 #                         fast no-op when present. The other commands run it when needed.
-#   start TARGET [INTERVAL]
+#   start [OPTIONS] TARGET [INTERVAL]
 #                         (re)start Prometheus scraping TARGET (host:port of the exporter,
 #                         metrics path /metrics, job "tally") every INTERVAL (default 2s; also the
 #                         evaluation interval); a running one is stopped first and its storage is
 #                         wiped, so every start begins with no series. Waits (60 s) until /-/ready
 #                         answers, then prints the base URL (http://127.0.0.1:PORT) on stdout.
+#                         Options, for an exporter behind a web config (`--web-config`):
+#                           --user USER --password-file FILE
+#                                         basic authentication (the file holds the password)
+#                           --ca-file FILE  scrape over https, trusting the CA (or self-signed
+#                                         certificate) in FILE
+#                           --server-name NAME
+#                                         the name the certificate is checked against (default:
+#                                         TARGET's host)
 #   stop                  stop it (SIGTERM, bounded wait, SIGKILL); safe when none runs.
 #                         testbed/down.sh stops it too (with the bed's other daemons).
 #   query EXPR            print the JSON answer of GET /api/v1/query?query=EXPR (instant query);
@@ -95,7 +103,33 @@ prom_ready() {
 }
 
 do_start() {
+    local user='' password_file='' ca_file='' server_name='' scheme=http extra=''
+    while [[ ${1:-} == --* ]]; do
+        (( $# >= 2 )) || die "start: $1 needs a value"
+        case $1 in
+            --user)          user=$2 ;;
+            --password-file) password_file=$2 ;;
+            --ca-file)       ca_file=$2 ;;
+            --server-name)   server_name=$2 ;;
+            *)               die "start: unknown option '$1' (--user, --password-file, --ca-file, --server-name)" ;;
+        esac
+        shift 2
+    done
     local target=${1:-} interval=${2:-2s} t0
+    if [[ -n $user || -n $password_file ]]; then
+        [[ -n $user && -n $password_file ]] || die "start: --user and --password-file go together"
+        [[ $user =~ ^[A-Za-z0-9._-]+$ ]] || die "start: --user must be letters, digits, '.', '_' or '-', got '$user'"
+        [[ -r $password_file ]] || die "start: --password-file $password_file is not readable"
+        extra+=$'    basic_auth:\n'"      username: $user"$'\n'"      password_file: '$(realpath "$password_file")'"$'\n'
+    fi
+    if [[ -n $ca_file ]]; then
+        [[ -r $ca_file ]] || die "start: --ca-file $ca_file is not readable"
+        scheme=https
+        extra+=$'    tls_config:\n'"      ca_file: '$(realpath "$ca_file")'"$'\n'
+        [[ -z $server_name ]] || extra+="      server_name: '$server_name'"$'\n'
+    elif [[ -n $server_name ]]; then
+        die "start: --server-name needs --ca-file"
+    fi
     [[ $target =~ ^(\[[0-9a-fA-F:.]+\]|[^][[:space:]/:]+):[0-9]+$ ]] || die "start: TARGET must be host:port, got '$target'"
     [[ $interval =~ ^[0-9]+(ms|s|m|h)$ ]] || die "start: INTERVAL must be a duration like 2s, got '$interval'"
     do_install
@@ -111,7 +145,8 @@ global:
 scrape_configs:
   - job_name: tally
     metrics_path: /metrics
-    static_configs:
+    scheme: $scheme
+${extra}    static_configs:
       - targets: ['$target']
 EOF
     printf '\n===== %s: prometheus start, target %s, interval %s =====\n' "$(date '+%F %T')" "$target" "$interval" >>"$PROM_LOG"
@@ -130,7 +165,7 @@ EOF
         do_stop
         die "prometheus did not start (log: $PROM_LOG)"
     fi
-    log "prometheus ready on $PROM_URL, scraping $target every $interval [$(elapsed "$t0")s]"
+    log "prometheus ready on $PROM_URL, scraping $scheme://$target every $interval${user:+ as $user} [$(elapsed "$t0")s]"
     echo "$PROM_URL"
 }
 

@@ -644,7 +644,8 @@ start_slurmds() {
     local k
     for (( k = 1; k <= ALL_NODES; k++ )); do launch "slurmd-n$k" slurmd -D -N "n$k"; done
     for (( k = 1; k <= ALL_NODES; k++ )); do
-        alive "slurmd-n$k" || fail "slurmd n$k exited" "slurmd-n$k"
+        # (A slurmd rewrites its pid file as it starts: look twice, as ready does.)
+        alive "slurmd-n$k" || { sleep 0.3; alive "slurmd-n$k"; } || fail "slurmd n$k exited" "slurmd-n$k"
     done
     DIED=
     if ! wait_for 60 "all $ALL_NODES nodes idle" nodes_in idle; then

@@ -17,7 +17,8 @@ pub struct BudgetArgs {
     /// The proposed config (its budgets are what is tried).
     #[arg(long, short, value_name = "FILE")]
     pub config: PathBuf,
-    /// The config in force (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+    /// The config in force (default: $TALLY_CONFIG, else StateSaveLocation/
+    /// tally/tally.toml.active, else /etc/slurm/tally.toml).
     #[arg(long, value_name = "FILE")]
     pub current: Option<PathBuf>,
     /// Canonical trace to replay (`tally trace import --format sacct` makes
@@ -45,10 +46,15 @@ fn ratio(d: Option<&(f64, Delivery)>) -> String {
 }
 
 pub fn run_cmd(a: BudgetArgs) -> Result<(), String> {
-    let ((_, current), (_, proposed)) = (crate::config_at(a.current.clone())?, crate::config_at(Some(a.config.clone()))?);
+    // Without slurm.conf there is no config in force to find: the default path.
+    let current = match crate::live::ledger_path(None) {
+        Ok(ledger) => Some(crate::live::config_in_force(a.current.clone(), &ledger)),
+        Err(_) => a.current.clone(),
+    };
+    let ((_, current), (_, proposed)) = (crate::config_at(current)?, crate::config_at(Some(a.config.clone()))?);
     let policy = match Policy::parse(&a.policy) {
         Some(p @ (Policy::Tally | Policy::TallyPlanner)) => p,
-        _ => return Err(format!("--policy: `{}` is not a budget-aware policy (use tally or tally+planner)", a.policy)),
+        _ => return Err(format!("--policy: `{}` is not a budget-aware policy (use tally or tally+planner)", tally_allocator::text::clip(&a.policy))),
     };
     let gpus = a.gpus.or(current.cluster.gpus).ok_or("--gpus: the current config has no [cluster] gpus; give the cluster's size")?;
     let text = crate::trace::read_trace(&a.trace)?;

@@ -25,7 +25,9 @@ pub(crate) fn uncounted_types(config: &Config, inventory: &Inventory) -> Vec<Str
     typed.iter().filter(|(_, &g)| g == 0).map(|(t, _)| t.to_string()).collect()
 }
 
-pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
+/// `slurmdbd`: also compare with slurmdbd (of that cluster, when named)
+/// once the tree is printed ([`crate::sacctmgr::check_against`]).
+pub fn run(file: Option<PathBuf>, gpus: Option<u32>, slurmdbd: Option<Option<String>>) -> Result<(), String> {
     let (config, gpus) = crate::load(file, gpus)?;
     let alloc = config.allocation(gpus).map_err(|e| e.to_string())?;
     let tree = &config.tree;
@@ -77,7 +79,10 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
         table.row([name, budget, cluster, format!("{:.1}", alloc.gpu_hours[id]), format!("{:.2}", alloc.rate_gpus(id)), kept]);
     }
     print!("{table}");
-    Ok(())
+    match slurmdbd {
+        Some(cluster) => crate::sacctmgr::check_against(&config, cluster.as_deref()),
+        None => Ok(()),
+    }
 }
 
 /// `tally config accounts`: the tree and users as the test bed's accounts

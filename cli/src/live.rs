@@ -42,6 +42,22 @@ pub fn ledger_path(state: Option<PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
+/// The config a report reads: the one given (`--config`), else
+/// `$TALLY_CONFIG`, else the config in force (the active copy priority/tally
+/// keeps beside the `ledger`, when it exists and can be read), else
+/// /etc/slurm/tally.toml. The exporter and the reports read the same one.
+pub fn config_in_force(given: Option<PathBuf>, ledger: &Path) -> PathBuf {
+    if let Some(c) = given.or_else(|| std::env::var_os("TALLY_CONFIG").map(PathBuf::from)) {
+        return c;
+    }
+    let active = tally_engine::follower::active_path(ledger);
+    if std::fs::File::open(&active).is_ok() {
+        active
+    } else {
+        PathBuf::from(tally_config::DEFAULT_PATH)
+    }
+}
+
 /// The wall clock, Unix seconds.
 pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -159,8 +175,8 @@ pub const SITE_SLURM_CONF: &str = "/etc/slurm/slurm.conf";
 pub fn open(command: &str, chosen: Chosen) -> Result<Live, String> {
     let caller = caller();
     if !caller.through_sudo {
-        let (_, config) = crate::config_at(chosen.config)?;
         let state = ledger_path(chosen.state)?;
+        let (_, config) = crate::config_at(Some(config_in_force(chosen.config, &state)))?;
         let admin = is_admin(&caller, &slurm_user(&slurm_conf()), &config);
         let private_for = (config.reports.private && !admin).then(|| caller.name.clone());
         return Ok(Live { config, state, private_for });
@@ -173,10 +189,8 @@ pub fn open(command: &str, chosen: Chosen) -> Result<Live, String> {
     let conf = PathBuf::from(SITE_SLURM_CONF);
     let site = |e: String| format!("run through sudo, tally reads the cluster's own files and no others: {e}");
     let dir = state_save_location(&conf).map_err(|e| site(e.replace(" (give --state)", "")))?.join("tally");
-    let active = dir.join(tally_engine::follower::ACTIVE_NAME);
-    let site_config_path = if active.exists() { active } else { PathBuf::from(tally_config::DEFAULT_PATH) };
-    let (_, site_config) = crate::config_at(Some(site_config_path)).map_err(site)?;
     let site_state = dir.join(LEDGER_NAME);
+    let (_, site_config) = crate::config_at(Some(config_in_force(None, &site_state))).map_err(site)?;
     let slurm_user = slurm_user(&conf);
     if is_admin(&caller, &slurm_user, &site_config) {
         let (config, state) = match chosen.config {

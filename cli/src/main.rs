@@ -20,6 +20,7 @@ mod plan;
 mod plan_check;
 mod plot;
 mod predict;
+mod sacctmgr;
 mod share;
 mod sim;
 mod slurm_json;
@@ -95,7 +96,8 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct ShareArgs {
-    /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+    /// Config file (default: $TALLY_CONFIG, else the config in force,
+    /// StateSaveLocation/tally/tally.toml.active, else /etc/slurm/tally.toml).
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// Ledger file, a regular file of at most 256 MiB (default:
@@ -148,6 +150,37 @@ enum ConfigCommand {
         /// Cluster size in GPUs, 1 to 4194304 (default: [cluster] gpus of the file).
         #[arg(long, value_name = "N", value_parser = gpu_count)]
         gpus: Option<u32>,
+        /// Also compare with slurmdbd (sacctmgr, sacct): accounts that ran
+        /// jobs in the window but are not in the tree, tree accounts
+        /// slurmdbd does not have or has under another parent, users whose
+        /// default account is not in the tree; one line each, and a failure
+        /// when there is one.
+        #[arg(long)]
+        against_slurmdbd: bool,
+        /// The slurmdbd cluster to compare with (default: the only one it holds).
+        #[arg(long, value_name = "NAME", requires = "against_slurmdbd", value_parser = sacctmgr::cluster_name)]
+        cluster: Option<String>,
+    },
+    /// Write a tally.toml from slurmdbd's account tree (sacctmgr's
+    /// associations: parents kept, Fairshare normalised into shares) and
+    /// users' default accounts, with comments on what to review.
+    Import {
+        /// Read the tree from slurmdbd with sacctmgr (the one source there is).
+        #[arg(long, required = true)]
+        from_sacctmgr: bool,
+        /// The slurmdbd cluster to import (default: the only one it holds).
+        #[arg(long, value_name = "NAME", value_parser = sacctmgr::cluster_name)]
+        cluster: Option<String>,
+        /// Cluster size in GPUs, 1 to 4194304 (default: the nodes' GPUs as sinfo counts them).
+        #[arg(long, value_name = "N", value_parser = gpu_count)]
+        gpus: Option<u32>,
+        /// Write the file here (default: standard output); an existing file
+        /// is kept unless --force. Written atomically.
+        #[arg(long, short, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace an existing --out file.
+        #[arg(long, requires = "out")]
+        force: bool,
     },
     /// Print the account tree and users as `account NAME PARENT` /
     /// `user NAME ACCOUNT` lines (the test bed's TALLY_ACCOUNTS format).
@@ -165,9 +198,18 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL)
     };
+    if let Err(msg) = arguments_bounded(std::env::args_os()) {
+        eprintln!("tally: {msg}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Config { command: ConfigCommand::Check { file, gpus } } => check::run(file, gpus),
+        Command::Config { command: ConfigCommand::Check { file, gpus, against_slurmdbd, cluster } } => {
+            check::run(file, gpus, against_slurmdbd.then_some(cluster))
+        }
+        Command::Config { command: ConfigCommand::Import { from_sacctmgr: _, cluster, gpus, out, force } } => {
+            sacctmgr::import(cluster, gpus, out, force)
+        }
         Command::Config { command: ConfigCommand::Accounts { file } } => check::accounts(file),
         Command::Share(a) if a.helpformat => {
             // The fields; their unit too when the config (if it loads) has GPU types.
@@ -216,6 +258,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The longest command-line argument taken, in bytes: a path's limit on
+/// Linux (PATH_MAX). Nothing longer is parsed, so nothing longer is ever
+/// quoted back.
+pub(crate) const MAX_ARG_BYTES: usize = 4096;
+
+/// Every argument at most [`MAX_ARG_BYTES`]; a longer one is refused with
+/// its position and its first characters.
+fn arguments_bounded(args: impl Iterator<Item = std::ffi::OsString>) -> Result<(), String> {
+    for (i, a) in args.enumerate().skip(1) {
+        if a.len() > MAX_ARG_BYTES {
+            return Err(format!(
+                "argument {i} (`{}`) is too long: each argument is at most {MAX_ARG_BYTES} bytes",
+                tally_allocator::text::clip(&a.to_string_lossy())
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The config at `file`, or at the default path ($TALLY_CONFIG or
@@ -285,8 +346,8 @@ mod tests {
         }
         let mut seen = 0;
         walk(&Cli::command(), "tally", &mut seen);
-        // config check, demo, sim (2), budget, trace augment.
-        assert_eq!(seen, 6);
+        // config check, config import, demo, sim (2), budget, trace augment.
+        assert_eq!(seen, 7);
     }
 
     #[test]
@@ -295,5 +356,16 @@ mod tests {
         assert_eq!(gpu_count("0"), Err("at least 1 GPU (1 to 4194304)".to_string()));
         assert!(gpu_count("4294967296").unwrap_err().contains("at most 4194304"));
         assert_eq!(gpu_count("lots"), Err("`lots` is not a whole number of GPUs (1 to 4194304)".to_string()));
+    }
+
+    #[test]
+    fn a_long_argument_is_refused_with_its_start_only() {
+        let args = |v: &[String]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>().into_iter();
+        let fine = ["tally".to_string(), "share".into(), "-A".into(), "a".repeat(MAX_ARG_BYTES)];
+        assert_eq!(arguments_bounded(args(&fine)), Ok(()));
+        let long = ["tally".to_string(), "share".into(), "-A".into(), "a".repeat(100_000)];
+        let err = arguments_bounded(args(&long)).unwrap_err();
+        assert!(err.starts_with("argument 3 (`aaaa") && err.contains("(100000 bytes)") && err.contains("at most 4096 bytes"), "{err}");
+        assert!(err.len() < 300, "{err}");
     }
 }

@@ -19,6 +19,7 @@ use crate::live;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use tally_allocator::text::clip;
 use tally_allocator::{format_duration, Budget, Entitlement, FairShare, Load, Owed, Snapshot, Standing, DAY_S, HOUR};
 use tally_config::Config;
 
@@ -95,17 +96,16 @@ fn columns(spec: &str) -> Result<Vec<Col>, String> {
         let exact = FIELDS.iter().any(|(_, n, _, _)| n.eq_ignore_ascii_case(item));
         let (name, width) = match item.rsplit_once('%').filter(|_| !exact) {
             Some((n, w)) => {
-                let w: i32 =
-                    w.trim().parse().ok().filter(|w: &i32| *w != 0 && w.abs() <= 1000).ok_or_else(|| {
-                        format!("format `{item}`: the width after % must be a whole number from 1 to 1000 (negative: aligned left)")
-                    })?;
+                let w: i32 = w.trim().parse().ok().filter(|w: &i32| *w != 0 && w.abs() <= 1000).ok_or_else(|| {
+                    format!("format `{}`: the width after % must be a whole number from 1 to 1000 (negative: aligned left)", clip(item))
+                })?;
                 (n.trim(), Some(w))
             }
             None => (item, None),
         };
         let found = FIELDS.iter().find(|(_, n, _, _)| n.len() >= name.len() && n[..name.len()].eq_ignore_ascii_case(name));
         let Some(&(field, n, w, _)) = found.filter(|_| !name.is_empty()) else {
-            return Err(format!("invalid field requested: \"{name}\"; valid fields: {}", field_names()));
+            return Err(format!("invalid field requested: \"{}\"; valid fields: {}", clip(name), field_names()));
         };
         out.push(Col { field, name: n, width: width.unwrap_or(w) });
     }
@@ -466,7 +466,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let mut pick = Pick { user_rows: args.all_users, users: list(&args.users), accounts: list(&args.accounts), visible: None };
     if let Some(a) = &pick.accounts {
         if let Some(bad) = a.iter().find(|a| !config.tree.contains(a)) {
-            return Err(format!("-A: no account `{bad}` in {}", config.source));
+            return Err(format!("-A: no account `{}` in {}", clip(bad), config.source));
         }
     }
     if let Some(me) = private_for {

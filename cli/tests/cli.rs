@@ -772,3 +772,59 @@ fn numeric_arguments_that_size_work_are_bounded() {
         "--min-samples 6 is more than --window 5: a key keeps its last 5 durations only, so it would never be used (1 to --window)",
     );
 }
+
+/// Without `--config` or `$TALLY_CONFIG`, `tally share` reads the config in
+/// force (priority/tally's active copy beside the ledger), as the exporter
+/// does, even when /etc/slurm/tally.toml is missing.
+#[test]
+fn share_reads_the_config_in_force_beside_the_ledger() {
+    let dir = std::env::temp_dir().join(format!("tally-cli-active-{}", std::process::id()));
+    let tally_dir = dir.join("state").join("tally");
+    std::fs::create_dir_all(&tally_dir).unwrap();
+    let conf = dir.join("slurm.conf");
+    std::fs::write(&conf, format!("ClusterName=t\nStateSaveLocation={}\n", dir.join("state").display())).unwrap();
+    std::fs::write(tally_dir.join("tally.toml.active"), "[cluster]\ngpus = 8\n[accounts.activeteam]\nshare = 100\n").unwrap();
+    let share = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tally"))
+            .args(["share", "-P", "-n", "-o", "Account"])
+            .args(extra)
+            .env_remove("TALLY_CONFIG")
+            .env("SLURM_CONF", &conf)
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, out, err) = share(&[]);
+    assert!(ok, "{err}");
+    assert!(out.lines().any(|l| l.trim() == "activeteam"), "the active copy's account: {out}");
+    // A config given wins over the one in force.
+    let (ok, out, err) = share(&["-c", "examples/tally.toml"]);
+    assert!(ok, "{err}");
+    assert!(!out.contains("activeteam") && out.contains("pretrain"), "{out}");
+    // Without an active copy: the site's path, named in the error.
+    std::fs::remove_file(tally_dir.join("tally.toml.active")).unwrap();
+    if !std::path::Path::new(tally_config::DEFAULT_PATH).exists() {
+        let (ok, _, err) = share(&[]);
+        assert!(!ok && err.contains(tally_config::DEFAULT_PATH), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An argument longer than a path's limit is refused before parsing, and
+/// no message quotes more than the start of one.
+#[test]
+fn long_arguments_are_refused_and_never_echoed_whole() {
+    let long = "x".repeat(100_000);
+    let (ok, out, err) = tally(&["share", "-A", &long]);
+    assert!(!ok && out.is_empty());
+    assert!(err.contains("at most 4096 bytes") && err.len() < 400, "{}", &err[..err.len().min(400)]);
+    let medium = "y".repeat(4000);
+    for args in [
+        vec!["share", "-c", "examples/tally.toml", "--state", "/nonexistent", "-A", &medium],
+        vec!["share", "-c", "examples/tally.toml", "--state", "/nonexistent", "-o", &medium],
+    ] {
+        let (ok, _, err) = tally(&args);
+        assert!(!ok && err.contains("(4000 bytes)") && err.len() < 1000, "{args:?}: {}", &err[..err.len().min(400)]);
+    }
+}

@@ -1133,9 +1133,44 @@ fn exporter(listen: &str, extra: &[&str]) -> Daemon {
     d
 }
 
-/// GET `path` of `addr`: (status, body), `None` when nothing answers.
+/// The user and password the test's exporters ask for (`--show-accounts`
+/// needs them: loopback is not private), and Prometheus and curl give.
+const EXPORTER_USER: &str = "tally-e2e";
+const EXPORTER_PASSWORD: &str = "e2e-exporter-password";
+
+/// A web config with basic authentication for [`EXPORTER_USER`]: its path
+/// (written once per run, the hash by `tally exporter hash-password`).
+fn web_config() -> String {
+    let (web, pw) = (format!("{RUN_DIR}/exporter-web.yml"), format!("{RUN_DIR}/exporter-password"));
+    if !std::path::Path::new(&web).exists() {
+        std::fs::write(&pw, EXPORTER_PASSWORD).unwrap();
+        std::fs::write(&web, format!("basic_auth_users:\n  {EXPORTER_USER}: {}\n", hash_password(EXPORTER_PASSWORD))).unwrap();
+    }
+    web
+}
+
+/// `tally exporter hash-password` of `password`: its bcrypt hash.
+fn hash_password(password: &str) -> String {
+    use std::io::Write;
+    let tally = format!("{}/target/release/tally", root().display());
+    let mut child = Command::new(tally)
+        .args(["exporter", "hash-password"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "tally exporter hash-password failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// GET `path` of `addr` (with [`EXPORTER_USER`]'s password, which an
+/// exporter without a web config ignores): (status, body), `None` when
+/// nothing answers.
 fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let out = Command::new("curl").args(["-s", "-m", "20", "-w", "\n%{http_code}", &format!("http://{addr}{path}")]).output().ok()?;
+    let user = format!("{EXPORTER_USER}:{EXPORTER_PASSWORD}");
+    let out = Command::new("curl").args(["-s", "-m", "20", "-u", &user, "-w", "\n%{http_code}", &format!("http://{addr}{path}")]).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n')?;
     let code: u16 = code.trim().parse().ok()?;
@@ -1150,14 +1185,16 @@ fn exporter_on_a_copy(dir: &str, listen: &str) -> (Daemon, String) {
     std::fs::create_dir_all(&dir).unwrap();
     let copy = format!("{dir}/ledger.state");
     std::fs::copy(format!("{RUN_DIR}/state/tally/ledger.state"), &copy).unwrap();
-    (exporter(listen, &["--state", &copy, "--show-accounts"]), copy)
+    (exporter(listen, &["--state", &copy, "--show-accounts", "--web-config", &web_config()]), copy)
 }
 
 struct Prometheus;
 
 impl Prometheus {
     fn start(target: &str) -> Prometheus {
-        sh("bash", &["testbed/prometheus.sh", "start", target, "2s"]);
+        web_config();
+        let pw = format!("{RUN_DIR}/exporter-password");
+        sh("bash", &["testbed/prometheus.sh", "start", "--user", EXPORTER_USER, "--password-file", &pw, target, "2s"]);
         Prometheus
     }
 
@@ -1200,8 +1237,8 @@ impl Drop for Prometheus {
 fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
     clean();
     // The bed's config keeps reports private (the default): the accounts
-    // are served on this loopback address as an admin's would be.
-    let _exporter = exporter(EXPORTER, &["--show-accounts"]);
+    // are served to the password's holders, as an admin's exporter would.
+    let _exporter = exporter(EXPORTER, &["--show-accounts", "--web-config", &web_config()]);
     let prom = Prometheus::start(EXPORTER);
     wait_until(60, "Prometheus's first scrape", || prom.value("tally_ledger_stale").is_some());
     let preempted_before = prom.value("tally_preemptions_total{reason=\"unallocated\"}").expect("served from the start");
@@ -1228,7 +1265,7 @@ fn e2e_19_prometheus_scrapes_what_share_says_and_the_page_shows_the_team() {
             "-c",
             r#"TALLY_SCREENSHOT_SCALE=3 bash testbed/screenshot.sh "$@""#,
             "shot",
-            &format!("http://{EXPORTER}/account/see_idle"),
+            &format!("http://{EXPORTER_USER}:{EXPORTER_PASSWORD}@{EXPORTER}/account/see_idle"),
             &png,
             "1280",
             "900",
@@ -1453,4 +1490,452 @@ fn e2e_21_a_long_job_that_cannot_checkpoint_waits_while_another_team_is_owed() {
     wait_until(30, "the long job to start once no other team is owed", || state(long) == "RUNNING");
     println!("the long job started {:.1} s after the owed team's job left", t.elapsed().as_secs_f64());
     clean();
+}
+
+/// `tally` with `args`: (exit status success, stdout, stderr).
+fn tally_run(args: &[&str]) -> (bool, String, String) {
+    let tally = format!("{}/target/release/tally", root().display());
+    let out = Command::new("timeout").arg("120").arg(&tally).args(args).current_dir(root()).output().unwrap_or_else(|e| panic!("{tally}: {e}"));
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// What e2e_23 adds to slurmdbd, removed when it ends (and before it
+/// starts, should a run have left some): other tests follow on the bed.
+struct Slurmdbd23;
+impl Slurmdbd23 {
+    fn remove() {
+        let quiet = |args: &[&str]| {
+            let _ = Command::new("timeout").arg("60").arg("sacctmgr").arg("-i").args(args).output();
+        };
+        let _ = Command::new("timeout").args(["60", "scancel", "-A", "x_orphan"]).output();
+        quiet(&["delete", "user", "name=e2e23u", "cluster=tally"]);
+        quiet(&["delete", "user", "name=ob", "account=x_orphan", "cluster=tally"]);
+        quiet(&["delete", "account", "name=x_orphan,imp_a,imp_b", "cluster=tally"]);
+        quiet(&["delete", "account", "name=imp_top", "cluster=tally"]);
+    }
+}
+impl Drop for Slurmdbd23 {
+    fn drop(&mut self) {
+        Slurmdbd23::remove();
+    }
+}
+
+#[test]
+fn e2e_23_the_account_tree_imports_from_slurmdbd_and_check_flags_each_mismatch() {
+    clean();
+    Slurmdbd23::remove();
+    let cleanup = Slurmdbd23;
+    // A subtree of other Fairshare values beside the bed's accounts (all
+    // Fairshare=1): a number, and `parent` (an equal share).
+    sh("sacctmgr", &["-i", "add", "account", "imp_top", "parent=root", "cluster=tally", "fairshare=40"]);
+    sh("sacctmgr", &["-i", "add", "account", "imp_a", "parent=imp_top", "cluster=tally", "fairshare=3"]);
+    sh("sacctmgr", &["-i", "add", "account", "imp_b", "parent=imp_top", "cluster=tally", "fairshare=parent"]);
+
+    // The import: written once, kept without --force.
+    let file = format!("{RUN_DIR}/e2e23-imported.toml");
+    let _ = std::fs::remove_file(&file);
+    let (ok, _, err) = tally_run(&["config", "import", "--from-sacctmgr", "--cluster", "tally", "--out", &file]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = tally_run(&["config", "import", "--from-sacctmgr", "--out", &file]);
+    assert!(!ok && err.contains("exists: give --force to replace it"), "{err}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let imported = tally_config::Config::parse(&text, &file).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(imported.cluster.gpus, Some(16), "the bed's GPUs as sinfo counts them\n{text}");
+
+    // Round trip: every account of slurmdbd under its parent, with its
+    // Fairshare over its siblings' as a share; the users' default accounts.
+    let assoc = sh("sacctmgr", &["-nP", "show", "associations", "cluster=tally", "format=Account,ParentName,User,Fairshare"]);
+    let rows: Vec<Vec<&str>> = assoc.lines().map(|l| l.split('|').collect()).filter(|f: &Vec<&str>| f.len() == 4).collect();
+    let accounts: Vec<&Vec<&str>> = rows.iter().filter(|f| f[2].is_empty() && f[0] != "root").collect();
+    let tree = &imported.tree;
+    assert_eq!(tree.len() - 1, accounts.len(), "{text}");
+    for f in &accounts {
+        let (name, parent, fs) = (f[0], f[1], f[3]);
+        let id = tree.id(name).unwrap_or_else(|| panic!("{name} is not imported\n{text}"));
+        assert_eq!(tree.node(id).parent.map(|p| tree.node(p).name.as_str()), Some(parent), "{name}'s parent");
+        let siblings: Vec<&str> = accounts.iter().filter(|s| s[1] == parent).map(|s| s[3]).collect();
+        let numbered: Vec<f64> = siblings.iter().filter_map(|s| s.parse::<f64>().ok()).filter(|&v| v > 0.0).collect();
+        let mean = if numbered.is_empty() { 1.0 } else { numbered.iter().sum::<f64>() / numbered.len() as f64 };
+        let weight = |s: &str| s.parse::<f64>().unwrap_or(mean);
+        let own_users: f64 = if parent == "root" {
+            0.0
+        } else {
+            rows.iter().filter(|u| !u[2].is_empty() && u[0] == parent).filter_map(|u| u[3].parse::<f64>().ok()).sum()
+        };
+        let want = 100.0 * weight(fs) / (siblings.iter().map(|s| weight(s)).sum::<f64>() + own_users);
+        match tree.node(id).budget {
+            Some(tally_allocator::Budget::Share(got)) => assert!((got - want).abs() < 0.001, "{name}: share {got}, Fairshare gives {want}\n{text}"),
+            other => panic!("{name}: {other:?}, Fairshare gives {want}\n{text}"),
+        }
+    }
+    assert_eq!(tree.node(tree.id("imp_b").unwrap()).budget, Some(tally_allocator::Budget::Share(50.0)), "Fairshare=parent: the sibling's 3\n{text}");
+    let e2e = tally_config::Config::load(std::path::Path::new(&config())).unwrap();
+    for (user, account) in &e2e.users {
+        assert_eq!(imported.users.get(user), Some(account), "user {user}'s default account\n{text}");
+    }
+    let (ok, out, err) = tally_run(&["config", "check", &file]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = tally_run(&["config", "check", &file, "--against-slurmdbd", "--cluster", "tally"]);
+    assert!(ok && out.contains("slurmdbd: OK (no mismatch)"), "the imported tree agrees with slurmdbd:\n{out}{err}");
+
+    // Each mismatch, for real: an account slurmdbd has and the tree does
+    // not, with a job under it and a user whose default account it is;
+    // and a tree account slurmdbd does not know.
+    sh("sacctmgr", &["-i", "add", "account", "x_orphan", "parent=root", "cluster=tally"]);
+    sh("sacctmgr", &["-i", "add", "user", "ob", "account=x_orphan", "cluster=tally"]);
+    sh("sacctmgr", &["-i", "add", "user", "e2e23u", "account=x_orphan", "cluster=tally"]);
+    let mut job = None;
+    wait_until(60, "slurmctld to take a job under x_orphan", || {
+        job = try_submit("ob", 0, "", 1, &["--account=x_orphan"]).ok();
+        job.is_some()
+    });
+    let job = job.unwrap_or_default();
+    let in_sacct = || sh("sacct", &["-X", "-n", "-P", "-j", &job.to_string(), "-o", "Account"]).trim() == "x_orphan";
+    wait_until(60, "sacct to have the job under x_orphan", in_sacct);
+    wait_until(120, "the job under x_orphan to end", || state(job).is_empty());
+    let edited = format!("{RUN_DIR}/e2e23-edited.toml");
+    std::fs::write(&edited, format!("{text}\n[accounts.ghost_23]\nparent = \"imp_top\"\n")).unwrap();
+    let (ok, out, err) = tally_run(&["config", "check", &edited, "--against-slurmdbd", "--cluster", "tally"]);
+    println!("{out}{err}");
+    assert!(!ok, "a mismatch fails the check");
+    let line = |prefix: &str| out.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line `{prefix}`:\n{out}"));
+    let orphan = line("job account not in tree: x_orphan: ");
+    assert!(orphan.contains("job(s) in the last 7d (sacct)") && orphan.ends_with("add [accounts.x_orphan] share = N to tally.toml"), "{orphan}");
+    let ghost = line("tree account not in slurmdbd: ghost_23: ");
+    assert!(ghost.contains("sacctmgr -i add account ghost_23 parent=imp_top cluster=tally"), "{ghost}");
+    let user = line("default account not in tree: user e2e23u: default account x_orphan is not in tally.toml");
+    assert!(user.contains("sacctmgr -i modify user e2e23u set defaultaccount="), "{user}");
+    assert!(err.contains("3 mismatch(es) with slurmdbd"), "exactly these three:\n{out}{err}");
+    // The import's own file, read again, still agrees (the new account
+    // had no say in it) only once x_orphan is gone: cleaned up below.
+    drop(cleanup);
+    let (ok, out, err) = tally_run(&["config", "check", &file, "--against-slurmdbd", "--cluster", "tally"]);
+    println!("{out}{err}");
+    let _ = (std::fs::remove_file(&file), std::fs::remove_file(&edited));
+    clean();
+    // x_orphan is deleted, its job remains in sacct: a note, not a mismatch.
+    // imp_* are deleted too: the imported file's tree now has accounts
+    // slurmdbd lacks, which the check says.
+    assert!(!ok && out.contains("tree account not in slurmdbd: imp_top: "), "{out}{err}");
+    assert!(out.contains("(sacct) are in neither tally.toml nor slurmdbd (deleted since; nothing to do): "), "{out}");
+    assert!(!out.contains("job account not in tree: x_orphan"), "{out}");
+}
+
+/// testbed/ha.sh `cmd` (on, kill-primary, start-primary, off): panics
+/// with its output when it fails.
+fn ha(cmd: &str) {
+    let out = Command::new("timeout").args(["300", "bash", "testbed/ha.sh", cmd]).current_dir(root()).output().unwrap();
+    assert!(out.status.success(), "ha.sh {cmd} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+/// A backup slurmctld for the test's length (`ha.sh on`); one controller
+/// again when it ends, however it ends.
+struct Ha;
+
+impl Ha {
+    fn on() -> Ha {
+        // (The guard first: a failed `on` is undone too.)
+        let pair = Ha;
+        ha("on");
+        pair
+    }
+}
+
+impl Drop for Ha {
+    fn drop(&mut self) {
+        let _ = Command::new("timeout").args(["300", "bash", "testbed/ha.sh", "off"]).current_dir(root()).status();
+    }
+}
+
+/// The ledger the plugin last saved: its `saved_at` and the GPU-seconds of
+/// each account (all buckets, as [`used_gpu_s`]), from one read.
+fn ledger() -> (u64, BTreeMap<String, f64>) {
+    let text = std::fs::read_to_string(format!("{RUN_DIR}/state/tally/ledger.state")).unwrap_or_default();
+    let mut used = BTreeMap::new();
+    let mut saved_at = 0;
+    for l in text.lines() {
+        let l = l.rsplit_once(" ~").map_or(l, |(record, _)| record);
+        let f: Vec<&str> = l.split(' ').collect();
+        if f.len() == 2 && f[0] == "saved_at" {
+            saved_at = f[1].parse().unwrap_or(0);
+        } else if f.len() == 5 && f[0] == "use" {
+            *used.entry(f[2].to_string()).or_insert(0.0) += f[4].parse::<f64>().unwrap_or(0.0);
+        }
+    }
+    (saved_at, used)
+}
+
+/// The ledger once the plugin saved it after `after` (unix s).
+fn ledger_saved_after(after: u64) -> (u64, BTreeMap<String, f64>) {
+    let mut l = ledger();
+    wait_until(30, "a save of the ledger", || {
+        l = ledger();
+        l.0 > after
+    });
+    l
+}
+
+/// The jobs preempt/tally noted as preempted (job ids, one per run).
+fn preempted_notes() -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("{RUN_DIR}/state/tally/preempted.state")).unwrap_or_default();
+    text.lines().filter_map(|l| l.strip_prefix("preempted ")?.split(' ').next()?.parse().ok()).collect()
+}
+
+/// Whether the slurmctld of the bed's pid file `name` (slurmctld,
+/// slurmctld-backup) runs priority/tally's recalculation thread, the one
+/// writer of the ledger; `None` when that slurmctld is not running.
+fn recalc_thread(name: &str) -> Option<bool> {
+    let pid = std::fs::read_to_string(format!("{RUN_DIR}/pid/{name}.pid")).ok()?.trim().to_string();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    Some(tasks.filter_map(Result::ok).any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "tally-recalc")))
+}
+
+/// The exporter's figures (`tally exporter --once`) and share's of one
+/// frozen copy of the ledger and the notes: the accounts' ledger figures
+/// agree, and every note is counted by its reason.
+fn exporter_agrees_with_share(accounts: &[&str]) {
+    let dir = format!("{RUN_DIR}/ha-frozen");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["ledger.state", "preempted.state"] {
+        std::fs::copy(format!("{RUN_DIR}/state/tally/{f}"), format!("{dir}/{f}")).unwrap();
+    }
+    let state = format!("{dir}/ledger.state");
+    let tally = format!("{}/target/release/tally", root().display());
+    let out = sh(&tally, &["exporter", "--once", "--show-accounts", "--state", &state, "-c", &config()]);
+    // (A series `name{…labels…} value`, or `name value` without labels.)
+    let metric = |name: &str, labels: &str| -> Option<f64> {
+        let (open, bare) = (format!("{name}{{"), format!("{name} "));
+        let line = out.lines().find(|l| if labels.is_empty() { l.starts_with(&bare) } else { l.starts_with(&open) && l.contains(labels) })?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    let (rows, _) = share_rows_of(&accounts.join(","), Some(&state));
+    for account in accounts {
+        let row = &rows[*account];
+        for (name, field, scale) in [
+            ("tally_account_used_gpu_seconds", "used_gpu_hours", 3600.0),
+            ("tally_account_usage_ratio", "ratio", 1.0),
+            ("tally_account_rate_gpus", "rate_gpus", 1.0),
+        ] {
+            let exported = metric(name, &format!("account=\"{account}\"")).unwrap_or_else(|| panic!("{name} of {account} not exported:\n{out}"));
+            let shared = row[field].as_f64().unwrap() * scale;
+            assert!((exported - shared).abs() <= 1e-6 * shared.abs().max(1.0), "{account}: {name} {exported}, share's {field} {shared}");
+        }
+    }
+    let notes = std::fs::read_to_string(format!("{dir}/preempted.state")).unwrap();
+    let unallocated = notes.lines().filter(|l| l.starts_with("preempted ") && l.split(' ').nth(4) == Some("unallocated")).count();
+    assert_eq!(metric("tally_preemptions_total", "reason=\"unallocated\""), Some(unallocated as f64), "every preemption noted is counted:\n{out}");
+    assert_eq!(metric("tally_contract_violations_total", ""), Some(0.0), "no contract broken:\n{out}");
+}
+
+/// Controller fail-over (docs/reliability.md): a primary and a backup
+/// slurmctld on one StateSaveLocation (testbed/ha.sh). Under load the
+/// primary is killed with SIGKILL; the backup takes over with Tally's
+/// ledger, marks, notes and active config; then the primary comes back and
+/// takes control again. Through both: one writer of the ledger (the
+/// controller in control), nothing charged twice and nothing lost (the
+/// ledger's charge equals the GPUs × seconds the jobs ran), contracts
+/// protect, submissions are judged, the order holds, every preemption's
+/// note is kept, and the exporter says what share says.
+#[test]
+fn e2e_24_a_backup_controller_takes_over_and_hands_back_without_charging_twice() {
+    clean();
+    let t_start = Instant::now();
+    let pair = Ha::on();
+    assert_eq!(recalc_thread("slurmctld"), Some(true), "the primary runs priority/tally's thread");
+    assert_eq!(recalc_thread("slurmctld-backup"), Some(false), "a standby backup loads no priority plugin: one writer of the ledger");
+    // Every ended job charged: the ledger to measure from.
+    let (_, base) = ledger_saved_after(now_s());
+    let t = ["-t", "60"];
+    // storm_a holds n1 with a contract job; storm_b's unallocated work
+    // fills n2, two 4-GPU jobs.
+    let protected = try_submit("sa", 8, "contract=30m", 900, &t).unwrap();
+    let spare = [try_submit("sb", 4, "contract=0", 900, &t).unwrap(), try_submit("sb", 4, "contract=0", 900, &t).unwrap()];
+    wait_until(60, "the jobs to run", || state(protected) == "RUNNING" && spare.iter().all(|&j| state(j) == "RUNNING"));
+    // storm_b's contract job takes one of them (a preemption the primary notes).
+    let first = try_submit("sb", 4, "contract=30m", 900, &t).unwrap();
+    wait_until(60, "storm_b's job to preempt unallocated work", || state(first) == "RUNNING");
+    let gone: Vec<u32> = spare.iter().copied().filter(|&j| state(j) != "RUNNING").collect();
+    assert_eq!(gone.len(), 1, "one unallocated job made room");
+    let (victim1, victim2) = (gone[0], if spare[0] == gone[0] { spare[1] } else { spare[0] });
+    wait_until(30, "the primary's note of the preemption", || preempted_notes().contains(&victim1));
+    // Waiting: order_idle (running nothing: owed GPUs, which only the
+    // contract job could give) and storm_a, which has used far more.
+    let owed = try_submit("oi", 8, "contract=30m", 900, &t).unwrap();
+    let more = try_submit("sa", 8, "contract=30m", 900, &t).unwrap();
+    wait_until(30, "the under-used team's job to go first", || prio(owed) > prio(more));
+    // slurmctld's own loss on SIGKILL (jobs changed since its last state
+    // save) is Slurm's durability, not Tally's (see e2e_10): kill once the
+    // running jobs are saved.
+    let running_since = std::time::SystemTime::now();
+    let nudge = try_submit("sa", 1, "contract=0", 60, &["--hold"]).unwrap();
+    cancel(nudge);
+    wait_until(60, "slurmctld to save its job state", || {
+        std::fs::metadata(format!("{RUN_DIR}/state/job_state")).and_then(|m| m.modified()).is_ok_and(|m| m > running_since)
+    });
+    let starts: BTreeMap<u32, u64> = [protected, first].iter().map(|&j| (j, field(j, "%S").and_then(|s| unix(&s)).unwrap())).collect();
+
+    // 1. kill -9 the primary: the backup takes over.
+    let killed = Instant::now();
+    let before = ledger();
+    ha("kill-primary");
+    println!("the backup took control {:.1} s after the primary's kill -9", killed.elapsed().as_secs_f64());
+    assert!(sh("scontrol", &["ping"]).contains("Slurmctld(backup) at"), "two controllers configured");
+    assert_eq!(recalc_thread("slurmctld"), None, "the primary is gone");
+    assert_eq!(recalc_thread("slurmctld-backup"), Some(true), "the backup in control runs priority/tally");
+    let backup_log = std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld-backup.log")).unwrap();
+    assert!(backup_log.contains("priority/tally: loaded ledger"), "the backup loaded the shared ledger");
+    // The order holds at once (the ledger and the ranking came over)…
+    assert!(prio(owed) > prio(more) && prio(more) >= ALLOCATED, "after take-over: {} vs {}", prio(owed), prio(more));
+    // …submissions are judged by job_submit/tally on the active config…
+    let refused = try_submit("sb", 1, "contract=9h", 60, &[]).expect_err("contract=9h under the backup");
+    assert!(refused.contains("tally: contract=9h exceeds the 8h maximum"), "{refused}");
+    let held = try_submit("sb", 1, "Contract=90m", 60, &["--hold", "-t", "120"]).unwrap();
+    assert_eq!(field(held, "%k").as_deref(), Some("contract=1h30m"), "the backup's job_submit/tally rewrote the contract");
+    cancel(held);
+    // …and contracts protect: order_idle is owed and only storm_a's contract
+    // job could make room for it.
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_secs(8) {
+        assert_eq!(state(protected), "RUNNING", "a contract job was preempted after the take-over");
+        assert_eq!(state(first), "RUNNING");
+        assert_eq!(state(owed), "PENDING");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The backup preempts too; the primary's note stays beside its own.
+    let second = try_submit("sb", 4, "contract=30m", 900, &t).unwrap();
+    wait_until(60, "storm_b's second job to preempt under the backup", || state(second) == "RUNNING");
+    assert_ne!(state(victim2), "RUNNING");
+    wait_until(30, "the backup's note of its preemption", || preempted_notes().contains(&victim2));
+    let notes = preempted_notes();
+    assert!(notes.contains(&victim1), "the backup wrote its notes over the primary's: job {victim1}'s preemption is gone from {notes:?}");
+    // The ledger: what ran, charged once.
+    let mut starts = starts;
+    starts.insert(second, field(second, "%S").and_then(|s| unix(&s)).unwrap());
+    let gpus: BTreeMap<u32, f64> = [(protected, 8.0), (first, 4.0), (second, 4.0)].into();
+    let check_charges = |when: &str, (saved_at, used): &(u64, BTreeMap<String, f64>)| {
+        for (account, jobs) in [("storm_a", vec![protected]), ("storm_b", vec![first, second])] {
+            let charged = used.get(account).copied().unwrap_or(0.0) - base.get(account).copied().unwrap_or(0.0);
+            let ran: f64 = jobs.iter().map(|j| gpus[j] * saved_at.saturating_sub(starts[j]) as f64).sum();
+            let slack: f64 = jobs.iter().map(|j| gpus[j] * 3.0).sum();
+            println!("{when}: {account} charged {charged:.0} GPU-s, ran {ran:.0} GPU-s by the ledger's save");
+            assert!(charged <= ran + slack, "{when}: {account} charged twice: {charged} GPU-s for {ran} run");
+            assert!(charged >= ran - slack, "{when}: {account} charge lost: {charged} GPU-s for {ran} run");
+        }
+    };
+    let after_takeover = ledger_saved_after(before.0.max(now_s()));
+    assert!(after_takeover.1["storm_a"] >= before.1["storm_a"], "usage lost over the take-over");
+    check_charges("after the take-over", &after_takeover);
+    exporter_agrees_with_share(&["storm_a", "storm_b"]);
+
+    // 2. The primary comes back and takes control; the backup stops its
+    //    plugin (and saves: one writer again).
+    let back = Instant::now();
+    ha("start-primary");
+    println!("the primary took control back {:.1} s after it started", back.elapsed().as_secs_f64());
+    assert_eq!(recalc_thread("slurmctld"), Some(true));
+    assert_eq!(recalc_thread("slurmctld-backup"), Some(false), "the backup in standby again stopped priority/tally's thread");
+    assert!(prio(owed) > prio(more), "after the hand-back: {} vs {}", prio(owed), prio(more));
+    for j in [protected, first, second] {
+        assert_eq!(state(j), "RUNNING", "job {j} after the hand-back");
+    }
+    let refused = try_submit("sb", 1, "contract=9h", 60, &[]).expect_err("contract=9h under the primary again");
+    assert!(refused.contains("exceeds the 8h maximum"), "{refused}");
+    let after_handback = ledger_saved_after(now_s());
+    check_charges("after the hand-back", &after_handback);
+    let notes = preempted_notes();
+    assert!(notes.contains(&victim1) && notes.contains(&victim2), "the notes after the hand-back: {notes:?}");
+    exporter_agrees_with_share(&["storm_a", "storm_b"]);
+    let log = std::fs::read_to_string(format!("{RUN_DIR}/log/slurmctld.log")).unwrap() + &backup_log;
+    assert!(!log.contains("internal error"), "a panic was caught in a slurmctld");
+    clean();
+    drop(pair);
+    println!("fail-over and hand-back checked in {:.0} s", t_start.elapsed().as_secs_f64());
+}
+
+/// `--show-accounts` behind the exporter-toolkit's web config: a real
+/// Prometheus scrapes over TLS with basic authentication and sees every
+/// account; another local user (nobody) on the same node, without the
+/// password, gets a 401 and no account name, whichever path it asks for.
+#[test]
+fn e2e_22_prometheus_scrapes_through_auth_and_others_get_nothing_private() {
+    let listen = "127.0.0.1:19822";
+    let dir = format!("{RUN_DIR}/e2e22");
+    std::fs::create_dir_all(&dir).unwrap();
+    let tally = format!("{}/target/release/tally", root().display());
+    // A self-signed certificate for 127.0.0.1, and a hash of the password
+    // by the exporter's own helper.
+    let (crt, key, pw) = (format!("{dir}/server.crt"), format!("{dir}/server.key"), format!("{dir}/password"));
+    sh(
+        "openssl",
+        &["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=tally-e2e"]
+            .into_iter()
+            .chain(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", &key, "-out", &crt])
+            .collect::<Vec<_>>(),
+    );
+    let password = format!("e2e-{}", std::process::id());
+    std::fs::write(&pw, &password).unwrap();
+    let hash = hash_password(&password);
+    let web = format!("{dir}/web.yml");
+    std::fs::write(&web, format!("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  prometheus: {hash}\n"))
+        .unwrap();
+
+    // On loopback alone, --show-accounts is refused: every local user
+    // reaches 127.0.0.1.
+    let out = Command::new(&tally).args(["exporter", "--listen", listen, "--show-accounts", "-c", &config()]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--show-accounts"), "{out:?}");
+
+    let log = std::fs::File::create(format!("{RUN_DIR}/log/exporter-e2e22.log")).unwrap();
+    let child = Command::new(&tally)
+        .args(["exporter", "--listen", listen, "--interval", "2s", "-c", &config(), "--web.config.file", &web, "--show-accounts"])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let _exporter = Daemon(child);
+    // curl as `user` (`None`: this process): (status, body).
+    let curl = |user: Option<&str>, path: &str, extra: &[&str]| -> (u16, String) {
+        let url = format!("https://{listen}{path}");
+        let mut c = match user {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", "nogroup", "--clear-groups", "curl"]);
+                c
+            }
+            None => Command::new("curl"),
+        };
+        let out = c.args(["-s", "-m", "20", "-w", "\n%{http_code}"]).args(extra).arg(&url).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    };
+    let with_password = format!("prometheus:{password}");
+    wait_until(30, "the exporter to serve over TLS", || curl(None, "/metrics", &["--cacert", &crt, "-u", &with_password]).0 == 200);
+
+    sh("bash", &["testbed/prometheus.sh", "start", "--user", "prometheus", "--password-file", &pw, "--ca-file", &crt, listen, "2s"]);
+    let prom = Prometheus;
+    wait_until(60, "Prometheus to scrape per-account series through TLS and basic auth", || {
+        prom.query("tally_account_rate_gpus").iter().any(|(labels, _)| labels.get("account").is_some_and(|a| a == "see_idle"))
+    });
+    assert_eq!(prom.value("up{job=\"tally\"}"), Some(1.0));
+
+    // Another local user: no password, a wrong one, plain HTTP; /metrics and
+    // the pages. Nothing names an account.
+    let accounts: Vec<String> = ranks().into_keys().collect();
+    assert!(accounts.iter().any(|a| a == "see_idle"), "{accounts:?}");
+    for (path, extra) in
+        [("/metrics", &[][..]), ("/metrics", &["-u", "prometheus:wrong"][..]), ("/", &[][..]), ("/account/see_idle", &[][..]), ("/job/1", &[][..])]
+    {
+        let (code, body) = curl(Some("nobody"), path, &[&["-k"][..], extra].concat());
+        assert_eq!(code, 401, "nobody {path} {extra:?}: {body}");
+        assert!(!accounts.iter().any(|a| body.contains(a.as_str())), "nobody {path}: {body}");
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "curl", "-s", "-m", "10", &format!("http://{listen}/metrics")])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("see_idle"), "plain HTTP answered: {out:?}");
+    // With the password, the same user reads it: the password decides,
+    // not the uid.
+    let (code, body) = curl(Some("nobody"), "/metrics", &["-k", "-u", &with_password]);
+    assert!(code == 200 && body.contains("account=\"see_idle\""), "{code}: {body}");
 }

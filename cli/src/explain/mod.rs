@@ -58,7 +58,8 @@ pub struct ExplainArgs {
     /// The same facts as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
+    /// Config file (default: $TALLY_CONFIG, else the config in force,
+    /// StateSaveLocation/tally/tally.toml.active, else /etc/slurm/tally.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// Ledger file, a regular file of at most 256 MiB (default:
@@ -446,7 +447,7 @@ pub struct Outlook {
 
 /// The job named `which` among `queue`.
 fn find<'a>(queue: &'a [QueueJob], which: &str) -> Result<&'a QueueJob, String> {
-    let bad = || format!("{which:?} is not a job id: give a number (`17`) or an array task (`24_2`)");
+    let bad = || format!("{:?} is not a job id: give a number (`17`) or an array task (`24_2`)", tally_allocator::text::clip(which));
     let found = match which.split_once('_') {
         None => {
             let id: u32 = which.trim().parse().map_err(|_| bad())?;

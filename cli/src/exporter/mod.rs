@@ -11,11 +11,19 @@
 //! damaged) keeps the last good figures and says so (`tally_ledger_stale`
 //! 1, a note on the page). What it exposes follows `[reports] private`:
 //! with it, no series and no page names an account unless the exporter
-//! was started with `--show-accounts` (docs/reports.md, "The exporter").
+//! was started with `--show-accounts`, which needs a listener that is
+//! private: basic authentication (`--web-config`) or a Unix socket
+//! (docs/reports.md, "The exporter"). Loopback is not private: every
+//! user of a shared login node reaches 127.0.0.1.
+//!
+//! The server ([`server`]) bounds what any client can make it hold; the
+//! web config ([`web`]) is the Prometheus exporter-toolkit's.
 
 mod metrics;
 mod page;
 mod reading;
+mod server;
+mod web;
 
 use crate::live;
 use crate::slurm_json::{self, QueueJob};
@@ -28,12 +36,21 @@ use tally_config::Config;
 use tally_engine::view::Names;
 
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ExporterArgs {
-    /// Address to serve on, HOST:PORT (default: loopback only).
+    #[command(subcommand)]
+    pub action: Option<ExporterAction>,
+    /// Address to serve on: HOST:PORT (default: loopback only, which every
+    /// local user reaches), or unix:PATH, a Unix socket created mode 0660
+    /// (its owner and group, or its directory's permissions, decide who reads).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9817")]
     pub listen: String,
-    /// Config file (default: the config in force, StateSaveLocation/tally/
-    /// tally.toml.active, else $TALLY_CONFIG or /etc/slurm/tally.toml).
+    /// TLS and basic authentication, in the Prometheus exporter-toolkit's
+    /// web config format (YAML: tls_server_config, basic_auth_users).
+    #[arg(long, value_name = "FILE", alias = "web.config.file")]
+    pub web_config: Option<PathBuf>,
+    /// Config file (default: $TALLY_CONFIG, else the config in force,
+    /// StateSaveLocation/tally/tally.toml.active, else /etc/slurm/tally.toml).
     #[arg(long, short)]
     pub config: Option<PathBuf>,
     /// Ledger file, a regular file of at most 256 MiB (default:
@@ -44,12 +61,24 @@ pub struct ExporterArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = interval)]
     pub interval: u64,
     /// Serve per-account series and pages even with `[reports] private =
-    /// true` (for an address only admins can reach).
+    /// true`. Needs basic authentication (--web-config) or a unix:PATH
+    /// listener: loopback is not private on a shared node.
     #[arg(long)]
     pub show_accounts: bool,
     /// Print the metrics once and exit (no server).
     #[arg(long)]
     pub once: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ExporterAction {
+    /// Print a bcrypt hash of the password read from stdin (one line), for
+    /// basic_auth_users in the web config.
+    HashPassword {
+        /// bcrypt's cost (4 to 31; each step doubles the work).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(4..=31))]
+        cost: u32,
+    },
 }
 
 fn interval(s: &str) -> Result<u64, String> {
@@ -72,15 +101,7 @@ impl Sources {
     /// The config: the one given, else the config in force (the active
     /// copy priority/tally keeps beside the ledger), else the default.
     fn config_path(&self) -> PathBuf {
-        if let Some(c) = &self.config {
-            return c.clone();
-        }
-        let active = self.state.with_file_name(tally_engine::follower::ACTIVE_NAME);
-        if active.exists() {
-            active
-        } else {
-            tally_config::default_path()
-        }
+        live::config_in_force(self.config.clone(), &self.state)
     }
 
     fn notes_path(&self) -> PathBuf {
@@ -101,6 +122,10 @@ struct Shared {
     stale: Option<String>,
     /// What squeue said when it last failed (said once, until it answers).
     squeue_said: Option<String>,
+    /// `/metrics` as last encoded, and the second it was: every scrape
+    /// within that second shares one buffer (however many clients are
+    /// slow to read it), and a refresh forgets it.
+    encoded: Option<(u64, bytes::Bytes)>,
 }
 
 /// Say `problem` on stderr unless it was the last one said; `None`: the
@@ -169,6 +194,7 @@ fn refresh(src: &Sources, shared: &Mutex<Shared>, started_at: u64) {
     s.reading = Some(Arc::new(reading));
     s.inputs = queue.map(|queue| Arc::new(Mutex::new(Inputs { config: Arc::new(config), snap, queue })));
     s.stale = None;
+    s.encoded = None;
 }
 
 /// A refresh that could not read: count it, keep the last figures, say why
@@ -180,9 +206,14 @@ fn failed(shared: &Mutex<Shared>, problem: String) {
         eprintln!("tally exporter: {problem}: serving the last good figures");
     }
     s.stale = Some(problem);
+    s.encoded = None;
 }
 
 pub fn run_cmd(args: ExporterArgs) -> Result<(), String> {
+    if let Some(ExporterAction::HashPassword { cost }) = args.action {
+        println!("{}", web::hash_password(cost)?);
+        return Ok(());
+    }
     let state = live::ledger_path(args.state.clone())?;
     let src = Sources { config: args.config.clone(), state, show_accounts: args.show_accounts };
     let shared = Arc::new(Mutex::new(Shared::default()));
@@ -196,15 +227,37 @@ pub fn run_cmd(args: ExporterArgs) -> Result<(), String> {
         print!("{}", metrics::encode(&metrics::Exposition { reading: r, counters: &s.counters, stale: false, now: live::now() }));
         return Ok(());
     }
-    let server = tiny_http::Server::http(&args.listen).map_err(|e| format!("--listen {}: cannot listen: {e}", args.listen))?;
-    let server = Arc::new(server);
+    let web = match &args.web_config {
+        Some(path) => web::load(path)?,
+        None => web::WebConfig::default(),
+    };
+    let unix = args.listen.starts_with("unix:");
+    if args.show_accounts && web.users.is_empty() && !unix {
+        return Err(format!(
+            "--show-accounts serves every account's figures: it needs basic authentication (--web-config with basic_auth_users{}) \
+             or a Unix socket (--listen unix:PATH, mode 0660); --listen {} reaches every local user",
+            if args.web_config.is_some() { ", none in the file given" } else { "" },
+            tally_allocator::text::clip(&args.listen)
+        ));
+    }
+    let max = server::max_connections();
+    let listener = server::Listener::bind(&args.listen)?;
+    let addr = listener.describe();
+    let scheme = if web.tls.is_some() { "https" } else { "http" };
+    if !web.users.is_empty() && web.tls.is_none() && !unix && !is_loopback(&addr) {
+        eprintln!("tally exporter: basic authentication without tls_server_config: passwords cross the network in clear");
+    }
+    let auth = web::Auth::new(web.users)?;
+    let base = match listener {
+        server::Listener::Unix(..) => addr.clone(),
+        server::Listener::Tcp(_) => format!("{scheme}://{addr}"),
+    };
     eprintln!(
-        "tally exporter: serving http://{}/metrics and the page http://{}/ (ledger {}, config {}, every {})",
-        args.listen,
-        args.listen,
+        "tally exporter: serving {base}/metrics and the page {base}/ (ledger {}, config {}, every {}{})",
         src.state.display(),
         src.config_path().display(),
-        tally_allocator::format_duration(args.interval)
+        tally_allocator::format_duration(args.interval),
+        if auth.is_some() { ", basic authentication" } else { "" }
     );
     {
         let (src, shared) = (src.clone(), shared.clone());
@@ -217,42 +270,47 @@ pub fn run_cmd(args: ExporterArgs) -> Result<(), String> {
             })
             .map_err(|e| format!("cannot start the refresh thread: {e}"))?;
     }
-    // A few threads answer, so a slow `/job/ID` (explain runs the
-    // simulator forward) never holds up a scrape.
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            let (server, shared) = (server.clone(), shared.clone());
-            std::thread::spawn(move || {
-                for req in server.incoming_requests() {
-                    let (status, ctype, body) = answer(req.url(), &shared);
-                    let header = tiny_http::Header::from_bytes("Content-Type", ctype).expect("a valid header");
-                    let _ = req.respond(tiny_http::Response::from_string(body).with_status_code(status).with_header(header));
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        let _ = w.join();
-    }
-    Ok(())
+    server::serve(listener, shared, web.tls, auth, max)
+}
+
+/// Whether a bound `HOST:PORT` is on loopback.
+fn is_loopback(addr: &str) -> bool {
+    addr.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_loopback())
 }
 
 const HTML: &str = "text/html; charset=utf-8";
 
-/// The answer to a GET of `url`: status, content type, body.
-fn answer(url: &str, shared: &Mutex<Shared>) -> (u16, &'static str, String) {
-    let path = url.split('?').next().unwrap_or("/");
+/// The answer to a GET of `path` (no query): status, content type, body.
+/// No page quotes more than [`tally_allocator::text::clip`] of the path.
+fn answer(path: &str, shared: &Mutex<Shared>) -> (u16, &'static str, bytes::Bytes) {
+    if path == "/metrics" {
+        let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+        let now = live::now();
+        if let Some((at, body)) = &s.encoded {
+            if *at == now {
+                return (200, metrics::CONTENT_TYPE, body.clone());
+            }
+        }
+        return match &s.reading {
+            Some(r) => {
+                let e = metrics::Exposition { reading: r, counters: &s.counters, stale: s.stale.is_some(), now };
+                let body = bytes::Bytes::from(metrics::encode(&e));
+                s.encoded = Some((now, body.clone()));
+                (200, metrics::CONTENT_TYPE, body)
+            }
+            None => {
+                (503, "text/plain; charset=utf-8", format!("no figures yet: {}\n", s.stale.as_deref().unwrap_or("the first refresh runs")).into())
+            }
+        };
+    }
+    let (status, ctype, body) = page_answer(path, shared);
+    (status, ctype, body.into())
+}
+
+/// The answer to a GET of a page (not `/metrics`).
+fn page_answer(path: &str, shared: &Mutex<Shared>) -> (u16, &'static str, String) {
     let (reading, inputs, stale) = {
         let s = shared.lock().unwrap_or_else(|p| p.into_inner());
-        if path == "/metrics" {
-            return match &s.reading {
-                Some(r) => {
-                    let e = metrics::Exposition { reading: r, counters: &s.counters, stale: s.stale.is_some(), now: live::now() };
-                    (200, metrics::CONTENT_TYPE, metrics::encode(&e))
-                }
-                None => (503, "text/plain; charset=utf-8", format!("no figures yet: {}\n", s.stale.as_deref().unwrap_or("the first refresh runs"))),
-            };
-        }
         (s.reading.clone(), s.inputs.clone(), s.stale.clone())
     };
     let Some(r) = reading else {
@@ -275,12 +333,20 @@ fn answer(url: &str, shared: &Mutex<Shared>) -> (u16, &'static str, String) {
         let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy().into_owned();
         return match page::account(&r, &name, stale) {
             Some(p) => (200, HTML, p),
-            None => (404, HTML, page::message("Tally: no such account", &format!("No account `{name}` in the config in force."))),
+            None => (
+                404,
+                HTML,
+                page::message("Tally: no such account", &format!("No account `{}` in the config in force.", tally_allocator::text::clip(&name))),
+            ),
         };
     }
     if let Some(id) = path.strip_prefix("/job/") {
         if r.private {
             return (403, HTML, private());
+        }
+        if !is_job_id(id) {
+            let what = format!("`{}` is not a job id: a number (`17`) or an array task (`24_2`).", tally_allocator::text::clip(id));
+            return (404, HTML, page::message("Tally: not a job", &what));
         }
         let Some(inputs) = inputs else {
             return (503, HTML, page::message("Tally: no queue", "squeue did not answer at the last refresh."));
@@ -295,4 +361,33 @@ fn answer(url: &str, shared: &Mutex<Shared>) -> (u16, &'static str, String) {
         };
     }
     (404, HTML, page::message("Tally: not found", "This exporter serves /, /account/NAME, /job/ID and /metrics."))
+}
+
+/// `17` or `24_2`: digits, at most one `_` between them, 24 bytes at most
+/// (checked before explain runs sinfo).
+fn is_job_id(id: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    id.len() <= 24 && id.split_once('_').map_or(digits(id), |(a, t)| digits(a) && digits(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_are_checked_before_explain() {
+        assert!(is_job_id("17") && is_job_id("24_2"));
+        for bad in ["", "_", "1_", "_2", "1_2_3", "a", "17%20", &"9".repeat(25)] {
+            assert!(!is_job_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn no_page_echoes_a_long_path() {
+        let shared = Mutex::new(Shared::default());
+        let long = format!("/{}", "x".repeat(1 << 20));
+        let (code, _, body) = answer(&long, &shared);
+        assert_eq!(code, 503);
+        assert!(body.len() < 4096, "{}", body.len());
+    }
 }

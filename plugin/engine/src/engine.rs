@@ -353,6 +353,9 @@ pub struct Engine {
     /// job id (in memory: a restarted slurmctld releases them within
     /// [`HOLD_PERIODS`], and the next tick holds again what must wait).
     holds: FxHashMap<u32, Hold>,
+    /// A walk has seen slurmctld's jobs since this engine loaded its
+    /// ledger: until then an empty walk forgets no run (see `tick`).
+    seen_jobs: bool,
 }
 
 /// Since when each account has held its state (rate, demand, unallocated).
@@ -543,6 +546,7 @@ impl Engine {
             last_jobs: Vec::new(),
             held: None,
             holds: FxHashMap::default(),
+            seen_jobs: false,
         }
     }
 
@@ -726,7 +730,13 @@ impl Engine {
         // Forget the runs of jobs slurmctld no longer has: there are some
         // when fewer of its jobs had a record than the book held (job ids
         // are unique in slurmctld; runs opened since belong to its jobs).
-        if with_run < recorded || !self.snapshot.runs.legacy_is_empty() {
+        // Not on an empty walk before any walk saw jobs: that is the list
+        // of a slurmctld that has not recovered its jobs yet (from 24.11 a
+        // backup taking over loads this plugin first), and forgetting would
+        // charge every run again from its start once they are back.
+        let recovering = views.is_empty() && !self.seen_jobs;
+        self.seen_jobs |= !views.is_empty();
+        if !recovering && (with_run < recorded || !self.snapshot.runs.legacy_is_empty()) {
             let mut live: FxHashSet<u64> = FxHashSet::with_capacity_and_hasher(views.len(), Default::default());
             live.extend(views.iter().map(|v| u64::from(v.job_id)));
             self.snapshot.runs.retain(|id| live.contains(&id));

@@ -103,6 +103,27 @@ impl Notes {
         }
     }
 
+    /// Take in the notes of `other` not noted here (another writer's: the
+    /// file as another slurmctld left it on a fail-over), keeping the
+    /// order by when each run was preempted and the [`MAX_NOTES`] newest.
+    /// A run noted in both keeps this book's note. Returns how many came in.
+    pub fn merge(&mut self, other: &Notes) -> usize {
+        let known: std::collections::HashSet<(u32, u64)> = self.notes.iter().map(|n| (n.job_id, n.run_start_s)).collect();
+        let fresh: Vec<Note> = other.notes.iter().filter(|n| !known.contains(&(n.job_id, n.run_start_s))).copied().collect();
+        if fresh.is_empty() {
+            return 0;
+        }
+        let count = fresh.len();
+        self.notes.extend(fresh);
+        // (Stable: notes of one second keep the order they were noted in.)
+        self.notes.sort_by_key(|n| n.at_s);
+        if self.notes.len() > MAX_NOTES {
+            let excess = self.notes.len() - MAX_NOTES;
+            self.notes.drain(..excess);
+        }
+        count
+    }
+
     /// Drop notes older than [`KEEP_S`] at `now`.
     pub fn prune(&mut self, now: u64) {
         self.notes.retain(|n| n.at_s.saturating_add(KEEP_S) > now);
@@ -180,6 +201,28 @@ pub fn save(path: &Path, notes: &Notes) -> io::Result<()> {
     crate::statefile::save_atomic(path, &notes.to_text())
 }
 
+/// Write `notes` with those the file holds that `notes` lacks, pruned at
+/// `now` (atomically, as [`save`]); `notes` becomes what was written.
+///
+/// Two slurmctld share the file on a fail-over: the backup's preempt/tally
+/// loaded the notes when the backup started, and the primary noted runs
+/// after that. Whichever writes takes the other's notes in first, so a
+/// controller that takes over never writes its stale book over the notes
+/// of the one before it (which `tally exporter` counts, and the priority
+/// plugin reads). A file that cannot be read is not merged: its problem is
+/// returned with the write's outcome, the write goes ahead.
+pub fn save_merged(path: &Path, notes: &mut Notes, now: u64) -> (io::Result<()>, Option<String>) {
+    let problem = match load(path) {
+        Ok(on_disk) => {
+            notes.merge(&on_disk);
+            None
+        }
+        Err(problem) => Some(problem),
+    };
+    notes.prune(now);
+    (save(path, notes), problem)
+}
+
 /// Read the notes; a missing file is no notes. Errors say what is wrong.
 pub fn load(path: &Path) -> Result<Notes, String> {
     let f = match File::open(path) {
@@ -232,6 +275,57 @@ mod tests {
         }
         assert_eq!(n.len(), MAX_NOTES);
         assert_eq!(n.iter().last().map(|x| x.job_id), Some(MAX_NOTES as u32 + 10));
+    }
+
+    #[test]
+    fn a_merge_takes_the_other_writers_notes_once_in_order() {
+        let why = Why { reason: Some(PreemptReason::Unallocated), lost_gpu_s: 80, contract_left_s: 0 };
+        let mut mine = Notes::new();
+        mine.note(Note { job_id: 1, run_start_s: 10, at_s: 100, why: Some(why) });
+        mine.note(Note { job_id: 3, run_start_s: 30, at_s: 300, why: None });
+        let mut theirs = Notes::new();
+        theirs.note(Note { job_id: 2, run_start_s: 20, at_s: 200, why: None });
+        // The same run in both: this book's note stays.
+        theirs.note(Note { job_id: 3, run_start_s: 30, at_s: 301, why: Some(why) });
+        assert_eq!(mine.merge(&theirs), 1);
+        assert_eq!(mine.iter().map(|n| (n.job_id, n.at_s)).collect::<Vec<_>>(), vec![(1, 100), (2, 200), (3, 300)]);
+        assert_eq!(mine.merge(&theirs), 0, "a second merge takes nothing");
+        // Bounded: the newest MAX_NOTES stay.
+        let mut many = Notes::new();
+        for i in 0..MAX_NOTES as u32 {
+            many.note(Note { job_id: i + 10, run_start_s: 1, at_s: 1_000 + u64::from(i), why: None });
+        }
+        assert_eq!(mine.merge(&many), MAX_NOTES);
+        assert_eq!(mine.len(), MAX_NOTES);
+        assert_eq!(mine.iter().next().map(|n| n.at_s), Some(1_000));
+    }
+
+    #[test]
+    fn a_merged_save_keeps_the_notes_another_controller_wrote() {
+        let dir = std::env::temp_dir().join(format!("tally-preempted-merge-{}", std::process::id()));
+        let path = path_in(&dir);
+        let now = 10 * KEEP_S;
+        // The backup's book, loaded when it started: one note about to age out.
+        let mut backup = Notes::new();
+        backup.note(Note { job_id: 5, run_start_s: 1, at_s: now - KEEP_S, why: None });
+        // The primary noted a run since, then died.
+        let mut primary = Notes::new();
+        primary.note(Note { job_id: 5, run_start_s: 1, at_s: now - KEEP_S, why: None });
+        primary.note(Note { job_id: 6, run_start_s: 2, at_s: now - 60, why: None });
+        save(&path, &primary).unwrap();
+        // The backup, in control, preempts a run: the file keeps the primary's.
+        backup.note(Note { job_id: 7, run_start_s: 3, at_s: now, why: None });
+        let (written, problem) = save_merged(&path, &mut backup, now);
+        assert!(written.is_ok() && problem.is_none());
+        let on_disk = load(&path).unwrap();
+        assert_eq!(on_disk.iter().map(|n| n.job_id).collect::<Vec<_>>(), vec![6, 7], "job 5's note aged out, 6 kept, 7 added");
+        assert_eq!(on_disk, backup, "the book is what was written");
+        // A file that is not notes: said, and written over with the book.
+        std::fs::write(&path, "nope\n").unwrap();
+        let (written, problem) = save_merged(&path, &mut backup, now);
+        assert!(written.is_ok() && problem.is_some_and(|p| p.contains("not Tally's preemption notes")));
+        assert_eq!(load(&path).unwrap(), backup);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

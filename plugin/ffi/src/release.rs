@@ -15,6 +15,7 @@
 //! | `slurmctld_lock_t` | five locks | five | five | six (`select_node`; Tally leaves it unlocked) |
 //! | `List`, `struct job_details`, `bit_test` | as named | `list_t *`, `job_details_t`, `slurm_bit_test` (slurm-sys aliases them) | as 24.11 | as 24.11 |
 //! | `plugin_version` | `0x160508`, exactly | `0x180b05`, exactly | `0x190b07`, exactly | `0x1a0503`, exactly |
+//! | a backup taking over (`run_backup`) | loads the priority plugin under the config write lock, its jobs then recovered | loads it (`init`) before it recovers its jobs, no lock held; `priority_p_thread_start` once they are: Tally's threads start there ([`THREADS_AT_THREAD_START`]) | as 24.11 | as 24.11 |
 //! | `scontrol reconfigure` | reloads in place (no `fini`) | restarts slurmctld (`fini`, then a new process) | as 24.11 | as 24.11 |
 //! | whole nodes (`job_details.whole_node`, [`whole_node`]) | a value: `1` = `WHOLE_NODE_REQUIRED` (`--exclusive`, or set by a partition's `OverSubscribe=EXCLUSIVE` when the job is scheduled), `2` user, `3` mcs | flags: the bit `WHOLE_NODE_REQUIRED` (`0x01`; user `0x02`, mcs `0x04`, topo `0x08`) | as 24.11 | as 24.11 |
 //!
@@ -242,22 +243,35 @@ macro_rules! export_factors_list {
     };
 }
 
+/// Whether slurmctld calls `priority_p_thread_start` once it has recovered
+/// its state (24.11 on): the priority plugin's threads start there. Before
+/// (22.05) they start in `init`, which slurmctld calls with its jobs loaded
+/// or under its config write lock (`read_slurm_conf`'s first
+/// `priority_g_set` loads the plugin). From 24.11 a backup slurmctld taking
+/// over calls `init` before it recovers the jobs, with no lock held
+/// (`run_backup`): a thread started there can walk the empty `job_list`.
+#[cfg(slurm = "22.05")]
+pub const THREADS_AT_THREAD_START: bool = false;
+#[cfg(not(slurm = "22.05"))]
+pub const THREADS_AT_THREAD_START: bool = true;
+
 /// The priority plugin's symbols that only some releases ask for: none in
 /// 22.05; from 24.11 `priority_p_recover` (priority/basic's boost after a
 /// state recovery: Tally sets its own priorities, so no boost, as
-/// multifactor with slurmdbd) and `priority_p_thread_start` (Tally's
-/// threads start in `init`, inside slurmctld only, as in 22.05: nothing
-/// more to do).
+/// multifactor with slurmdbd) and `priority_p_thread_start`, which calls
+/// `$thread_start()` (see [`THREADS_AT_THREAD_START`]).
 #[cfg(slurm = "22.05")]
 #[macro_export]
 macro_rules! export_priority_release_hooks {
-    () => {};
+    (thread_start: $thread_start:path) => {
+        const _: fn() = $thread_start;
+    };
 }
 
 #[cfg(not(slurm = "22.05"))]
 #[macro_export]
 macro_rules! export_priority_release_hooks {
-    () => {
+    (thread_start: $thread_start:path) => {
         $crate::export! {
             /// After a state recovery: no priority boost (Tally's own order).
             fn priority_p_recover(prio_boost: u32) -> u32;
@@ -267,10 +281,12 @@ macro_rules! export_priority_release_hooks {
                 0
             }
 
-            /// Once slurmctld is in control: the threads already run.
+            /// slurmctld is in control, its jobs recovered: start the threads.
             fn priority_p_thread_start();
             fallback || ();
-            {}
+            {
+                $thread_start()
+            }
         }
     };
 }

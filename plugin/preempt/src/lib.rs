@@ -218,29 +218,39 @@ fn with_notes(runs: std::sync::Arc<RunBook>) -> std::sync::Arc<RunBook> {
     std::sync::Arc::new(own)
 }
 
-/// Write the notes when new ones came (atomically, no lock of Slurm's held).
+/// Write the notes when new ones came (atomically, no lock of Slurm's held),
+/// with those the file holds that this book lacks: on a fail-over the two
+/// slurmctld share the file, and this book may be the one the backup loaded
+/// when it started (`preempted::save_merged`). Old notes are dropped as the
+/// file is written, never by a write of their own: a standby backup, which
+/// preempts nothing, never writes.
 fn save_notes(t: u64) {
-    let (text_path, notes) = {
+    let (path, mut notes) = {
         let mut book = lock(&NOTES);
         let Some(b) = book.as_mut() else { return };
-        let before = b.notes.len();
-        b.notes.prune(t);
-        if b.notes.len() != before {
-            b.dirty = true;
-        }
         if !b.dirty {
             return;
         }
         b.dirty = false;
-        (b.path.clone(), b.notes.clone())
+        let Some(path) = b.path.clone() else { return };
+        (path, b.notes.clone())
     };
-    if let Some(path) = text_path {
-        if let Err(e) = preempted::save(&path, &notes) {
-            log::error!("cannot save the preemption notes to {}: {e}", path.display());
-            if let Some(b) = lock(&NOTES).as_mut() {
-                b.dirty = true;
-            }
-        }
+    let (written, problem) = preempted::save_merged(&path, &mut notes, t);
+    if let Some(problem) = problem {
+        log::warn!("{problem}: written over with this controller's notes");
+    }
+    let mut book = lock(&NOTES);
+    let Some(b) = book.as_mut() else { return };
+    // The other writer's notes, and the file's pruning, into the book
+    // (notes taken meanwhile stay).
+    let came = b.notes.merge(&notes);
+    b.notes.prune(t);
+    if came > 0 {
+        log::info!("{came} preemption notes of another slurmctld in {} kept", path.display());
+    }
+    if let Err(e) = written {
+        log::error!("cannot save the preemption notes to {}: {e}", path.display());
+        b.dirty = true;
     }
 }
 

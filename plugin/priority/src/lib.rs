@@ -11,8 +11,10 @@
 //! Threading: slurmctld calls `priority_p_set` and `priority_p_job_end` with
 //! its job write lock held; they touch only in-memory state (the last
 //! [`Ranking`] behind a mutex held for a clone) and never do IO or wait on
-//! the engine. The recalculation thread, started in `init` only inside
-//! slurmctld and joined in `fini`, copies the jobs under slurmctld's job
+//! the engine. The recalculation thread, started only inside slurmctld once
+//! its jobs are recovered (in `init` on 22.05, in `priority_p_thread_start`
+//! from 24.11: a backup slurmctld taking over calls `init` before it
+//! recovers them) and joined in `fini`, copies the jobs under slurmctld's job
 //! *read* lock, charges the ledger, re-ranks and walks the queue with no
 //! slurmctld lock held, then takes the job write lock only to set the
 //! priorities that changed (of jobs still pending, not held, not set by an
@@ -150,10 +152,13 @@ tally_ffi::export! {
         if let Some(config) = config {
             start_engine(&shared, config, t);
         }
-        let s2 = shared.clone();
-        let worker = Worker::start("tally-recalc", "the recalculation thread", move |wake| recalc(&host, &s2, wake));
-        let planner = Worker::start("tally-plan", "the planner thread", move |wake| plan_round(&host, wake));
-        *lock(&PLUGIN) = Some(Running { worker, planner });
+        if tally_ffi::release::THREADS_AT_THREAD_START {
+            // slurmctld calls priority_p_thread_start once its jobs are
+            // recovered: a backup taking over calls init before that.
+            *lock(&DEFERRED) = Some((host, shared));
+        } else {
+            start_threads(host, shared);
+        }
         SUCCESS
     }
 
@@ -161,6 +166,7 @@ tally_ffi::export! {
     fn fini() -> c_int;
     fallback || SUCCESS;
     {
+        *lock(&DEFERRED) = None;
         let running = lock(&PLUGIN).take();
         if let Some(r) = running {
             for w in [r.planner, r.worker].into_iter().flatten() {
@@ -169,6 +175,31 @@ tally_ffi::export! {
         }
         *lock(&PLAN) = None;
         SUCCESS
+    }
+}
+
+/// The threads' start, from `init` until slurmctld has recovered its jobs
+/// (`priority_p_thread_start`, see `tally_ffi::release::THREADS_AT_THREAD_START`).
+static DEFERRED: Mutex<Option<(Host, Arc<Shared>)>> = Mutex::new(None);
+
+/// Start the recalculation and planner threads. The first tick charges
+/// what every job in `job_list` ran since its mark and forgets the marks of
+/// jobs not there: it must see slurmctld's recovered jobs, never the empty
+/// list a backup has before it loads them (the runs of every job would be
+/// charged again from their starts).
+fn start_threads(host: Host, shared: Arc<Shared>) {
+    let s2 = shared.clone();
+    let worker = Worker::start("tally-recalc", "the recalculation thread", move |wake| recalc(&host, &s2, wake));
+    let planner = Worker::start("tally-plan", "the planner thread", move |wake| plan_round(&host, wake));
+    *lock(&PLUGIN) = Some(Running { worker, planner });
+}
+
+/// `priority_p_thread_start` (24.11 on): slurmctld is in control with its
+/// jobs recovered.
+fn thread_start() {
+    let deferred = lock(&DEFERRED).take();
+    if let Some((host, shared)) = deferred {
+        start_threads(host, shared);
     }
 }
 
@@ -573,4 +604,4 @@ tally_ffi::export_factors_list! {
     }
 }
 
-tally_ffi::export_priority_release_hooks!();
+tally_ffi::export_priority_release_hooks!(thread_start: thread_start);

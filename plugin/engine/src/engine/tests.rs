@@ -54,6 +54,32 @@ fn charges_running_allocated_jobs_once() {
 }
 
 #[test]
+fn an_empty_walk_forgets_no_run_and_charges_nothing_twice() {
+    // The primary charged job 1 to +60 and saved; a backup slurmctld takes
+    // over with that ledger and (24.11 on) may be walked before it has
+    // recovered its jobs: an empty job_list.
+    let mut primary = engine();
+    let j = running(view(1, "a", "alice", "contract=1h"), T0);
+    primary.tick(T0 + 60, std::slice::from_ref(&j), None);
+    let config = Config::parse(CONFIG, "test.toml").unwrap();
+    let saved = Snapshot::parse(&primary.state_text(T0 + 60), config.bucket_s, config.window_s).unwrap().snapshot;
+    let mut backup = Engine::new(config, Some(saved), T0 + 70);
+    backup.tick(T0 + 70, Vec::<JobView>::new(), None);
+    assert_eq!(backup.snapshot().runs.len(), 1, "the mark of job 1 survives the empty walk");
+    // The jobs recovered: job 1 charged from its mark, once (it was charged
+    // from its start again: 2 × 180 s).
+    backup.tick(T0 + 120, std::slice::from_ref(&j), None);
+    assert_eq!(backup.usage_by_account(T0 + 120)["a"], 2.0 * 120.0 / HOUR);
+    // A walk with jobs still forgets the runs of jobs gone from the list,
+    // and so does an empty one once jobs were seen (an idle cluster).
+    let two = running(view(2, "b", "bob", "contract=1h"), T0 + 150);
+    backup.tick(T0 + 180, std::slice::from_ref(&two), None);
+    assert_eq!(backup.snapshot().runs.get(1).map(|_| ()), None, "job 1 left the list: its run is forgotten");
+    backup.tick(T0 + 240, Vec::<JobView>::new(), None);
+    assert!(backup.snapshot().runs.is_empty());
+}
+
+#[test]
 fn unallocated_and_unknown_jobs_are_not_charged() {
     let mut e = engine();
     let jobs = [
