@@ -19,9 +19,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SLURM_PKGS=(slurmctld slurmd slurm-client libslurm-dev slurm-wlm-basic-plugins-dev slurmdbd)
 if [[ $TB_SLURM_RELEASE == 22.05 ]]; then
     # dpkg-dev: make deb (dpkg-shlibdeps, dpkg-architecture); sudo: the private reports'
-    # end-to-end test runs the sudoers set-up docs/reports.md gives.
+    # end-to-end test runs the sudoers set-up docs/reports.md gives; openssl: the exporter's
+    # TLS test makes its certificate.
     OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils sudo
-                cmake g++ libclang-dev dpkg-dev)
+                cmake g++ libclang-dev dpkg-dev openssl)
     WHAT="cmake and libclang for HiGHS, dpkg-dev for the package"
 else
     # findutils: find of lib.sh; libstdc++6: target/release/tally (HiGHS is C++); sudo: as above.
