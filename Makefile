@@ -90,9 +90,9 @@ down:
 results:
 	bash scripts/results.sh
 
-## Every test: pure, fake host, end to end against a real Slurm, and make
-## install/uninstall into a scratch DESTDIR.
-test: slurm-packages test-unit fuzz-smoke dashboard-check e2e install-check
+## Every test: the lints, pure, fake host, end to end against a real Slurm,
+## and make install/uninstall into a scratch DESTDIR.
+test: slurm-packages lint test-unit fuzz-smoke dashboard-check e2e install-check
 
 ## Slurm 22.05.8 from Debian 12 (pinned), MariaDB, munge: the fake-host test
 ## loads the real libslurmfull.so; the end-to-end tests run the daemons.
@@ -205,8 +205,14 @@ bindings:
 fmt:
 	$(CARGO) fmt --all
 
+## The lints CI holds the code to: rustfmt, clippy with every warning an
+## error (the end-to-end tests' feature too), rustdoc's warnings (broken
+## intra-doc links) as errors. An allowed lint says why where it is allowed.
 lint:
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy -p tally-tests --features e2e --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 
 clean:
 	$(CARGO) clean

@@ -157,7 +157,7 @@ pub enum Need {
 /// names are the two items where the paths of the two accounts part.
 /// `A` is how an item is named: its account (`String`), or, inside the
 /// checks, its index, named only for a caller that asks why
-/// ([`Refused`]), so a scheduler asking yes or no of many victims builds
+/// (`Refused`), so a scheduler asking yes or no of many victims builds
 /// no text.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ReclaimRefusal<A = String> {

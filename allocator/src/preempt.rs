@@ -16,13 +16,12 @@
 //! where it would hold GPUs another team is owed ([`long_start`]). Unallocated work is preemptible by any allocated
 //! job at any time. Past its contract a job keeps its GPUs only while its
 //! allocation still ranks it above the waiting work (Ai2's time-slicing):
-//! inside a team by the team's own order — a job of a higher priority
-//! (lower nice), then a debug or quick job before one that is not; ties
-//! (the same nice and class: only the submit time differs) never preempt —
-//! and across teams by where the two sides of the tree stand now
-//! ([`crate::entitlement::Position`]: the preemptor's side with its job
-//! must stand at least as well as every item of the victim's side without
-//! the victim). Why no two teams can preempt each other in turn:
+//! inside a team only a debug or quick job takes one that is neither and
+//! does not come before it by nice ([`PriorityRules::slices`]; a higher
+//! priority alone orders the queue but never preempts) — and across teams
+//! by where the two sides of the tree stand now ([`Reclaim::take`]: the
+//! preemptor's side with its job must stand at least as well as every item
+//! of the victim's side without the victim). Why no two teams can preempt each other in turn:
 //! docs/design.md, rule 9 ("No ping-pong").
 //!
 //! Victim order among the eligible, first victim first ([`victim_rank`]):
@@ -185,9 +184,9 @@ pub enum PreemptReason {
     Unallocated,
     /// Restoration: the preemptor's side of the tree was below what it is owed now.
     Restore,
-    /// Time-slicing past the victim's contract: a debug or quick job, or a
-    /// job of higher priority, of the victim's own team; or a debug job of
-    /// a side that stays at or above its rate.
+    /// Time-slicing past the victim's contract: a debug or quick job of
+    /// the victim's own team (never a job of higher priority alone); or a
+    /// debug job of a side that stays at or above its rate.
     TimeSlice,
 }
 
@@ -289,7 +288,7 @@ pub enum LongStart {
 /// ```
 ///
 /// `fair` is the team's water-filled share of what every team asks now
-/// ([`TeamNow::fair`]: its rate, plus what teams asking for less than
+/// (`TeamNow::fair`: its rate, plus what teams asking for less than
 /// theirs leave). The job starts on its team's own share, or on GPUs no
 /// other team asks for now; otherwise it waits, so it never holds for days
 /// the GPUs another team is owed. What it may cost: a team idle when it

@@ -25,7 +25,7 @@ pub struct BudgetArgs {
     /// one from your cluster's history), a regular file of at most 1 GiB.
     #[arg(long, value_name = "FILE")]
     pub trace: PathBuf,
-    /// GPUs in the cluster, 1 to 4194304 (default: [cluster] gpus of the current config).
+    /// GPUs in the cluster, 1 to 4194304 (default: `[cluster] gpus` of the current config).
     #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
     pub gpus: Option<u32>,
     /// The policy both replays use: tally or tally+planner.

@@ -45,7 +45,7 @@ pub struct SimArgs {
     /// GPUs in the simulated cluster, 1 to 4194304.
     #[arg(long, value_name = "N", required = true, value_parser = crate::gpu_count)]
     pub gpus: Option<u32>,
-    /// GPUs per node, 1 to 4194304 (default: [cluster] gpus_per_node of the config).
+    /// GPUs per node, 1 to 4194304 (default: `[cluster] gpus_per_node` of the config).
     #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
     pub gpus_per_node: Option<u32>,
     /// GPUs of each type in the simulated cluster, e.g. `b200=32,h100=64`:

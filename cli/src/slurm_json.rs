@@ -310,7 +310,7 @@ pub fn parse_squeue(output: &str, names: &mut Names) -> Result<Vec<QueueJob>, St
     read_squeue(output.as_bytes(), names)
 }
 
-/// [`parse_squeue`] as the output arrives: each job is read into the
+/// Every job of `squeue --json`'s output, read as the output arrives: each job is read into the
 /// engine's view and its JSON dropped before the next (only the fields
 /// [`job`] reads are kept), so a 10,000-job queue (some 50 MB of JSON) is
 /// never held whole, as text or as a tree.

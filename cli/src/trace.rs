@@ -139,7 +139,7 @@ pub struct AugmentArgs {
     #[arg(long, value_name = "F", default_value_t = AugmentOptions::default().unallocated_fraction)]
     pub unallocated_fraction: f64,
     /// Cluster size that turns budgets into team weights, 1 to 4194304
-    /// (default: [cluster] gpus of the config, else the trace's mean busy
+    /// (default: `[cluster] gpus` of the config, else the trace's mean busy
     /// GPUs / 2.5).
     #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
     pub gpus: Option<u32>,

@@ -24,7 +24,7 @@
 //! or a prediction (`sim::PlanDurations`).
 //!
 //! Reading and writing go through the `csv` crate (RFC 4180 quoting);
-//! [`read_csv`] is the one CSV reader of the crate (`import` reads
+//! `read_csv` is the one CSV reader of the crate (`import` reads
 //! ElasticFlow files with it too).
 
 use std::fmt;
@@ -175,7 +175,7 @@ pub enum TraceError {
 }
 
 /// Why the rows of a comma-separated file cannot be read, whatever its
-/// columns mean ([`read_csv`]).
+/// columns mean (`read_csv`).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CsvError {
     #[error("line {line}: {found} comma-separated fields, the header has {expected} (one value per header column)")]

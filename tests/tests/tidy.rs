@@ -617,19 +617,176 @@ fn doc_paths_exist() {
                 }
             }
         }
-        for (line, target) in link_targets(&text) {
-            let target = target.split('#').next().unwrap_or("");
-            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") || target.starts_with('/') {
+        for (line, link) in link_targets(&text) {
+            let (target, anchor) = link.split_once('#').unwrap_or((link.as_str(), ""));
+            if target.contains("://") || target.starts_with("mailto:") || target.starts_with('/') {
                 continue;
             }
-            checked += 1;
-            if !doc.parent().unwrap().join(target).exists() {
-                offenders.push(format!("{name}:{}: link target ({target}) does not exist", line + 1));
+            let file = if target.is_empty() { doc.clone() } else { doc.parent().unwrap().join(target) };
+            if !target.is_empty() {
+                checked += 1;
+                if !file.exists() {
+                    offenders.push(format!("{name}:{}: link target ({target}) does not exist", line + 1));
+                    continue;
+                }
+            }
+            if !anchor.is_empty() && file.extension().is_some_and(|e| e == "md") {
+                checked += 1;
+                if !heading_anchors(&read(&file)).contains(anchor) {
+                    offenders.push(format!("{name}:{}: link ({link}): {} has no heading whose anchor is #{anchor}", line + 1, rel(&file)));
+                }
             }
         }
     }
     assert!(checked > 50, "tidy: only {checked} paths found in the documents: the extraction is broken");
     fail_if_any("paths named in README.md, ARCHITECTURE.md and docs/*.md exist", &offenders);
+}
+
+/// The user documents cite no issue of the project's tracker ("issue 15"):
+/// history is the CHANGELOG's and the commits'.
+#[test]
+fn documents_cite_no_issue_numbers() {
+    let mut offenders = Vec::new();
+    for doc in path_documents() {
+        for (n, line) in read(&doc).lines().enumerate() {
+            let lower = line.to_lowercase();
+            let mut rest = lower.as_str();
+            while let Some(i) = rest.find("issue") {
+                let after = rest[i + 5..].trim_start_matches([' ', '#']);
+                if after.starts_with(|c: char| c.is_ascii_digit()) {
+                    offenders.push(format!("{}:{}: {}", rel(&doc), n + 1, line.trim()));
+                    break;
+                }
+                rest = &rest[i + 5..];
+            }
+        }
+    }
+    fail_if_any("no issue numbers in README.md, ARCHITECTURE.md and docs/*.md", &offenders);
+}
+
+/// Slurm versions (`22.05.8`) in `text`, in order of appearance.
+fn slurm_versions(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|w| w.trim_matches('.'))
+        .filter(|w| {
+            let parts: Vec<&str> = w.split('.').collect();
+            parts.len() == 3 && parts[0].len() == 2 && parts[1].len() == 2 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The release matrix is written once, in plugin/ffi/src/release.rs (the
+/// releases named in its first lines): README's and docs/install.md's
+/// tables list exactly those, each once, and docs/testbed.md names each.
+#[test]
+fn release_matrix_is_release_rs() {
+    let root = repo();
+    let head: String = read(&root.join("plugin/ffi/src/release.rs")).lines().take(3).collect::<Vec<_>>().join(" ");
+    let releases: BTreeSet<String> = slurm_versions(&head).into_iter().collect();
+    assert!(releases.len() >= 2, "tidy: release.rs names no releases in its first lines: {head}");
+    let mut offenders = Vec::new();
+    for doc in ["README.md", "docs/install.md"] {
+        let rows: Vec<String> = read(&root.join(doc))
+            .lines()
+            .filter_map(|l| l.strip_prefix("| ")?.split(" |").next().map(str::trim).map(str::to_string))
+            .filter(|cell| slurm_versions(cell).first().is_some_and(|v| v == cell))
+            .collect();
+        let listed: BTreeSet<String> = rows.iter().cloned().collect();
+        if listed != releases || rows.len() != releases.len() {
+            offenders.push(format!("{doc}: the release table lists {rows:?}, release.rs {releases:?}"));
+        }
+    }
+    let testbed = read(&root.join("docs/testbed.md"));
+    for r in &releases {
+        if !slurm_versions(&testbed).contains(r) {
+            offenders.push(format!("docs/testbed.md: does not name {r}"));
+        }
+    }
+    fail_if_any("the release matrix is release.rs's", &offenders);
+}
+
+/// A code span that names Rust items: `a::b`, `A::b()`, `crate::x::Y`
+/// (at least one `::`, only identifiers between).
+fn rust_path(span: &str) -> Option<Vec<&str>> {
+    let span = span.strip_suffix("()").unwrap_or(span);
+    let parts: Vec<&str> = span.split("::").collect();
+    let ident = |p: &&str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !p.starts_with(|c: char| c.is_ascii_digit());
+    (parts.len() >= 2 && parts.iter().all(ident)).then_some(parts)
+}
+
+/// Every item a document names as a Rust path (`engine::classify`,
+/// `Entitlement::most_short_besides`) exists: each of its names is a word
+/// of the repository's Rust sources (or of std, core, alloc).
+#[test]
+fn rust_paths_in_documents_exist() {
+    let root = repo();
+    let mut words: BTreeSet<String> = ["std", "core", "alloc", "crate", "self", "super"].iter().map(|s| s.to_string()).collect();
+    for file in walk(&root, &|p| p.extension().is_some_and(|e| e == "rs")) {
+        let text = read(&file);
+        words.extend(text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(str::to_string));
+    }
+    let mut offenders = Vec::new();
+    let mut checked = 0;
+    for doc in path_documents() {
+        let text = without_fences(&read(&doc));
+        for (line, span) in inline_code_spans(&text) {
+            let Some(parts) = rust_path(span.trim()) else { continue };
+            // std's own paths (`std::fs::rename`) are std's business.
+            if matches!(parts[0], "std" | "core" | "alloc") {
+                continue;
+            }
+            checked += 1;
+            if let Some(missing) = parts.iter().find(|p| !words.contains(**p)) {
+                offenders.push(format!("{}:{}: `{}`: no `{missing}` in the Rust sources", rel(&doc), line + 1, span.trim()));
+            }
+        }
+    }
+    assert!(checked > 20, "tidy: only {checked} Rust paths found in the documents: the extraction is broken");
+    fail_if_any("Rust items named in README.md, ARCHITECTURE.md and docs/*.md exist", &offenders);
+}
+
+/// The anchors GitHub gives a Markdown file's headings: the heading's text
+/// without its Markdown (code ticks, emphasis, a link's target), lower
+/// case, only letters, digits, `-`, `_` and spaces, spaces as `-`; a
+/// repeated one gets `-1`, `-2`, …
+fn heading_anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    for line in without_fences(text).lines() {
+        let Some(title) = line.strip_prefix('#').map(|t| t.trim_start_matches('#')) else { continue };
+        if !title.starts_with(' ') {
+            continue;
+        }
+        // A link's text without its target: `[text](target)` → `text`.
+        let mut plain = String::new();
+        let mut rest = title.trim();
+        while let Some(i) = rest.find("](") {
+            plain.push_str(&rest[..i]);
+            rest = rest[i + 2..].split_once(')').map_or("", |(_, after)| after);
+        }
+        plain.push_str(rest);
+        let slug: String = plain
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_insert(0);
+        out.insert(if *n == 0 { slug.clone() } else { format!("{slug}-{n}") });
+        *n += 1;
+    }
+    out
+}
+
+#[test]
+fn heading_anchors_are_githubs() {
+    let doc = "# Tally\n## `tally exporter`: Prometheus, Grafana, and a page per account\n### Who can scrape it\n```\n# not a heading\n```\n## [docs/x.md](docs/x.md) and *more*\n## Who can scrape it\n";
+    let a = heading_anchors(doc);
+    for want in ["tally", "tally-exporter-prometheus-grafana-and-a-page-per-account", "who-can-scrape-it", "docsxmd-and-more", "who-can-scrape-it-1"] {
+        assert!(a.contains(want), "{want} in {a:?}");
+    }
+    assert!(!a.contains("not-a-heading"), "{a:?}");
 }
 
 #[test]

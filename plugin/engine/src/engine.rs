@@ -316,7 +316,7 @@ pub struct TickReport {
     /// (index into the views, begin time) for pending long jobs that
     /// cannot checkpoint: held ([`tally_allocator::long_start`]) until a
     /// begin time [`HOLD_PERIODS`] recalculations ahead, or released to the
-    /// begin time they had ([`Engine::long_holds`]).
+    /// begin time they had (`Engine::long_holds`).
     pub begins: Vec<(usize, u64)>,
 }
 
@@ -370,7 +370,7 @@ struct Stretch {
 /// rules refuse makes the job unallocated (job_submit/tally refuses such
 /// jobs at the door; this is the fallback for jobs that got in before it).
 /// Classed by what it will hold as far as the one view tells
-/// ([`job_from`]); a heterogeneous job's other components are not in it
+/// (`job_from`); a heterogeneous job's other components are not in it
 /// ([`classify`] sums them).
 pub fn to_job(config: &Config, v: &JobView) -> (Job, Option<tally_allocator::ContractError>) {
     job_of(config, v, v.comment.as_deref(), None)

@@ -65,7 +65,7 @@ pub(crate) unsafe fn fill_factors(o: &mut priority_factors_object_t, f: &Factors
     true
 }
 
-/// The most partition names [`interned`] keeps (a cluster has a handful;
+/// The most partition names `interned` keeps (a cluster has a handful;
 /// past this, PARTITION is left empty rather than memory grown).
 #[cfg(slurm = "22.05")]
 pub const MAX_INTERNED: usize = 4096;
@@ -212,7 +212,7 @@ unsafe fn u32_list(list: slurm_sys::List) -> Option<Vec<u32>> {
 
 /// Define `priority_p_get_priority_factors_list` with the release's
 /// prototype. The body sees `$filter` (a
-/// [`FactorsFilter`](crate::abi::FactorsFilter): what sprio asked for in
+/// [`crate::abi::FactorsFilter`]: what sprio asked for in
 /// 22.05, no filter in 24.11, where sprio filters itself) and `$uid`.
 #[cfg(slurm = "22.05")]
 #[macro_export]

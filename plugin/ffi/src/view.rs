@@ -201,7 +201,7 @@ unsafe fn prefetch_referenced(job: *const job_record_t) {
 
 /// [`read_job_named`] of every job in `jobs`, in order, each given to
 /// `each` with its record: the same views, read with the memory asked for
-/// ahead (a record [`AHEAD`] jobs ahead, what it points to half as far), as
+/// ahead (a record `AHEAD` jobs ahead, what it points to half as far), as
 /// slurmctld's records and strings lie anywhere in its heap and a copy
 /// otherwise waits on every one of them in turn.
 ///
