@@ -67,7 +67,7 @@ INSTALL_PROGRAM ?= $(INSTALL) -m 0755
 INSTALL_LIB ?= $(INSTALL) -m 0644
 INSTALL_DATA ?= $(INSTALL) -m 0644
 
-.PHONY: demo rules down results test test-unit fuzz-smoke dashboard-check e2e slurm-packages build plugins bindings fmt lint clean \
+.PHONY: demo rules down results test sources test-unit fuzz-smoke dashboard-check e2e slurm-packages build plugins bindings fmt lint clean \
 	install install-strip uninstall installable install-check deb deb-check
 
 ## The main job: a real Slurm with priority/tally and a demo workload.
@@ -92,7 +92,13 @@ results:
 
 ## Every test: the lints, pure, fake host, end to end against a real Slurm,
 ## and make install/uninstall into a scratch DESTDIR.
-test: slurm-packages lint test-unit fuzz-smoke dashboard-check e2e install-check
+test: sources slurm-packages lint test-unit fuzz-smoke dashboard-check e2e install-check
+
+## What make test needs from outside the repository (SchedMD's Slurm tarballs,
+## the GPU traces), checked against scripts/sources.lock: from ../shared, the
+## cache, or downloaded (scripts/fetch.sh; TALLY_FETCH=0: never download).
+sources:
+	bash scripts/fetch.sh check
 
 ## Slurm 22.05.8 from Debian 12 (pinned), MariaDB, munge: the fake-host test
 ## loads the real libslurmfull.so; the end-to-end tests run the daemons.

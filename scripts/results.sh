@@ -17,8 +17,9 @@
 #      replay of 60 days and `tally explain` on a 10,000-job queue (benches).
 #
 # As root on the machine `make test` runs on (it brings the test bed up and
-# down). Needs the GPU traces: TALLY_TRACES (default ../shared/traces/
-# elasticflow-itp). Environment:
+# down). Needs the GPU traces: TALLY_TRACES (default: as scripts/fetch.sh
+# finds them, ../shared/traces/elasticflow-itp or its cache, or fetches them
+# pinned). Environment:
 #   TALLY_RESULTS_RUNS        real-Slurm replays (default 2)
 #   TALLY_RESULTS_PLAN_LIMIT  full mode's time limit per instance (default 30s)
 # About 35 minutes on 2 cores.
@@ -27,7 +28,11 @@ cd "$(dirname "$0")/.."
 # shellcheck source=testbed/lib.sh
 source testbed/lib.sh
 
-TRACES=${TALLY_TRACES:-../shared/traces/elasticflow-itp}
+TRACES=${TALLY_TRACES:-$(bash scripts/fetch.sh ensure traces)} || exit 1
+# As docs/results.md names the folder: ../shared's by its relative path, the cache's under ~.
+[[ $TRACES -ef ../shared/traces/elasticflow-itp ]] && TRACES=../shared/traces/elasticflow-itp
+SHOWN_TRACES=$TRACES
+[[ -n ${HOME:-} && $HOME != / ]] && SHOWN_TRACES=${TRACES/#$HOME\//\~/}
 RUNS=${TALLY_RESULTS_RUNS:-2}
 LIMIT=${TALLY_RESULTS_PLAN_LIMIT:-30s}
 [[ -d $TRACES ]] || die "results: no traces at $TRACES (set TALLY_TRACES to the folder of the ElasticFlow cluster CSVs)"
@@ -58,7 +63,7 @@ cargo test --locked -p tally-sim --features shared-traces --test shared_traces >
     die "results: the traces in ../shared/traces do not match their README's table (cargo test -p tally-sim --features shared-traces --test shared_traces)"
 
 # 1. The suite.
-SUITE_CMD="tally sim suite --config examples/tally.toml --traces $TRACES --json"
+SUITE_CMD="tally sim suite --config examples/tally.toml --traces $SHOWN_TRACES --json"
 t0=$(now)
 suite_s=$(timed "$WORK/suite.json" "$TALLY" sim suite --config examples/tally.toml --traces "$TRACES" --json --quiet)
 log "results: suite [$(elapsed "$t0")s]"
@@ -110,7 +115,7 @@ target/release/results \
     --work "$WORK" --runs "$RUNS" \
     --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --commit "$commit" --version "$("$TALLY" --version)" \
     --machine "$cores cores ($cpu), $(. /etc/os-release && echo "$PRETTY_NAME"), $slurm" \
-    --traces "$TRACES" --suite-cmd "$SUITE_CMD" --suite-s "$suite_s" \
+    --traces "$SHOWN_TRACES" --suite-cmd "$SUITE_CMD" --suite-s "$suite_s" \
     --replay-cmd "$REPLAY_CMD" --plan-cmd "$PLAN_CMD" \
     --out docs/results.md --readme README.md
 log "results: wrote docs/results.md and README.md's summary"

@@ -20,9 +20,9 @@ SLURM_PKGS=(slurmctld slurmd slurm-client libslurm-dev slurm-wlm-basic-plugins-d
 if [[ $TB_SLURM_RELEASE == 22.05 ]]; then
     # dpkg-dev: make deb (dpkg-shlibdeps, dpkg-architecture); sudo: the private reports'
     # end-to-end test runs the sudoers set-up docs/reports.md gives; openssl: the exporter's
-    # TLS test makes its certificate.
+    # TLS test makes its certificate; curl: scripts/fetch.sh and its test.
     OTHER_PKGS=(munge mariadb-server mariadb-client procps util-linux passwd coreutils sudo
-                cmake g++ libclang-dev dpkg-dev openssl)
+                cmake g++ libclang-dev dpkg-dev openssl curl)
     WHAT="cmake and libclang for HiGHS, dpkg-dev for the package"
 else
     # findutils: find of lib.sh; libstdc++6: target/release/tally (HiGHS is C++); sudo: as above.

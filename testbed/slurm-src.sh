@@ -26,13 +26,14 @@
 #   slurm-src.sh deps               install the build's Debian packages (ensure does too)
 #
 # Environment:
-#   TALLY_SLURM_SRC   folder with the tarballs slurm-<version>.tar.gz (default: ../shared/slurm-src
-#                     beside the repository). They are read, never copied into the repository.
+#   TALLY_SLURM_SRC   folder with the tarballs slurm-<version>.tar.gz, used as they are (default:
+#                     the pinned releases of scripts/sources.lock, from ../shared/slurm-src beside
+#                     the repository when it has them, else fetched into a cache by
+#                     scripts/fetch.sh). They are read, never copied into the repository.
 set -euo pipefail
 # shellcheck source=testbed/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ROOT=$(cd "$TB_DIR/.." && pwd)
-SRC=${TALLY_SLURM_SRC:-$ROOT/../shared/slurm-src}
 
 # The build's dependencies (Debian 12): munge and MariaDB for authentication and accounting,
 # hwloc, JSON, YAML, lz4, PAM and readline as a GPU site's build has them.
@@ -67,13 +68,11 @@ if [[ $cmd == deps ]]; then
 fi
 [[ $release =~ ^[0-9]+\.[0-9]+$ ]] || die "slurm-src.sh $cmd: expected a release such as 26.05, got '$release'"
 
-# The tarball of the release: exactly one slurm-<release>.<micro>.tar.gz in $SRC.
+# The tarball of the release, as scripts/fetch.sh finds it: exactly one
+# slurm-<release>.<micro>.tar.gz in $TALLY_SLURM_SRC, else the pinned one from ../shared/slurm-src
+# (checked), the cache or SchedMD's repository. It says what is missing when none has it.
 tarball() {
-    local -a found
-    [[ -d $SRC ]] || die "no Slurm sources: $SRC does not exist (set TALLY_SLURM_SRC to the folder with slurm-$release.<micro>.tar.gz)"
-    mapfile -t found < <(find "$SRC" -maxdepth 1 -name "slurm-$release.*.tar.gz" | sort)
-    (( ${#found[@]} == 1 )) || die "expected one slurm-$release.<micro>.tar.gz in $SRC, found ${#found[@]}: ${found[*]:-none}"
-    echo "${found[0]}"
+    bash "$ROOT/scripts/fetch.sh" ensure "slurm-$release" || exit 1
 }
 
 TARBALL=$(tarball)

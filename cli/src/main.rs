@@ -29,7 +29,7 @@ mod table;
 mod trace;
 
 #[derive(Parser, Debug)]
-#[command(name = "tally", version, about = "Fair-share GPU scheduling for Slurm: budgets, contracts, reports")]
+#[command(name = "tally", version = env!("TALLY_VERSION"), about = "Fair-share GPU scheduling for Slurm: budgets, contracts, reports")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -80,7 +80,7 @@ enum Command {
         /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Cluster size in GPUs, 1 to 4194304 (default: [cluster] gpus of the file).
+        /// Cluster size in GPUs, 1 to 4194304 (default: `[cluster] gpus` of the file).
         #[arg(long, value_name = "N", value_parser = gpu_count)]
         gpus: Option<u32>,
     },
@@ -147,7 +147,7 @@ enum ConfigCommand {
     Check {
         /// Config file (default: $TALLY_CONFIG or /etc/slurm/tally.toml).
         file: Option<PathBuf>,
-        /// Cluster size in GPUs, 1 to 4194304 (default: [cluster] gpus of the file).
+        /// Cluster size in GPUs, 1 to 4194304 (default: `[cluster] gpus` of the file).
         #[arg(long, value_name = "N", value_parser = gpu_count)]
         gpus: Option<u32>,
         /// Also compare with slurmdbd (sacctmgr, sacct): accounts that ran

@@ -23,9 +23,11 @@ pub struct SuiteArgs {
     /// or /etc/slurm/tally.toml; the README uses examples/tally.toml).
     #[arg(long, short, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Folder of the ElasticFlow traces (default: $TALLY_TRACES, else
-    /// ../shared/traces/elasticflow-itp). Without it only the synthetic
-    /// cases run.
+    /// Folder of the ElasticFlow traces (default: $TALLY_TRACES, else the
+    /// cache scripts/fetch.sh fills when it holds the --trace-files,
+    /// ${TALLY_CACHE:-${XDG_CACHE_HOME:-~/.cache}/tally}/traces/elasticflow-itp,
+    /// else ../shared/traces/elasticflow-itp from the current folder).
+    /// Without one only the synthetic cases run, and a note on stderr says so.
     #[arg(long, value_name = "DIR")]
     pub traces: Option<PathBuf>,
     /// The trace files (without .csv) whose windows are replayed.
@@ -94,6 +96,30 @@ fn dur(s: Option<u64>) -> String {
     }
 }
 
+/// The traces' folder beside the repository, from the current folder.
+const SHARED_TRACES: &str = "../shared/traces/elasticflow-itp";
+
+/// The traces' folder in the cache `scripts/fetch.sh` fills:
+/// `$TALLY_CACHE/traces/elasticflow-itp`, the cache defaulting to
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/tally` (an empty variable counts as
+/// unset, as in the script). `None` without a home.
+fn cached_traces() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache = var("TALLY_CACHE").or_else(|| var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache"))).map(|c| c.join("tally")))?;
+    Some(cache.join("traces/elasticflow-itp"))
+}
+
+/// The traces' folder without `--traces`: `$TALLY_TRACES`, else the cache
+/// when it holds every one of `files`, else [`SHARED_TRACES`] when it
+/// exists; `None`: only the synthetic cases run.
+fn default_traces(files: &[&str]) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("TALLY_TRACES") {
+        return Some(dir.into());
+    }
+    let holds = |d: &PathBuf| files.iter().all(|f| d.join(format!("{f}.csv")).is_file());
+    cached_traces().filter(holds).or_else(|| Some(PathBuf::from(SHARED_TRACES)).filter(|d| d.is_dir()))
+}
+
 pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
     let (_, config) = crate::config_at(a.config)?;
     let mut policies = Vec::new();
@@ -105,19 +131,26 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
     }
     let requeue_delay_s = parse_duration(&a.requeue_delay).map_err(|e| format!("--requeue-delay: {e}"))?;
 
-    let traces_dir =
-        a.traces.or_else(|| std::env::var_os("TALLY_TRACES").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("../shared/traces/elasticflow-itp"));
+    let trace_files: Vec<&str> = a.trace_files.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
     let mut cases: Vec<Case> = Vec::new();
-    let mut notes = Vec::new();
-    if traces_dir.is_dir() {
-        for name in a.trace_files.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let p = traces_dir.join(format!("{name}.csv"));
-            let text = crate::trace::read_trace(&p)?;
-            let bare = elasticflow(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-            cases.extend(trace_cases(name, &bare, &config));
+    match a.traces.or_else(|| default_traces(&trace_files)) {
+        Some(traces_dir) if traces_dir.is_dir() => {
+            for name in &trace_files {
+                let p = traces_dir.join(format!("{name}.csv"));
+                let text = crate::trace::read_trace(&p)?;
+                let bare = elasticflow(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+                cases.extend(trace_cases(name, &bare, &config));
+            }
         }
-    } else {
-        notes.push(format!("{}: no such folder: only the synthetic cases run (give --traces DIR)", traces_dir.display()));
+        Some(traces_dir) => eprintln!("note: {}: no such folder: only the synthetic cases run (give --traces DIR)", traces_dir.display()),
+        None => eprintln!(
+            "note: no GPU traces ($TALLY_TRACES unset; {}; no {SHARED_TRACES} here): only the synthetic cases run; give --traces DIR \
+             or TALLY_TRACES=DIR, or fetch them into the cache with `bash scripts/fetch.sh ensure traces` in a clone of Tally",
+            cached_traces().map_or_else(
+                || "no cache: $HOME unset".into(),
+                |d| format!("{} does not hold {}", d.display(), trace_files.iter().map(|f| format!("{f}.csv")).collect::<Vec<_>>().join(", "))
+            )
+        ),
     }
     cases.extend(synthetic_cases(a.seed));
     // The gaming family: judged against its honest case, which runs
@@ -234,9 +267,6 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?
         );
         return Ok(());
-    }
-    for n in &notes {
-        println!("note: {n}");
     }
     let main: Vec<usize> = (0..cases.len()).filter(|&k| !cases[k].name.starts_with(GAMING)).collect();
     if !main.is_empty() {

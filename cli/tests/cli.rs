@@ -828,3 +828,31 @@ fn long_arguments_are_refused_and_never_echoed_whole() {
         assert!(!ok && err.contains("(4000 bytes)") && err.len() < 1000, "{args:?}: {}", &err[..err.len().min(400)]);
     }
 }
+
+#[test]
+fn version_names_the_release_and_the_commit() {
+    for flag in ["--version", "-V"] {
+        let (ok, out, err) = tally(&[flag]);
+        assert!(ok, "{err}");
+        assert!(out.starts_with(&format!("tally {}", env!("CARGO_PKG_VERSION"))), "{out}");
+        // cli/build.rs: the short commit and its date in a git checkout,
+        // nothing outside one.
+        let commit = env!("TALLY_COMMIT");
+        if commit.is_empty() {
+            assert_eq!(out.trim_end(), format!("tally {}", env!("CARGO_PKG_VERSION")));
+        } else {
+            assert_eq!(out.trim_end(), format!("tally {} ({commit})", env!("CARGO_PKG_VERSION")));
+        }
+    }
+    // The manual pages carry the same version (the `.TH` line's source).
+    let (_, out, _) = tally(&["--version"]);
+    let version = out.trim_end().strip_prefix("tally ").unwrap();
+    let dir = std::env::temp_dir().join(format!("tally-cli-man-version-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, _, err) = tally(&["man", "--out", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let top = std::fs::read_to_string(dir.join("tally.1")).unwrap();
+    let th = top.lines().find(|l| l.starts_with(".TH tally 1 ")).expect("a .TH line");
+    assert!(th.contains(&format!("\"Tally {version}\"")), "{th}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,18 +7,20 @@
 //! brings its own bed up (tests/src/replay.rs) and down.
 //!
 //! The window, chosen by a rule rather than by hand: the first 8 hours of
-//! the shared cluster04 trace (ElasticFlow ITP, `../shared/traces`),
+//! the cluster04 trace (ElasticFlow ITP, pinned in scripts/sources.lock),
 //! starting on a whole hour from day 1, with at least 100 jobs, none wider
 //! than the bed, and a demand of 1.5-3× the bed's GPUs (jobs as if run at
-//! arrival); augmented with examples/tally.toml's tree (seed 1). Without
-//! shared/ (the README's commands must not need it) a seeded synthetic
-//! window of the same size stands in, and the test says so. The replay
-//! stops 2 minutes (6 trace hours) after the last submission: the figures
-//! are over the arrival window, the jobs still running are cut there, and
-//! the simulator is cut at the same point.
+//! arrival); augmented with examples/tally.toml's tree (seed 1). The traces
+//! come from `scripts/fetch.sh ensure traces` (`TALLY_TRACES`, else
+//! `../shared/traces`, the cache or the pinned download, checked); without
+//! them the test fails with the fetcher's line: it never replays another
+//! workload instead. The replay stops 2 minutes (6 trace hours) after the
+//! last submission: the figures are over the arrival window, the jobs still
+//! running are cut there, and the simulator is cut at the same point.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::process::Command;
 use tally_allocator::{never_requeued, Contract, Funded, Job};
 use tally_config::Config;
 use tally_sim::augment::{augment, AugmentOptions};
@@ -42,40 +44,37 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
 }
 
+/// The folder of the GPU traces, as `scripts/fetch.sh ensure traces` finds
+/// or fetches it (`make test` runs `scripts/fetch.sh check` first); without
+/// it the test fails with the fetcher's line.
+fn traces() -> PathBuf {
+    let out = Command::new("bash").arg(root().join("scripts/fetch.sh")).args(["ensure", "traces"]).output().expect("bash runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the replay needs the GPU traces (no other workload stands in):\n{}", err.trim_end());
+    eprint!("{err}");
+    PathBuf::from(String::from_utf8(out.stdout).expect("a UTF-8 path").trim_end())
+}
+
 /// The window, in trace time from 0, and where it came from.
 fn window() -> (Trace, String) {
     let examples = Config::load(&root().join("examples/tally.toml")).unwrap();
     let opts = AugmentOptions { seed: 1, gpus: Some(GPUS), ..AugmentOptions::default() };
-    let shared = root().join("../shared/traces/elasticflow-itp/cluster04.csv");
-    let (bare, source, shift) = match std::fs::read_to_string(&shared) {
-        Ok(text) => {
-            let full = tally_sim::import::elasticflow(&text).unwrap();
-            let origin = full.jobs[0].submit_s;
-            let pick = (24..24 * 60)
-                .map(|h| {
-                    let (a, b) = (origin + h * 3600, origin + (h + WINDOW_H) * 3600);
-                    let jobs: Vec<_> = full.jobs.iter().filter(|j| j.submit_s >= a && j.submit_s < b).cloned().collect();
-                    (h, a, Trace { jobs })
-                })
-                .find(|(_, _, w)| {
-                    let demand = w.mean_busy_gpus() / f64::from(GPUS);
-                    w.jobs.len() >= 100 && w.jobs.iter().all(|j| j.gpus <= GPUS) && (1.5..=3.0).contains(&demand)
-                })
-                .expect("cluster04 has such a window");
-            let (h, a, w) = pick;
-            (w, format!("cluster04 hours {h}-{}", h + WINDOW_H), a)
-        }
-        Err(e) => {
-            println!("NOTE: {} not readable ({e}): replaying a seeded synthetic window of the same size instead", shared.display());
-            // Monday 10:00 on the augmentation's calendar: working hours, debug jobs.
-            let a = 10 * 3600;
-            let mut w = tally_sim::suite::bare_window(WINDOW_H, 2.0 * f64::from(GPUS), 1);
-            for j in &mut w.jobs {
-                j.submit_s += a;
-            }
-            (w, "a synthetic window (no shared/)".into(), a)
-        }
-    };
+    let csv = traces().join("cluster04.csv");
+    let text = std::fs::read_to_string(&csv).unwrap_or_else(|e| panic!("{}: {e}", csv.display()));
+    let full = tally_sim::import::elasticflow(&text).unwrap();
+    let origin = full.jobs[0].submit_s;
+    let (h, shift, bare) = (24..24 * 60)
+        .map(|h| {
+            let (a, b) = (origin + h * 3600, origin + (h + WINDOW_H) * 3600);
+            let jobs: Vec<_> = full.jobs.iter().filter(|j| j.submit_s >= a && j.submit_s < b).cloned().collect();
+            (h, a, Trace { jobs })
+        })
+        .find(|(_, _, w)| {
+            let demand = w.mean_busy_gpus() / f64::from(GPUS);
+            w.jobs.len() >= 100 && w.jobs.iter().all(|j| j.gpus <= GPUS) && (1.5..=3.0).contains(&demand)
+        })
+        .expect("cluster04 has such a window");
+    let source = format!("cluster04 hours {h}-{}", h + WINDOW_H);
     // Augmented on the trace's own calendar (debug jobs in working hours),
     // then moved to start at 0.
     let mut trace = augment(&bare, &examples, &opts);

@@ -670,7 +670,10 @@ fn slurm_versions(text: &str) -> Vec<String> {
         .map(|w| w.trim_matches('.'))
         .filter(|w| {
             let parts: Vec<&str> = w.split('.').collect();
-            parts.len() == 3 && parts[0].len() == 2 && parts[1].len() == 2 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            parts.len() == 3
+                && parts[0].len() == 2
+                && parts[1].len() == 2
+                && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
         })
         .map(str::to_string)
         .collect()
@@ -783,7 +786,8 @@ fn heading_anchors(text: &str) -> BTreeSet<String> {
 fn heading_anchors_are_githubs() {
     let doc = "# Tally\n## `tally exporter`: Prometheus, Grafana, and a page per account\n### Who can scrape it\n```\n# not a heading\n```\n## [docs/x.md](docs/x.md) and *more*\n## Who can scrape it\n";
     let a = heading_anchors(doc);
-    for want in ["tally", "tally-exporter-prometheus-grafana-and-a-page-per-account", "who-can-scrape-it", "docsxmd-and-more", "who-can-scrape-it-1"] {
+    for want in ["tally", "tally-exporter-prometheus-grafana-and-a-page-per-account", "who-can-scrape-it", "docsxmd-and-more", "who-can-scrape-it-1"]
+    {
         assert!(a.contains(want), "{want} in {a:?}");
     }
     assert!(!a.contains("not-a-heading"), "{a:?}");
