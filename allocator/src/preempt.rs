@@ -42,7 +42,7 @@
 use crate::contract::ContractRules;
 use crate::entitlement::{Entitlement, Reclaim, ReclaimRefusal, Refused};
 use crate::job::Job;
-use crate::priority::PriorityRules;
+use crate::priority::{PriorityRules, SliceKey};
 use crate::tree::NodeId;
 use crate::MINUTE_S;
 use std::sync::Arc;
@@ -141,7 +141,7 @@ pub fn may_preempt(preemptor: &Job, victim: &Job, m: &Moment<'_>) -> Decision {
 }
 
 /// Same team: the team's own order ([`PriorityRules::slices`]).
-fn inside(p_key: (i32, bool), v_key: (i32, bool)) -> Result<(), Refusal> {
+fn inside(p_key: SliceKey, v_key: SliceKey) -> Result<(), Refusal> {
     if PriorityRules::slices(p_key, v_key) {
         Ok(())
     } else {
@@ -360,7 +360,7 @@ struct Victim<H> {
     /// Allocated: the rule decides for each preemptor.
     needs_reclaim: bool,
     /// Its place in its team's order ([`PriorityRules::slice_key`]).
-    slice: (i32, bool),
+    slice: SliceKey,
     /// Where it holds its GPUs: (node index, GPUs); empty: not known.
     at: Vec<(u32, u32)>,
     /// A debug job on a node of the debug capacity.

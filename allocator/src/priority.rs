@@ -186,11 +186,10 @@ impl PriorityRules {
         self.is_debug(job) || job.time_limit_s.is_some_and(|t| t <= self.quick_time_limit_s)
     }
 
-    /// A job's place in its team's order, first = lowest: −within_team
-    /// (clamped as the priority clamps it), then not quick — the inside
-    /// order without its tie-breaks ([`inside_key`]).
-    pub fn slice_key(&self, job: &Job) -> (i32, bool) {
-        (-job.within_team.clamp(INSIDE_MIN, INSIDE_MAX), !self.is_quick(job))
+    /// A job's place in its team's order ([`SliceKey`]): the inside order
+    /// without its tie-breaks ([`inside_key`]).
+    pub fn slice_key(&self, job: &Job) -> SliceKey {
+        SliceKey { nice: -job.within_team.clamp(INSIDE_MIN, INSIDE_MAX), not_quick: !self.is_quick(job) }
     }
 
     /// Time-slicing inside a team: may waiting job `p` (its
@@ -203,9 +202,21 @@ impl PriorityRules {
     /// ```
     /// A higher priority alone orders the queue but never preempts
     /// (docs/design.md: measured, it costs more than it gives).
-    pub fn slices(p: (i32, bool), v: (i32, bool)) -> bool {
-        !p.1 && v.1 && p.0 <= v.0
+    pub fn slices(p: SliceKey, v: SliceKey) -> bool {
+        !p.not_quick && v.not_quick && p.nice <= v.nice
     }
+}
+
+/// A job's place in its team's order, first = lowest: by `nice` (its
+/// within-team priority negated, clamped as the priority clamps it), then
+/// quick jobs before the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SliceKey {
+    /// −within_team, clamped: lower comes first.
+    pub nice: i32,
+    /// Not a quick job ([`PriorityRules::is_quick`]): comes after the
+    /// quick ones of the same `nice`.
+    pub not_quick: bool,
 }
 
 /// A priority and the fields it was built from (what sprio shows).
@@ -364,8 +375,8 @@ pub type InsideKey = (i32, bool, u64, u64);
 /// [`inside_order`] as a key (ascending = first): [`PriorityRules::slice_key`],
 /// then submit time and job id.
 pub fn inside_key(job: &Job, rules: &PriorityRules) -> InsideKey {
-    let (nice, quick) = rules.slice_key(job);
-    (nice, quick, job.submit_s, job.id)
+    let SliceKey { nice, not_quick } = rules.slice_key(job);
+    (nice, not_quick, job.submit_s, job.id)
 }
 
 /// Every waiting job's priority at one moment, and what a job that arrives

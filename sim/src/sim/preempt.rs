@@ -6,10 +6,11 @@ use super::{broken, Happening, Policy, Sim, Status, R};
 use crate::cluster::Placement;
 use crate::metrics::RunEnd;
 use std::cmp::Reverse;
+use tally_allocator::priority::SliceKey;
 use tally_allocator::{protection_after, Moment, Nodes, Requeue, VictimPool};
 
 /// See [`Sim::preempt_group`].
-pub(super) type PreemptGroup = (usize, bool, (i32, bool), bool);
+pub(super) type PreemptGroup = (usize, bool, SliceKey, bool);
 
 impl<'a> Sim<'a> {
     fn preempt(&mut self, v: usize, by: usize, now: u64) -> R<()> {
@@ -117,7 +118,7 @@ impl<'a> Sim<'a> {
                 let rules = &self.config.priority;
                 (j.team, j.node.is_some(), rules.slice_key(&j.job), rules.is_debug(&j.job))
             }
-            _ => (j.team, j.node.is_some(), (0, false), false),
+            _ => (j.team, j.node.is_some(), SliceKey::default(), false),
         }
     }
 }
