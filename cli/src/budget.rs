@@ -26,7 +26,7 @@ pub struct BudgetArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: PathBuf,
     /// GPUs in the cluster, 1 to 4194304 (default: `[cluster] gpus` of the current config).
-    #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
+    #[arg(long, value_name = "N", value_parser = crate::args::gpu_count)]
     pub gpus: Option<u32>,
     /// The policy both replays use: tally or tally+planner.
     #[arg(long, value_name = "POLICY", default_value = "tally")]
@@ -51,13 +51,13 @@ pub fn run_cmd(a: BudgetArgs) -> Result<(), String> {
         Ok(ledger) => Some(crate::live::config_in_force(a.current.clone(), &ledger)),
         Err(_) => a.current.clone(),
     };
-    let ((_, current), (_, proposed)) = (crate::config_at(current)?, crate::config_at(Some(a.config.clone()))?);
+    let ((_, current), (_, proposed)) = (crate::args::config_at(current)?, crate::args::config_at(Some(a.config.clone()))?);
     let policy = match Policy::parse(&a.policy) {
         Some(p @ (Policy::Tally | Policy::TallyPlanner)) => p,
         _ => return Err(format!("--policy: `{}` is not a budget-aware policy (use tally or tally+planner)", tally_allocator::text::clip(&a.policy))),
     };
     let gpus = a.gpus.or(current.cluster.gpus).ok_or("--gpus: the current config has no [cluster] gpus; give the cluster's size")?;
-    let text = crate::trace::read_trace(&a.trace)?;
+    let text = crate::args::read_trace(&a.trace)?;
     let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", a.trace.display()))?;
     if trace.jobs.is_empty() {
         return Err(format!("{}: no jobs", a.trace.display()));

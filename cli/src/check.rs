@@ -28,7 +28,7 @@ pub(crate) fn uncounted_types(config: &Config, inventory: &Inventory) -> Vec<Str
 /// `slurmdbd`: also compare with slurmdbd (of that cluster, when named)
 /// once the tree is printed ([`crate::sacctmgr::check_against`]).
 pub fn run(file: Option<PathBuf>, gpus: Option<u32>, slurmdbd: Option<Option<String>>) -> Result<(), String> {
-    let (config, gpus) = crate::load(file, gpus)?;
+    let (config, gpus) = crate::args::load(file, gpus)?;
     let alloc = config.allocation(gpus).map_err(|e| e.to_string())?;
     let tree = &config.tree;
     let missing = match config.contracts.missing {
@@ -89,7 +89,7 @@ pub fn run(file: Option<PathBuf>, gpus: Option<u32>, slurmdbd: Option<Option<Str
 /// file (`account <name> <parent>`, `user <name> <account>`), parents first,
 /// ready for `TALLY_ACCOUNTS=… testbed/up.sh` or as a plan for sacctmgr.
 pub fn accounts(file: Option<PathBuf>) -> Result<(), String> {
-    let (_, config) = crate::config_at(file)?;
+    let (_, config) = crate::args::config_at(file)?;
     let tree = &config.tree;
     println!("# accounts and users of {}", config.source);
     for (id, _) in tree.walk().into_iter().skip(1) {

@@ -16,7 +16,7 @@ const USAGE_FACTORS: [f64; 7] = [1.35, 0.55, 1.0, 0.2, 0.85, 1.15, 0.0];
 const NOW: u64 = 1_796_083_200;
 
 pub fn run(config: Option<PathBuf>, gpus: Option<u32>) -> Result<(), String> {
-    let (config, gpus) = crate::load(config, gpus)?;
+    let (config, gpus) = crate::args::load(config, gpus)?;
     let alloc = config.allocation(gpus).map_err(|e| e.to_string())?;
     let tree = &config.tree;
     let mut ledger = config.new_ledger();

@@ -176,7 +176,7 @@ pub fn open(command: &str, chosen: Chosen) -> Result<Live, String> {
     let caller = caller();
     if !caller.through_sudo {
         let state = ledger_path(chosen.state)?;
-        let (_, config) = crate::config_at(Some(config_in_force(chosen.config, &state)))?;
+        let (_, config) = crate::args::config_at(Some(config_in_force(chosen.config, &state)))?;
         let admin = is_admin(&caller, &slurm_user(&slurm_conf()), &config);
         let private_for = (config.reports.private && !admin).then(|| caller.name.clone());
         return Ok(Live { config, state, private_for });
@@ -190,11 +190,11 @@ pub fn open(command: &str, chosen: Chosen) -> Result<Live, String> {
     let site = |e: String| format!("run through sudo, tally reads the cluster's own files and no others: {e}");
     let dir = state_save_location(&conf).map_err(|e| site(e.replace(" (give --state)", "")))?.join("tally");
     let site_state = dir.join(LEDGER_NAME);
-    let (_, site_config) = crate::config_at(Some(config_in_force(None, &site_state))).map_err(site)?;
+    let (_, site_config) = crate::args::config_at(Some(config_in_force(None, &site_state))).map_err(site)?;
     let slurm_user = slurm_user(&conf);
     if is_admin(&caller, &slurm_user, &site_config) {
         let (config, state) = match chosen.config {
-            Some(c) => (crate::config_at(Some(c))?.1, chosen.state.unwrap_or(site_state)),
+            Some(c) => (crate::args::config_at(Some(c))?.1, chosen.state.unwrap_or(site_state)),
             None => (site_config, chosen.state.unwrap_or(site_state)),
         };
         return Ok(Live { config, state, private_for: None });

@@ -66,7 +66,7 @@ pub struct ProfileArgs {
 }
 
 fn read_trace(path: &Path) -> Result<Trace, String> {
-    let text = crate::trace::read_trace(path)?;
+    let text = crate::args::read_trace(path)?;
     trace::parse_csv(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -1,6 +1,7 @@
 //! `tally sim`: replay a canonical trace through several policies side by
 //! side (docs/sim.md explains every figure).
 
+use crate::scored::{policy_names, scored_json};
 use crate::table::{Column, Table};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
@@ -12,7 +13,6 @@ use std::time::Instant;
 use tally_allocator::{format_duration, parse_duration, GpuWeights, DAY_S, HOUR, HOUR_S};
 use tally_config::Config;
 use tally_sim::cluster::GpuGroup;
-use tally_sim::metrics::Scored;
 use tally_sim::sim::{run, PlanDurations, Policy, PolicyResult, Settings};
 use tally_sim::trace::{self, Class, Trace};
 
@@ -43,10 +43,10 @@ pub struct SimArgs {
     #[arg(long, short, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// GPUs in the simulated cluster, 1 to 4194304.
-    #[arg(long, value_name = "N", required = true, value_parser = crate::gpu_count)]
+    #[arg(long, value_name = "N", required = true, value_parser = crate::args::gpu_count)]
     pub gpus: Option<u32>,
     /// GPUs per node, 1 to 4194304 (default: `[cluster] gpus_per_node` of the config).
-    #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
+    #[arg(long, value_name = "N", value_parser = crate::args::gpu_count)]
     pub gpus_per_node: Option<u32>,
     /// GPUs of each type in the simulated cluster, e.g. `b200=32,h100=64`:
     /// types of the config's [cluster.gpu_types] (their weights), the rest
@@ -87,11 +87,6 @@ pub struct SimArgs {
     pub quiet: bool,
 }
 
-/// The policies `--compare` knows, for messages.
-pub fn policy_names() -> String {
-    Policy::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-}
-
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
@@ -108,12 +103,12 @@ fn dur(s: Option<u64>) -> String {
 
 pub fn run_cmd(a: SimArgs) -> Result<(), String> {
     let (Some(trace_path), Some(gpus)) = (a.trace, a.gpus) else { return Err("tally sim needs --trace FILE and --gpus N".into()) };
-    let (_, config) = crate::config_at(a.config)?;
+    let (_, config) = crate::args::config_at(a.config)?;
     let config = match &a.gpu_types {
         Some(spec) => with_gpu_counts(&config, spec)?,
         None => config,
     };
-    let text = crate::trace::read_trace(&trace_path)?;
+    let text = crate::args::read_trace(&trace_path)?;
     let trace = trace::parse_csv(&text).map_err(|e| format!("{}: {e}", trace_path.display()))?;
     if trace.jobs.is_empty() {
         return Err(format!("{}: no jobs", trace_path.display()));
@@ -287,54 +282,6 @@ pub fn replay_bars(quiet: bool) -> Result<(MultiProgress, ProgressStyle), String
     });
     let style = ProgressStyle::with_template("{prefix:>12} [{bar:40}] day {pos}/{len} ({elapsed})").map_err(|e| e.to_string())?.progress_chars("=> ");
     Ok((mp, style))
-}
-
-pub fn waits_json(r: &Scored) -> Value {
-    let mut m = serde_json::Map::new();
-    let one = |w: &tally_sim::metrics::Waits| json!({ "jobs": w.n(), "p50_s": w.pct(50.0), "p90_s": w.pct(90.0), "p99_s": w.pct(99.0) });
-    for (c, w) in &r.waits {
-        m.insert(c.name().to_string(), one(w));
-    }
-    m.insert("all".to_string(), one(&r.all_waits()));
-    Value::Object(m)
-}
-
-fn fairness_json(f: &tally_allocator::FairnessSummary) -> Value {
-    json!({
-        "delivered_over_owed": f.overall, "teams_owed": f.teams, "teams_at_95": f.teams_at_threshold,
-        "worst_team": f.worst.as_ref().map(|(t, x)| json!({ "team": t, "ratio": x })),
-    })
-}
-
-/// The figures of one replay (no timings: the same input gives the same
-/// bytes). Shared by `tally sim` and `tally sim suite`.
-pub fn scored_json(r: &Scored) -> Value {
-    json!({
-        "occupancy": r.occupancy,
-        "goodput": r.goodput,
-        "fairness": fairness_json(&r.fairness),
-        "fairness_window": fairness_json(&r.fairness_window),
-        "fairness_trace_demand": fairness_json(&r.fairness_trace),
-        "drain": fairness_json(&r.drain),
-        "teams": r.teams.iter().map(|t| json!({
-            "team": t.team, "rate_gpus": t.rate_gpus,
-            "owed_gpu_hours": t.delivery.owed_gpu_hours, "delivered_gpu_hours": t.delivery.delivered_gpu_hours,
-            "credited_gpu_hours": t.delivery.credited_gpu_hours, "ratio": t.delivery.ratio(),
-            "window_credited_gpu_hours": t.delivery.window_credited_gpu_hours(), "window_ratio": t.delivery.window_ratio(),
-            "ratio_trace_demand": t.delivery_trace.ratio(),
-            "drain_owed_gpu_hours": t.drain.owed_gpu_hours, "drain_credited_gpu_hours": t.drain.credited_gpu_hours,
-            "useful_gpu_hours": t.useful_gpu_hours,
-        })).collect::<Vec<_>>(),
-        "waits": waits_json(r),
-        "preemptions": r.preemptions,
-        "max_requeues": { "allocated": r.max_requeues.allocated, "unallocated": r.max_requeues.unallocated, "resumable": r.max_requeues.resumable },
-        "lost_gpu_hours": r.lost_gpu_hours,
-        "lost_allocated_gpu_hours": r.lost_allocated_gpu_hours,
-        "useful_gpu_hours": r.useful_gpu_hours,
-        "priority_weighted_value": r.value,
-        "makespan_s": r.makespan_s,
-        "completed": r.completed,
-    })
 }
 
 fn policy_json(r: &PolicyResult) -> Value {

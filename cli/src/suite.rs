@@ -2,7 +2,7 @@
 //! windows of the shared traces at several demands and the synthetic cases,
 //! each replayed through every policy, with Tally's targets checked.
 
-use crate::sim::{policy_names, scored_json};
+use crate::scored::{policy_names, scored_json};
 use crate::table::{Column, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{json, Value};
@@ -121,7 +121,7 @@ fn default_traces(files: &[&str]) -> Option<PathBuf> {
 }
 
 pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
-    let (_, config) = crate::config_at(a.config)?;
+    let (_, config) = crate::args::config_at(a.config)?;
     let mut policies = Vec::new();
     for name in a.policies.split(',').filter(|s| !s.trim().is_empty()) {
         policies.push(Policy::parse(name).ok_or_else(|| format!("--policies: unknown policy `{}` (known: {})", name.trim(), policy_names()))?);
@@ -137,7 +137,7 @@ pub fn run_cmd(a: SuiteArgs) -> Result<(), String> {
         Some(traces_dir) if traces_dir.is_dir() => {
             for name in &trace_files {
                 let p = traces_dir.join(format!("{name}.csv"));
-                let text = crate::trace::read_trace(&p)?;
+                let text = crate::args::read_trace(&p)?;
                 let bare = elasticflow(&text).map_err(|e| format!("{}: {e}", p.display()))?;
                 cases.extend(trace_cases(name, &bare, &config));
             }

@@ -13,23 +13,6 @@ use tally_sim::augment::{self, AugmentError, AugmentOptions};
 use tally_sim::import::{self, SwfOptions};
 use tally_sim::trace::{self, Class, Trace};
 
-/// The largest trace read (a file of `tally sim`, `tally budget`, `tally
-/// sim suite`, `tally history predict|profile`, or the input of `tally
-/// trace import|augment`, standard input too): 1 GiB. A year of a large
-/// cluster's sacct history is a few million jobs, some hundreds of MB;
-/// the largest public traces (the Parallel Workloads Archive's SWF logs,
-/// ElasticFlow's CSVs) are smaller. A parsed job takes about 6 times the
-/// bytes of its CSV row (docs/reliability.md, "Input bounds"), so the bound
-/// keeps a replay's memory to some GB where /dev/zero or a log file named
-/// by mistake grew until the kernel killed it.
-pub const MAX_TRACE_BYTES: u64 = 1 << 30;
-
-/// A trace file the user named: a regular file of at most
-/// [`MAX_TRACE_BYTES`], UTF-8 (errors start with the path).
-pub fn read_trace(path: &Path) -> Result<String, String> {
-    crate::read_file(path, "a trace", MAX_TRACE_BYTES)
-}
-
 #[derive(clap::Subcommand, Debug)]
 pub enum TraceCommand {
     /// Convert a public trace (ElasticFlow CSV, Standard Workload Format) or
@@ -141,7 +124,7 @@ pub struct AugmentArgs {
     /// Cluster size that turns budgets into team weights, 1 to 4194304
     /// (default: `[cluster] gpus` of the config, else the trace's mean busy
     /// GPUs / 2.5).
-    #[arg(long, value_name = "N", value_parser = crate::gpu_count)]
+    #[arg(long, value_name = "N", value_parser = crate::args::gpu_count)]
     pub gpus: Option<u32>,
     /// Where t = 0 falls in the week, after Monday 00:00, e.g. "2d9h"
     /// (default 0: t = 0 is Monday 00:00).
@@ -164,13 +147,13 @@ pub fn run(cmd: TraceCommand) -> Result<(), String> {
 }
 
 /// INPUT of `tally trace import|augment`: a trace file, or standard input
-/// for `-`, at most [`MAX_TRACE_BYTES`] either way.
+/// for `-`, at most [`crate::args::MAX_TRACE_BYTES`] either way.
 fn read_input(path: &Path) -> Result<String, String> {
     use tally_config::input::{read_stream, read_text, InputError};
     if path.as_os_str() == "-" {
-        return read_stream(std::io::stdin().lock(), "a trace", MAX_TRACE_BYTES).map_err(|e| format!("stdin: {e}"));
+        return read_stream(std::io::stdin().lock(), "a trace", crate::args::MAX_TRACE_BYTES).map_err(|e| format!("stdin: {e}"));
     }
-    read_text(path, "a trace", MAX_TRACE_BYTES).map_err(|e| match e {
+    read_text(path, "a trace", crate::args::MAX_TRACE_BYTES).map_err(|e| match e {
         // A pipe (a FIFO, `<(…)`) has its way in: standard input.
         InputError::NotRegular { kind: "a FIFO", .. } => {
             format!("{}: {e} (or give `-` to read standard input: `… - < {}`)", path.display(), path.display())
@@ -235,7 +218,7 @@ pub fn import(args: ImportArgs) -> Result<(), String> {
 
 /// `--format sacct`: a cluster's own history (`tally_sim::sacct::history`).
 fn import_history(args: &ImportIo, file: &str, text: &str) -> Result<(), String> {
-    let (path, config) = crate::config_at(args.config.clone())?;
+    let (path, config) = crate::args::config_at(args.config.clone())?;
     let h = tally_sim::sacct::history(text, &config.contracts, &config.cluster.gpu_types).map_err(|e| format!("{file}: {e}"))?;
     if let Some(state) = &args.seed_ledger {
         seed(state, &h, &config)?;
@@ -314,7 +297,7 @@ pub fn augment(args: AugmentArgs) -> Result<(), String> {
         week_offset_s,
     };
     opts.validate().map_err(|e| option_error(&e))?;
-    let (_, config) = crate::config_at(args.config)?;
+    let (_, config) = crate::args::config_at(args.config)?;
     let file = name(&args.input);
     let input = trace::parse_csv(&read_input(&args.input)?).map_err(|e| format!("{file}: {e}"))?;
     // What would be generated, before any of it is.

@@ -124,7 +124,7 @@ pub const MAX_SLURM_JSON_BYTES: u64 = 256 << 20;
 /// `tool --json`'s output, or the saved file given instead.
 fn slurm_output(tool: &str, saved: Option<PathBuf>) -> Result<String, String> {
     if let Some(path) = saved {
-        return crate::read_file(&path, &format!("saved `{tool} --json` output"), MAX_SLURM_JSON_BYTES);
+        return crate::args::read_file(&path, &format!("saved `{tool} --json` output"), MAX_SLURM_JSON_BYTES);
     }
     run_json(&[tool, "--json"])
 }
