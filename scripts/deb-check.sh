@@ -49,15 +49,11 @@ ok() { echo "ok: $*"; passes=$((passes + 1)); }
 bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 check() { local what=$1; shift; if "$@" >/dev/null 2>&1; then ok "$what"; else bad "$what"; fi; }
 
-hex=$(awk '$1 == "#define" && $2 == "SLURM_VERSION_NUMBER" { gsub(/[()]/, "", $3); print $3; exit }' "$header")
-[[ -n $hex ]] || die "$header has no '#define SLURM_VERSION_NUMBER'"
-v=$((hex))
-major=$(( (v >> 16) & 0xff )) minor=$(printf '%02d' $(( (v >> 8) & 0xff ))) micro=$(( v & 0xff ))
-release=$major.$minor
-slurm=$release.$micro
-pkg=tally-slurm-$release
 # shellcheck source=scripts/deb-target.sh
 source "$ROOT/scripts/deb-target.sh"
+header_release "$header" || die "$header has no '#define SLURM_VERSION_NUMBER'"
+hex=$HDR_HEX release=$HDR_RELEASE slurm=$HDR_VERSION micro=${HDR_VERSION##*.}
+pkg=tally-slurm-$release
 deb_target "$release"
 ctld=$DEB_CTLD_PKG
 echo "deb-check: $deb against $header (Slurm $slurm)"

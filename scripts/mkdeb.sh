@@ -31,15 +31,11 @@ for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture gzip md5sum strip; do
 done
 [[ -r $SLURM_HEADER ]] || die "cannot read $SLURM_HEADER: the Slurm headers of SLURM=$SLURM (libslurm-dev, or testbed/trixie.sh's chroot for 24.11)"
 
-hex=$(awk '$1 == "#define" && $2 == "SLURM_VERSION_NUMBER" { gsub(/[()]/, "", $3); print $3; exit }' "$SLURM_HEADER")
-[[ -n $hex ]] || die "$SLURM_HEADER has no '#define SLURM_VERSION_NUMBER'"
-v=$((hex))
-major=$(( (v >> 16) & 0xff )) minor=$(printf '%02d' $(( (v >> 8) & 0xff ))) micro=$(( v & 0xff ))
-release=$major.$minor
-slurm=$release.$micro
-pkg=tally-slurm-$release
 # shellcheck source=scripts/deb-target.sh
 source "$ROOT/scripts/deb-target.sh"
+header_release "$SLURM_HEADER" || die "$SLURM_HEADER has no '#define SLURM_VERSION_NUMBER'"
+hex=$HDR_HEX release=$HDR_RELEASE slurm=$HDR_VERSION micro=${HDR_VERSION##*.}
+pkg=tally-slurm-$release
 deb_target "$release"
 
 version=${DEB_VERSION:-$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml")}

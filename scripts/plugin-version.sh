@@ -17,13 +17,14 @@ die() { echo "plugin-version.sh: $*" >&2; exit 1; }
 # dotted 0x160508 -> 22.05.8
 dotted() { printf '%d.%02d.%d' $(( ($1 >> 16) & 0xff )) $(( ($1 >> 8) & 0xff )) $(( $1 & 0xff )); }
 
+# shellcheck source=scripts/deb-target.sh
+source "$(dirname "${BASH_SOURCE[0]}")/deb-target.sh"
+
 # header_version FILE: SLURM_VERSION_NUMBER of a slurm_version.h, as 0x......
 header_version() {
     [[ -r $1 ]] || die "cannot read $1 (libslurm-dev's slurm/slurm_version.h)"
-    local v
-    v=$(awk '$1 == "#define" && $2 == "SLURM_VERSION_NUMBER" { gsub(/[()]/, "", $3); print $3; exit }' "$1")
-    [[ -n $v ]] || die "$1 has no '#define SLURM_VERSION_NUMBER'"
-    printf '0x%06x' "$((v))"
+    header_release "$1" || die "$1 has no '#define SLURM_VERSION_NUMBER'"
+    echo "$HDR_HEX"
 }
 
 # plugin_version FILE: the 4-byte object `plugin_version` of a shared object, as 0x......
