@@ -68,8 +68,10 @@
 //!
 //! Modules (imports only go down): this one ([`plan`], the single
 //! `greedy` plan and the choice between it and the search), `pack.rs`
-//! (the decoder and the search; its child `pack/tokens.rs`, the
-//! co-placement search, uses the decoder), `elastic.rs` (elastic service
+//! and its children in `pack/` (the search's phases in `search.rs`, the
+//! decoder in `decode.rs` and `place.rs`, the moves in `improve.rs`, the
+//! realtime trade in `trade.rs`, the co-placement search in `tokens.rs`,
+//! which uses the decoder), `elastic.rs` (elastic service
 //! tokens),
 //! `layout.rs` (the bands; FIFO lays its own with it too). Blocks, values,
 //! dilation and occupancy bitsets come from `grid`.
