@@ -144,18 +144,21 @@ wait_for 60 "an empty queue" queue_empty
 sed -i -e 's/^enabled = false/enabled = true/' -e 's/^interval = "30m"/interval = "5s"/' "$DEMO/tally.toml"
 grep -E '^(enabled|interval) =' "$DEMO/tally.toml"
 show scontrol reconfigure
+# These jobs give a time limit (2 h) within the contract maximum: without one, pretrain's job of the
+# hole would be a long job that cannot checkpoint, which Tally starts only on its team's fair share
+# while another team is owed (docs/design.md, "Jobs that cannot checkpoint"): here the plan decides.
 echo "pretrain (alice) takes $(( (NODES - 1) * 8 + 4 )) GPUs: $(( NODES - 1 )) whole nodes and half of the last one"
 busy=()
 for (( i = 1; i < NODES; i++ )); do
-    busy+=("$(submit_as alice -N1 --gres=gpu:8 --comment "contract=2h" --wrap 'sleep 3600')")
+    busy+=("$(submit_as alice -N1 --gres=gpu:8 --comment "contract=2h" --time=120 --wrap 'sleep 3600')")
 done
-busy+=("$(submit_as alice -N1 --gres=gpu:4 --comment "contract=2h" --wrap 'sleep 3600')")
+busy+=("$(submit_as alice -N1 --gres=gpu:4 --comment "contract=2h" --time=120 --wrap 'sleep 3600')")
 busy_running() { for j in "${busy[@]}"; do [[ $(job_state "$j") == RUNNING ]] || return 1; done; }
 wait_for 60 "pretrain's jobs to run" busy_running
 echo "The partition is set DOWN for a moment so the queue can be read before anything starts:"
 show scontrol update PartitionName=gpu State=DOWN
-whole=$(submit_as carol -N1 --gres=gpu:8 --comment "contract=1h" --wrap 'sleep 3600')
-hole=$(submit_as alice -N1 --gres=gpu:4 --comment "contract=1h" --wrap 'sleep 3600')
+whole=$(submit_as carol -N1 --gres=gpu:8 --comment "contract=1h" --time=120 --wrap 'sleep 3600')
+hole=$(submit_as alice -N1 --gres=gpu:4 --comment "contract=1h" --time=120 --wrap 'sleep 3600')
 echo "  job $whole  carol (climate, under-served)  8 GPUs: needs a whole node, none is free"
 echo "  job $hole  alice (pretrain, over budget)  4 GPUs: fits the 4 GPUs left on the last node"
 planned() { (( ( $(squeue -h -j "$hole" -o %Q) >> 30 ) & 1 )); }
