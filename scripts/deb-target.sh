@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2034
 # Which Slurm release a set of headers is, and which Slurm packages a Tally .deb is built
 # against, by release: sourced by scripts/mkdeb.sh, scripts/deb-check.sh,
-# scripts/plugin-version.sh and testbed/deb.sh (one definition of each).
+# scripts/plugin-version.sh, scripts/gen-bindings.sh, testbed/deb.sh and testbed/lib.sh (one
+# definition of each).
 #
 #   header_release <slurm_version.h>
 #                              sets HDR_HEX (0x160508), HDR_RELEASE (22.05) and HDR_VERSION

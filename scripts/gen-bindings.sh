@@ -32,6 +32,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/deb-target.sh
+source "$ROOT/scripts/deb-target.sh"
 RELEASE=${1:-22.05}
 TRIXIE_ROOT=${TRIXIE_ROOT:-/var/tmp/tally-trixie}
 TARBALL=
@@ -165,8 +167,8 @@ rm -rf "$STUB_DIR"
 mkdir -p "$STUB_DIR/slurm"
 : >"$STUB_DIR/config.h"
 cp "$SLURM_INCLUDE_DIR/slurm/slurm_version.h" "$STUB_DIR/slurm/slurm_version.h"
-header_version=$(awk '$1 == "#define" && $2 == "SLURM_VERSION_NUMBER" {print $3; exit}' \
-    "$STUB_DIR/slurm/slurm_version.h")
+header_release "$STUB_DIR/slurm/slurm_version.h" || die "$STUB_DIR/slurm/slurm_version.h has no '#define SLURM_VERSION_NUMBER'"
+header_version=$HDR_HEX
 IFS=. read -r major minor micro <<<"$UPSTREAM_VERSION"
 source_version=$(printf '0x%02x%02x%02x' "$((10#$major))" "$((10#$minor))" "$((10#$micro))")
 [ "$header_version" = "$source_version" ] ||

@@ -37,10 +37,14 @@ TB_DEBIAN=$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/
 TB_PREFIX=${TALLY_SLURM_PREFIX:-}
 if [[ -n $TB_PREFIX ]]; then
     # A Slurm built from source: its release from its own slurm_version.h.
-    _hex=$(awk '$1 == "#define" && $2 == "SLURM_VERSION_NUMBER" { print $3; exit }' "$TB_PREFIX/include/slurm/slurm_version.h" 2>/dev/null || true)
-    [[ -n $_hex && -x $TB_PREFIX/sbin/slurmctld ]] || { echo "testbed: TALLY_SLURM_PREFIX=$TB_PREFIX holds no Slurm build (bash testbed/slurm-src.sh ensure <release>)" >&2; exit 1; }
-    TB_SLURM_RELEASE=$(( (_hex >> 16) & 0xff )).$(printf '%02d' $(( (_hex >> 8) & 0xff )))
-    TB_SLURM_VERSION=$TB_SLURM_RELEASE.$(( _hex & 0xff ))
+    # shellcheck source=scripts/deb-target.sh
+    source "$TB_DIR/../scripts/deb-target.sh"
+    if ! header_release "$TB_PREFIX/include/slurm/slurm_version.h" || [[ ! -x $TB_PREFIX/sbin/slurmctld ]]; then
+        echo "testbed: TALLY_SLURM_PREFIX=$TB_PREFIX holds no Slurm build (bash testbed/slurm-src.sh ensure <release>)" >&2
+        exit 1
+    fi
+    TB_SLURM_RELEASE=$HDR_RELEASE
+    TB_SLURM_VERSION=$HDR_VERSION
     TB_RUN_DEFAULT=/var/tmp/tally-testbed-$TB_SLURM_RELEASE
     case $TB_SLURM_RELEASE in   # (22.05: 6817, 24.11: 6917, as below)
         25.11) _k=2 ;;

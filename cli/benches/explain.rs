@@ -11,7 +11,7 @@
 #![deny(unsafe_code)]
 
 // The engine's benches' fixed random sequence and accounts.
-#[path = "../../plugin/engine/benches/common/mod.rs"]
+#[path = "../../engine/benches/common/mod.rs"]
 mod common;
 
 use std::path::Path;

@@ -15,7 +15,7 @@
 //! tests). The real copy also walks slurmctld's `job_list`
 //! (docs/reliability.md, "Load").
 
-#[path = "../../engine/benches/common/mod.rs"]
+#[path = "../../../engine/benches/common/mod.rs"]
 mod common;
 
 use slurm_sys::{job_details, job_record_t, INFINITE, NICE_OFFSET};

@@ -9,7 +9,7 @@
 //! preempt hooks with the job lock, job_submit's with the request owned by
 //! the RPC). Nothing here walks `job_list`; see [`crate::host`] for that.
 
-use slurm_sys::{job_desc_msg_t, job_queue_rec_t, job_record_t, priority_factors_object_t, List, JOB_RUNNING, JOB_STATE_BASE, NO_VAL};
+use slurm_sys::{job_desc_msg_t, job_queue_rec_t, job_record_t, JOB_RUNNING, JOB_STATE_BASE, NO_VAL};
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;
 use tally_allocator::priority::SprioColumns;
@@ -197,35 +197,6 @@ pub(crate) fn xcalloc<T>() -> *mut T {
         )
     }
     .cast::<T>()
-}
-
-/// sprio's answer: a Slurm `List` of `priority_factors_object_t`, each
-/// allocated with Slurm's allocator (slurmctld frees them with
-/// `slurm_destroy_priority_factors_object`); NULL when there are none.
-pub fn factors_list(items: impl IntoIterator<Item = Factors>) -> List {
-    // SAFETY: list_create with Slurm's destructor for these objects.
-    let out = unsafe { slurm_sys::list_create(Some(slurm_sys::slurm_destroy_priority_factors_object)) };
-    for f in items {
-        let obj = xcalloc::<priority_factors_object_t>();
-        if obj.is_null() {
-            continue;
-        }
-        // SAFETY: freshly allocated, zeroed, exclusively ours until appended.
-        unsafe {
-            if crate::release::fill_factors(&mut *obj, &f) {
-                slurm_sys::list_append(out, obj.cast());
-            } else {
-                let mut p = obj.cast::<c_void>();
-                slurm_sys::slurm_xfree(&mut p);
-            }
-        }
-    }
-    // SAFETY: our own list.
-    if unsafe { slurm_sys::list_count(out) } == 0 {
-        unsafe { slurm_sys::list_destroy(out) };
-        return std::ptr::null_mut();
-    }
-    out
 }
 
 /// Values of slurm.conf, from libslurmfull's global `slurm_conf` (loaded

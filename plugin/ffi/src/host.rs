@@ -16,9 +16,9 @@ use slurm_sys::{
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tally_engine::planner::Placed;
-use tally_engine::view::NodeView;
+use tally_engine::recalc::{Controller, Copied, Written};
 use tally_engine::view::{JobView, Names, PartitionGpus, RunState};
 
 type LockFn = unsafe extern "C" fn(slurmctld_lock_t);
@@ -286,25 +286,22 @@ impl Host {
     }
 }
 
-/// A copy of the job list ([`Host::copy_jobs`]).
-#[derive(Debug)]
-pub struct Copied<T> {
-    pub jobs: Vec<T>,
-    /// The node table (when asked for).
-    pub nodes: Vec<NodeView>,
-    /// Running jobs on draining nodes: (job id, those nodes).
-    pub on_draining: Vec<(u32, Vec<Arc<str>>)>,
-    /// The job read lock: waited for, then held.
-    pub waited: Duration,
-    pub held: Duration,
-}
+/// What priority/tally's threads ask of slurmctld, through the methods
+/// above.
+impl Controller for Host {
+    fn copy_jobs_and_nodes(&self) -> Copied<JobView> {
+        Host::copy_jobs_and_nodes(self)
+    }
 
-/// A write-back of priorities ([`Host::write_priorities`]).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Written {
-    /// The job write lock: waited for, then held.
-    pub waited: Duration,
-    pub held: Duration,
-    /// Priorities written.
-    pub count: usize,
+    fn copy_placed(&self) -> Copied<Placed> {
+        Host::copy_placed(self)
+    }
+
+    fn write_priorities(&self, changes: &HashMap<u32, u32>, begins: &HashMap<u32, u64>, now: u64) -> Written {
+        Host::write_priorities(self, changes, begins, now)
+    }
+
+    fn requeue(&self, ids: &[u32]) -> Vec<(u32, i32)> {
+        Host::requeue(self, ids)
+    }
 }

@@ -25,6 +25,7 @@
 //! Slurm outlives the call that lent it.
 
 pub mod abi;
+pub mod hooks;
 pub mod host;
 pub mod release;
 pub mod slurm_log;

@@ -7,6 +7,11 @@
 //!   copy ([`view::Names`]), GPU requests in Slurm's spellings.
 //! - [`engine`]: charging the ledger from job views, re-ranking, what
 //!   counts as running or waiting, computing priorities.
+//! - [`recalc`]: priority/tally's threads (the recalculation's tick,
+//!   reload, drain and save; the planner's round) over the
+//!   [`recalc::Controller`] the plugin implements with slurmctld's locks.
+//! - [`arbiter`]: preempt/tally's state between two copies of the jobs
+//!   (answers, claims, offers, victim order) and its notes.
 //! - [`planner`]: the planner thread's work: jobs → the plan's committed
 //!   step ([`engine::PlanBoard`]).
 //! - [`submit`]: what job_submit/tally checks and rewrites.
@@ -25,11 +30,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod arbiter;
 pub mod engine;
 pub mod follower;
 pub mod guard;
 pub mod planner;
 pub mod preempted;
+pub mod recalc;
 pub mod statefile;
 pub mod submit;
 pub mod view;

@@ -1,0 +1,282 @@
+//! One test per transition of preempt/tally's state ([`Snapshot`],
+//! [`NoteBook`]), on a copy built here as the plugin's thread builds it.
+
+use super::*;
+use crate::engine::allocation_at;
+use crate::view::NodeState;
+use std::cell::Cell;
+use tally_allocator::{Contract, Inventory, RunRecord, Weight};
+
+/// 16 GPUs on two nodes of 8; teams a and b with 8 GPUs each.
+const CONFIG: &str = r#"
+[cluster]
+gpus = 16
+[accounts.a]
+share = 50
+[accounts.b]
+share = 50
+"#;
+
+const T0: u64 = 1_796_083_200;
+
+fn node(index: u32) -> NodeView {
+    NodeView {
+        index,
+        name: format!("n{index}").into(),
+        gpus: vec![(None, 8)],
+        state: NodeState::default(),
+        reason: None,
+        partitions: vec!["gpu".into()],
+    }
+}
+
+fn job(id: u32, account: &str, comment: &str, gpus: u32) -> JobView {
+    JobView {
+        account: Some(account.into()),
+        comment: (!comment.is_empty()).then(|| comment.to_string()),
+        partition: Some("gpu".into()),
+        gpus,
+        submit_s: T0 - 7200,
+        begin_s: T0 - 7200,
+        ..JobView::pending(id, format!("user-{account}").into())
+    }
+}
+
+/// Running for the last hour on `node`.
+fn on(mut v: JobView, node: u32) -> Placed {
+    v.state = RunState::Running;
+    v.start_s = T0 - 3600;
+    Placed { view: v, nodes: vec![node] }
+}
+
+fn waiting(v: JobView) -> Placed {
+    Placed { view: v, nodes: Vec::new() }
+}
+
+/// b runs 14 GPUs, 12 of them allocated (above its 8); a runs nothing and
+/// waits with jobs 1 and 2 (4 GPUs each). Node 0 has 2 GPUs free.
+///
+/// - 10: b's unallocated job (2 GPUs, node 0)
+/// - 11: b's job inside its 8 h contract (4 GPUs, node 1)
+/// - 12, 13: b's resumable jobs past their contracts (4 GPUs, nodes 0, 1)
+fn copy_at(t: u64, runs: &RunBook) -> Snapshot {
+    let config = Arc::new(Config::parse(CONFIG, "test.toml").unwrap());
+    let alloc = allocation_at(&config, &Inventory::default());
+    let jobs = vec![
+        on(job(10, "b", "", 2), 0),
+        on(job(11, "b", "contract=8h", 4), 1),
+        on(job(12, "b", "contract=1m,resumable", 4), 0),
+        on(job(13, "b", "contract=1m,resumable", 4), 1),
+        waiting(job(1, "a", "contract=1h", 4)),
+        waiting(job(2, "a", "contract=1h", 4)),
+    ];
+    Snapshot::from_copy(config, &alloc, runs, jobs, &[node(0), node(1)], 0, t)
+}
+
+fn copy() -> Snapshot {
+    copy_at(T0, &RunBook::new())
+}
+
+/// The record of a preemptor the copy has (never read on the call).
+fn unread() -> Option<JobView> {
+    panic!("the preemptor's record was read though the copy has it")
+}
+
+fn victims_of(s: &mut Snapshot, p: u32, t: u64) -> Vec<u32> {
+    [10, 11, 12, 13].into_iter().filter(|&v| s.may_preempt(v, p, &|| Some(job(p, "a", "contract=1h", 4)), t)).collect()
+}
+
+#[test]
+fn answer_computed_once_per_copy() {
+    let mut s = copy();
+    let reads = Cell::new(0);
+    let record = || {
+        reads.set(reads.get() + 1);
+        Some(job(1, "a", "contract=1h", 4))
+    };
+    // a is owed 8 GPUs: b's unallocated job, and one resumable job past its
+    // contract (b stays at its rate), never the one inside its contract.
+    assert!(s.may_preempt(10, 1, &record, T0));
+    assert!(s.may_preempt(13, 1, &record, T0));
+    assert!(!s.may_preempt(11, 1, &record, T0), "never inside a contract");
+    assert!(!s.may_preempt(12, 1, &record, T0), "b would fall below its rate");
+    assert_eq!(s.answers[&1], vec![10, 13]);
+    // The record was read once (for the victim order's GPUs), as the
+    // preemptor asked last; never converted: the copy has it.
+    assert_eq!(reads.get(), 1);
+    assert_eq!(s.last_preemptor, Some((1, 4)));
+}
+
+#[test]
+fn claim_a_second_preemptor_assumes_the_first_ones_victims_gone() {
+    let mut s = copy();
+    assert_eq!(victims_of(&mut s, 1, T0), vec![10, 13]);
+    // 13 is claimed: b is at its rate (8 allocated), a runs job 1's 4 GPUs.
+    assert!(s.claimed.contains(&13) && !s.claimed.contains(&10), "unallocated victims are never claimed");
+    assert_eq!(victims_of(&mut s, 2, T0), vec![10], "taking 12 too would leave b 4 of its 8");
+    // Asked alone, job 2 would have had 13.
+    assert_eq!(victims_of(&mut copy(), 2, T0), vec![10, 13]);
+}
+
+#[test]
+fn offer_remembered_for_the_note_across_copies() {
+    let mut s = copy();
+    assert!(s.may_preempt(13, 1, &unread_after_first(), T0));
+    let victim = on(job(13, "b", "contract=1m,resumable", 4), 1).view;
+    let why = s.why(&victim, T0 + 5);
+    assert_eq!(why.reason, Some(PreemptReason::Restore));
+    assert_eq!(why.contract_left_s, 0);
+    assert_eq!(why.lost_gpu_s, 0, "a resumable job loses no work");
+    // The next copies keep the offer for a minute, then forget it.
+    let mut next = copy_at(T0 + 30, &RunBook::new());
+    next.carry_offers(Some(s), T0 + 30);
+    assert_eq!(next.why(&victim, T0 + 30).reason, Some(PreemptReason::Restore));
+    let mut later = copy_at(T0 + OFFERED_KEEP_S, &RunBook::new());
+    later.carry_offers(Some(next), T0 + OFFERED_KEEP_S);
+    assert_eq!(later.why(&victim, T0 + OFFERED_KEEP_S).reason, None, "not offered lately: another preemption path");
+    // A job outside the copy is converted for its note: inside its contract.
+    let stranger = on(job(77, "b", "contract=8h", 2), 0).view;
+    let w = later.why(&stranger, T0);
+    assert_eq!(w.contract_left_s, 7 * 3600);
+    assert_eq!(w.lost_gpu_s, 2 * 3600);
+}
+
+/// A record read at most once (the preemptor asked last).
+fn unread_after_first() -> impl Fn() -> Option<JobView> {
+    let first = Cell::new(true);
+    move || {
+        if first.replace(false) {
+            Some(job(1, "a", "contract=1h", 4))
+        } else {
+            unread()
+        }
+    }
+}
+
+#[test]
+fn stale_copy_answers_only_for_unallocated_victims() {
+    let mut s = copy();
+    let t = T0 + STALE_S + 1;
+    let record = || Some(job(1, "a", "contract=1h", 4));
+    assert!(!s.may_preempt(13, 1, &record, t), "the restorative rule needs a fresh count");
+    assert!(s.may_preempt(10, 1, &record, t));
+    assert_eq!(s.offered[&10], (PreemptReason::Unallocated, t));
+    // Answers given while fresh are not reused once stale.
+    let mut s = copy();
+    assert!(s.may_preempt(13, 1, &record, T0));
+    assert!(!s.may_preempt(13, 1, &record, t));
+    // At STALE_S exactly, still fresh.
+    assert!(copy().may_preempt(13, 1, &record, T0 + STALE_S));
+    // An unallocated preemptor preempts nobody, stale or not.
+    let free_rider = || Some(job(5, "a", "contract=0", 2));
+    assert!(!copy().may_preempt(10, 5, &free_rider, t));
+    assert!(!copy().may_preempt(10, 5, &free_rider, T0));
+}
+
+#[test]
+fn a_job_submitted_after_the_copy_is_read_on_the_call() {
+    let mut s = copy();
+    let reads = Cell::new(0);
+    let record = || {
+        reads.set(reads.get() + 1);
+        Some(job(99, "a", "contract=1h", 2))
+    };
+    assert!(s.may_preempt(10, 99, &record, T0));
+    assert_eq!(reads.get(), 2, "once for its GPUs, once converted");
+    assert_eq!(s.last_preemptor, Some((99, 2)));
+    assert!(s.answers.contains_key(&99));
+    // Gone from Slurm by the call: no record, no.
+    assert!(!copy().may_preempt(10, 98, &|| None, T0));
+}
+
+#[test]
+fn victim_order_places_the_offered_first() {
+    let mut s = copy();
+    assert_eq!(victims_of(&mut s, 1, T0), vec![10, 13]);
+    assert_eq!(s.victim_order(10, T0), 0);
+    assert_eq!(s.victim_order(13, T0), 1);
+    let (inside, behind) = (s.victim_order(11, T0), s.victim_order(12, T0));
+    assert!(inside >= OFFERED_MAX && behind >= OFFERED_MAX, "not offered: after those offered ({inside}, {behind})");
+    assert!(behind < inside, "a resumable job past its contract before one inside it");
+    assert_eq!(s.victim_order(4242, T0), u32::MAX, "not in the copy: last");
+    // Before any question: by victim rank alone.
+    let fresh = copy();
+    assert!(fresh.victim_order(10, T0) >= OFFERED_MAX);
+    assert!(fresh.victim_order(10, T0) < fresh.victim_order(12, T0), "unallocated before resumable");
+}
+
+#[test]
+fn notes_taken_on_the_call_and_written_by_the_thread() {
+    let mut book = NoteBook::new(Notes::new(), Some(PathBuf::from("/nonexistent/preempted.state")));
+    assert!(book.take_unsaved().is_none(), "nothing new: no write");
+    let victim = on(job(13, "b", "contract=1m,resumable", 4), 1).view;
+    book.note(&victim, None, T0);
+    let (_, notes) = book.take_unsaved().expect("a new note is written");
+    assert_eq!(notes.len(), 1);
+    assert!(book.take_unsaved().is_none(), "written once");
+    // A failed write leaves the book to write again; a note of the other
+    // controller's file comes in.
+    let mut theirs = Notes::new();
+    theirs.note(Note { job_id: 40, run_start_s: T0 - 100, at_s: T0 - 50, why: None });
+    let mut merged = notes.clone();
+    merged.merge(&theirs);
+    assert_eq!(book.written(&merged, false, T0), 1);
+    assert_eq!(book.notes().len(), 2);
+    assert!(book.take_unsaved().is_some(), "the failed write is retried");
+    // Without a StateSaveLocation: noted, never written.
+    let mut memory = NoteBook::new(Notes::new(), None);
+    memory.note(&victim, None, T0);
+    assert!(memory.take_unsaved().is_none());
+    assert_eq!(memory.notes().len(), 1);
+}
+
+#[test]
+fn save_notes_merges_with_the_file() {
+    let dir = std::env::temp_dir().join(format!("tally-arbiter-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(preempted::FILE_NAME);
+    // The other controller's note on disk.
+    let mut theirs = Notes::new();
+    theirs.note(Note { job_id: 40, run_start_s: T0 - 100, at_s: T0 - 50, why: None });
+    preempted::save(&path, &theirs).unwrap();
+    let book = Mutex::new(Some(NoteBook::new(Notes::new(), Some(path.clone()))));
+    save_notes(&book, T0);
+    assert_eq!(preempted::load(&path).unwrap().len(), 1, "nothing new: the file is not written");
+    lock(&book).as_mut().unwrap().note(&on(job(13, "b", "", 4), 1).view, None, T0);
+    save_notes(&book, T0);
+    let on_disk = preempted::load(&path).unwrap();
+    assert_eq!(on_disk.len(), 2, "ours and theirs");
+    assert_eq!(lock(&book).as_ref().unwrap().notes(), &on_disk);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn runs_with_notes_protect_the_next_run() {
+    let mut runs = RunBook::new();
+    runs.insert(
+        13,
+        RunRecord {
+            start_s: T0 - 3600,
+            charged_s: 3600,
+            seen_s: T0,
+            active: true,
+            account: "b".into(),
+            user: "user-b".into(),
+            gpus: 4,
+            weight: Weight::ONE,
+            contract: Contract::new(60, true),
+            earlier_s: 0,
+            prev_start_s: 0,
+            preempted_run_s: 0,
+        },
+    );
+    let runs = Arc::new(runs);
+    let note = Note { job_id: 13, run_start_s: T0 - 3600, at_s: T0, why: None };
+    let with = with_notes(runs.clone(), &[note]);
+    assert_eq!(with.get(13).unwrap().preempted_run_s, T0 - 3600);
+    // Already taken in: the same book, not a copy.
+    assert!(Arc::ptr_eq(&with_notes(with.clone(), &[note]), &with));
+    // A note of a job without a record changes nothing.
+    let other = Note { job_id: 14, ..note };
+    assert!(Arc::ptr_eq(&with_notes(runs.clone(), &[other]), &runs));
+}
