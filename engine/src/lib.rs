@@ -32,6 +32,8 @@
 
 pub mod arbiter;
 pub mod engine;
+#[cfg(test)]
+mod fixtures;
 pub mod follower;
 pub mod guard;
 pub mod planner;

@@ -3,21 +3,13 @@
 
 use super::*;
 use crate::engine::allocation_at;
+use crate::fixtures::{job, running, T0, TWO_TEAMS};
 use crate::view::NodeState;
 use std::cell::Cell;
 use tally_allocator::{Contract, Inventory, RunRecord, Weight};
 
 /// 16 GPUs on two nodes of 8; teams a and b with 8 GPUs each.
-const CONFIG: &str = r#"
-[cluster]
-gpus = 16
-[accounts.a]
-share = 50
-[accounts.b]
-share = 50
-"#;
-
-const T0: u64 = 1_796_083_200;
+const CONFIG: &str = TWO_TEAMS;
 
 fn node(index: u32) -> NodeView {
     NodeView {
@@ -30,23 +22,9 @@ fn node(index: u32) -> NodeView {
     }
 }
 
-fn job(id: u32, account: &str, comment: &str, gpus: u32) -> JobView {
-    JobView {
-        account: Some(account.into()),
-        comment: (!comment.is_empty()).then(|| comment.to_string()),
-        partition: Some("gpu".into()),
-        gpus,
-        submit_s: T0 - 7200,
-        begin_s: T0 - 7200,
-        ..JobView::pending(id, format!("user-{account}").into())
-    }
-}
-
 /// Running for the last hour on `node`.
-fn on(mut v: JobView, node: u32) -> Placed {
-    v.state = RunState::Running;
-    v.start_s = T0 - 3600;
-    Placed { view: v, nodes: vec![node] }
+fn on(v: JobView, node: u32) -> Placed {
+    Placed { view: running(v, T0 - 3600), nodes: vec![node] }
 }
 
 fn waiting(v: JobView) -> Placed {

@@ -2,21 +2,7 @@ use super::*;
 use tally_allocator::state::seal;
 use tally_allocator::WEEK_S;
 
-const CONFIG: &str = r#"
-[cluster]
-gpus = 16
-[priority]
-calc_period = "1m"
-[accounts.a]
-share = 50
-[accounts.b]
-share = 50
-[users]
-alice = "a"
-bob = "b"
-"#;
-
-const T0: u64 = 1_796_083_200; // a bucket edge
+use crate::fixtures::{running, T0, TWO_TEAMS as CONFIG};
 
 fn engine() -> Engine {
     Engine::new(Config::parse(CONFIG, "test.toml").unwrap(), None, T0)
@@ -33,12 +19,6 @@ fn view(id: u32, account: &str, user: &str, comment: &str) -> JobView {
         begin_s: T0,
         ..JobView::pending(id, user.into())
     }
-}
-
-fn running(mut v: JobView, start: u64) -> JobView {
-    v.state = RunState::Running;
-    v.start_s = start;
-    v
 }
 
 #[test]

@@ -2,22 +2,12 @@
 //! one test per step of the tick, the reload and the planner's round.
 
 use super::*;
+use crate::fixtures::{job, running, T0, TWO_TEAMS};
 use crate::view::{NodeState, RunState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const T0: u64 = 1_796_083_200;
-
-const CONFIG: &str = r#"
-[cluster]
-gpus = 16
-gpus_per_node = 8
-[priority]
-calc_period = "1m"
-[accounts.a]
-share = 50
-[accounts.b]
-share = 50
-"#;
+/// Two teams on two nodes of 8 GPUs.
+const CONFIG: &str = TWO_TEAMS;
 
 /// One write of priorities and begin times (job id → value).
 type Write = (HashMap<u32, u32>, HashMap<u32, u64>);
@@ -85,24 +75,6 @@ impl Controller for FakeSlurm {
         lock(&self.requeued).extend(ids);
         ids.iter().map(|&id| (id, 0)).collect()
     }
-}
-
-fn job(id: u32, account: &str, comment: &str, gpus: u32) -> JobView {
-    JobView {
-        account: Some(account.into()),
-        comment: Some(comment.to_string()),
-        partition: Some("gpu".into()),
-        gpus,
-        submit_s: T0 - 600,
-        begin_s: T0 - 600,
-        ..JobView::pending(id, format!("user-{account}").into())
-    }
-}
-
-fn running(mut v: JobView, since: u64) -> JobView {
-    v.state = RunState::Running;
-    v.start_s = since;
-    v
 }
 
 /// A directory with `tally.toml` (when `config` is given) and the ledger's
