@@ -30,7 +30,7 @@
 
 use crate::engine::{classify, entitlement_of, to_job};
 use crate::guard::lock;
-use crate::planner::{preemption_nodes, Placed};
+use crate::planner::{held_on, preemption_nodes, Placed};
 use crate::preempted::{self, Note, Notes, Why};
 use crate::view::{JobView, NodeView, RunState};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -49,6 +49,65 @@ pub const OFFERED_KEEP_S: u64 = 60;
 /// Victim orders below this are places among the victims offered to the
 /// preemptor asked last.
 pub const OFFERED_MAX: u32 = 1 << 20;
+
+/// How long a copy of the jobs is reused at most while slurmctld says no
+/// job changed: bounds what a change it does not announce could miss.
+pub const MAX_COPY_AGE_S: u64 = 10;
+
+/// One copy of slurmctld's jobs, kept by preempt/tally's thread between
+/// copies: each job, the node indices it runs on, and the node table.
+#[derive(Debug, Clone, Default)]
+pub struct JobsCopy {
+    views: Vec<JobView>,
+    places: Vec<Vec<u32>>,
+    nodes: Vec<NodeView>,
+}
+
+impl JobsCopy {
+    pub fn new(jobs: Vec<Placed>, nodes: Vec<NodeView>) -> JobsCopy {
+        let (views, places) = jobs.into_iter().map(|Placed { view, nodes }| (view, nodes)).unzip();
+        JobsCopy { views, places, nodes }
+    }
+
+    pub fn len(&self) -> usize {
+        self.views.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
+    }
+}
+
+/// When preempt/tally's thread copies the job list again: slurmctld sets
+/// its `last_job_update` to the second of every change to a job
+/// (submission, start, end, requeue, update), so while it reads as it did
+/// before the last copy, that copy is still the job list. Copied again
+/// when it moved; when it was the very second of the copy (a change later
+/// in that second would leave it as it was); and at least every
+/// [`MAX_COPY_AGE_S`]. A copy holds slurmctld's job read lock for every
+/// job; the check reads one integer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CopyClock {
+    /// `last_job_update` as read before the last copy, and the second the
+    /// copy began (read before it).
+    last: Option<(i64, u64)>,
+}
+
+impl CopyClock {
+    /// Is a copy due at `now`, `last_job_update` reading `job_update`?
+    pub fn due(&self, job_update: i64, now: u64) -> bool {
+        match self.last {
+            None => true,
+            Some((seen, at)) => job_update != seen || seen >= i64::try_from(at).unwrap_or(i64::MAX) || now >= at.saturating_add(MAX_COPY_AGE_S),
+        }
+    }
+
+    /// A copy began at `at`, `last_job_update` reading `job_update` just
+    /// before it.
+    pub fn copied(&mut self, job_update: i64, at: u64) {
+        self.last = Some((job_update, at));
+    }
+}
 
 /// What every team ran at the last copy, and the answers given since.
 #[derive(Debug)]
@@ -82,27 +141,20 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// The snapshot of one copy of the jobs (`jobs` with the nodes each
-    /// running one holds), taken at `t`: the jobs classified against
-    /// `runs`, the entitlement, the running jobs and their places.
-    pub fn from_copy(
-        config: Arc<Config>,
-        alloc: &Allocation,
-        runs: &RunBook,
-        jobs: Vec<Placed>,
-        nodes: &[NodeView],
-        preempt_window_s: u64,
-        t: u64,
-    ) -> Snapshot {
-        let free = preemption_nodes(nodes, &jobs, &config.debug_nodes);
-        let (views, placed): (Vec<_>, Vec<_>) = jobs.into_iter().map(|Placed { view, nodes }| (view, nodes)).unzip();
-        let classified = classify(&config, &views, runs, t, preempt_window_s);
+    /// The snapshot of one copy of the jobs at `t`: the jobs classified
+    /// against `runs`, the entitlement, the running jobs and their places.
+    /// A copy is reused while slurmctld changes no job ([`CopyClock`]): the
+    /// snapshot is built anew from it every [`REFRESH`] all the same, so
+    /// what depends on the time (a begin time reached, a preemption's
+    /// window) and the claims of the last second start afresh.
+    pub fn from_copy(config: Arc<Config>, alloc: &Allocation, runs: &RunBook, copy: &JobsCopy, preempt_window_s: u64, t: u64) -> Snapshot {
+        let classified = classify(&config, &copy.views, runs, t, preempt_window_s);
         let ent = entitlement_of(&config, alloc, &classified);
         let (mut running, mut held, mut pending) = (Vec::new(), Vec::new(), HashMap::new());
-        for (((_, job), v), at) in classified.into_iter().zip(views).zip(placed) {
+        for (((_, job), v), at) in classified.into_iter().zip(&copy.views).zip(&copy.places) {
             match v.state {
                 RunState::Running => {
-                    held.push(Placed { view: v, nodes: at }.held());
+                    held.push(held_on(v.gpus, at));
                     running.push(job);
                 }
                 RunState::Pending => {
@@ -111,6 +163,7 @@ impl Snapshot {
                 _ => {}
             }
         }
+        let free = preemption_nodes(&copy.nodes, held.iter().map(Vec::as_slice), &config.debug_nodes);
         Snapshot {
             config,
             taken_at: t,

@@ -16,23 +16,30 @@ pub struct Placed {
 }
 
 impl Placed {
-    /// The GPUs it holds on each of its nodes: (node index, GPUs). Slurm
-    /// gives a multi-node GPU job the same count on each node (the first
-    /// nodes take what does not divide).
+    /// The GPUs it holds on each of its nodes: (node index, GPUs)
+    /// ([`held_on`]).
     pub fn held(&self) -> Vec<(u32, u32)> {
-        let n = self.nodes.len() as u32;
-        if n == 0 {
-            return Vec::new();
-        }
-        let (each, extra) = (self.view.gpus / n, self.view.gpus % n);
-        self.nodes.iter().enumerate().map(|(k, &node)| (node, each + u32::from((k as u32) < extra))).collect()
+        held_on(self.view.gpus, &self.nodes)
     }
 }
 
+/// The GPUs a running job of `gpus` GPUs holds on each of `nodes`: (node
+/// index, GPUs). Slurm gives a multi-node GPU job the same count on each
+/// node (the first nodes take what does not divide).
+pub fn held_on(gpus: u32, nodes: &[u32]) -> Vec<(u32, u32)> {
+    let n = nodes.len() as u32;
+    if n == 0 {
+        return Vec::new();
+    }
+    let (each, extra) = (gpus / n, gpus % n);
+    nodes.iter().enumerate().map(|(k, &node)| (node, each + u32::from((k as u32) < extra))).collect()
+}
+
 /// The nodes as a preemption sees them ([`tally_allocator::Nodes`]): each
-/// node's GPUs and those the running `jobs` leave free, by node index, and
-/// which are the debug capacity's (`debug_nodes`, by name).
-pub fn preemption_nodes(nodes: &[NodeView], jobs: &[Placed], debug_nodes: &[String]) -> tally_allocator::Nodes {
+/// node's GPUs and those the running jobs leave free (`held`: where each
+/// running job holds its GPUs, [`held_on`]), by node index, and which are
+/// the debug capacity's (`debug_nodes`, by name).
+pub fn preemption_nodes<'a>(nodes: &[NodeView], held: impl IntoIterator<Item = &'a [(u32, u32)]>, debug_nodes: &[String]) -> tally_allocator::Nodes {
     let slots = nodes.iter().map(|n| n.index as usize + 1).max().unwrap_or(0);
     let mut size = vec![0u32; slots];
     let mut debug = vec![false; slots];
@@ -41,11 +48,9 @@ pub fn preemption_nodes(nodes: &[NodeView], jobs: &[Placed], debug_nodes: &[Stri
         debug[n.index as usize] = debug_nodes.iter().any(|d| **d == *n.name);
     }
     let mut free = size.clone();
-    for p in jobs.iter().filter(|p| p.view.state == RunState::Running) {
-        for (node, g) in p.held() {
-            if let Some(f) = free.get_mut(node as usize) {
-                *f = f.saturating_sub(g);
-            }
+    for &(node, g) in held.into_iter().flatten() {
+        if let Some(f) = free.get_mut(node as usize) {
+            *f = f.saturating_sub(g);
         }
     }
     tally_allocator::Nodes { size, free, debug }

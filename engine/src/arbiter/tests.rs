@@ -40,15 +40,18 @@ fn waiting(v: JobView) -> Placed {
 fn copy_at(t: u64, runs: &RunBook) -> Snapshot {
     let config = Arc::new(Config::parse(CONFIG, "test.toml").unwrap());
     let alloc = allocation_at(&config, &Inventory::default());
-    let jobs = vec![
+    Snapshot::from_copy(config, &alloc, runs, &JobsCopy::new(jobs(), vec![node(0), node(1)]), 0, t)
+}
+
+fn jobs() -> Vec<Placed> {
+    vec![
         on(job(10, "b", "", 2), 0),
         on(job(11, "b", "contract=8h", 4), 1),
         on(job(12, "b", "contract=1m,resumable", 4), 0),
         on(job(13, "b", "contract=1m,resumable", 4), 1),
         waiting(job(1, "a", "contract=1h", 4)),
         waiting(job(2, "a", "contract=1h", 4)),
-    ];
-    Snapshot::from_copy(config, &alloc, runs, jobs, &[node(0), node(1)], 0, t)
+    ]
 }
 
 fn copy() -> Snapshot {
@@ -257,4 +260,43 @@ fn runs_with_notes_protect_the_next_run() {
     // A note of a job without a record changes nothing.
     let other = Note { job_id: 14, ..note };
     assert!(Arc::ptr_eq(&with_notes(runs.clone(), &[other]), &runs));
+}
+
+#[test]
+fn copy_clock_copies_again_only_when_a_job_changed_or_the_copy_aged() {
+    let t = T0 as i64;
+    let mut clock = CopyClock::default();
+    assert!(clock.due(t - 100, T0), "no copy yet");
+    clock.copied(t - 100, T0);
+    assert!(!clock.due(t - 100, T0 + 1), "nothing changed since");
+    assert!(clock.due(t + 1, T0 + 1), "a job changed after the copy");
+    assert!(clock.due(t - 100, T0 + MAX_COPY_AGE_S), "the copy aged");
+    assert!(!clock.due(t - 100, T0 + MAX_COPY_AGE_S - 1));
+    // A change in the very second of the copy: another one later in that
+    // second would leave last_job_update as it was, so copy again.
+    clock.copied(t, T0);
+    assert!(clock.due(t, T0 + 1));
+    // A clock stepped back is no reason to stop copying for long.
+    clock.copied(t - 100, T0);
+    assert!(!clock.due(t - 100, T0 - 5));
+}
+
+#[test]
+fn a_reused_copy_is_judged_at_the_time_of_the_rebuild() {
+    // The copy of the jobs at T0, rebuilt a second later: the claims of the
+    // first second are gone, the answers computed again.
+    let config = Arc::new(Config::parse(CONFIG, "test.toml").unwrap());
+    let alloc = allocation_at(&config, &Inventory::default());
+    // Job 2 becomes eligible at T0 + 5 (its begin time): it counts as
+    // waiting only from then.
+    let mut jobs = jobs();
+    jobs[5].view.begin_s = T0 + 5;
+    let copy = JobsCopy::new(jobs, vec![node(0), node(1)]);
+    let mut first = Snapshot::from_copy(config.clone(), &alloc, &RunBook::new(), &copy, 0, T0);
+    assert!(first.may_preempt(13, 1, &unread_after_first(), T0));
+    assert!(first.claimed.contains(&13));
+    let again = Snapshot::from_copy(config.clone(), &alloc, &RunBook::new(), &copy, 0, T0 + 10);
+    assert!(again.claimed.is_empty() && again.answers.is_empty(), "a rebuild starts its claims afresh");
+    assert_eq!(first.ent.team("a").unwrap().demand, 4.0);
+    assert_eq!(again.ent.team("a").unwrap().demand, 8.0, "job 2's begin time was reached: a waits for more");
 }

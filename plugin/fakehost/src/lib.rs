@@ -105,7 +105,18 @@ impl Host {
     pub fn add_job(&self, job: &mut FakeJob) {
         let f: Symbol<unsafe extern "C" fn(List, *mut c_void) -> *mut c_void> = self.sym(b"list_append");
         // SAFETY: job_list was created in `load`; the record outlives the list's use.
-        with_lock(|| unsafe { f(job_list, job.ptr().cast()) });
+        // As slurmctld's submission does: `last_job_update = now`.
+        with_lock(|| unsafe {
+            f(job_list, job.ptr().cast());
+            std::ptr::addr_of_mut!(last_job_update).write(now());
+        });
+    }
+
+    /// Say that job data changed at `t` (`last_job_update = t`), as
+    /// slurmctld does on every change a test makes to a record by hand.
+    pub fn touch(&self, t: time_t) {
+        // SAFETY: a plain global, under the fake lock.
+        with_lock(|| unsafe { std::ptr::addr_of_mut!(last_job_update).write(t) });
     }
 
     /// Run `f` from inside a walk of `job_list` (`list_for_each`, as

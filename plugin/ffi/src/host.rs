@@ -116,6 +116,17 @@ impl Host {
         f(list)
     }
 
+    /// slurmctld's `last_job_update`: the second of the last change to any
+    /// job. Read with no lock (one aligned integer, read atomically; a
+    /// value a moment old only delays a copy, `arbiter::CopyClock`).
+    pub fn job_update(&self) -> i64 {
+        // SAFETY: the address of slurmctld's global `time_t`, aligned and
+        // alive for the process; read atomically (slurmctld writes it under
+        // its job write lock).
+        let cell = unsafe { std::sync::atomic::AtomicI64::from_ptr(self.last_job_update.cast::<i64>()) };
+        cell.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Tell the scheduler that job data changed (`last_job_update = now`).
     /// Only from [`Host::write_priorities`], under the job write lock.
     fn touch(&self, now: i64) {

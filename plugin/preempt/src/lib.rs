@@ -22,9 +22,10 @@
 //! functions from inside its own walk of `job_list` (`list_for_each` holds
 //! the list's lock: walking it again here is fatal). So a thread of this
 //! plugin, started in `init` only inside slurmctld and joined in `fini`,
-//! copies the jobs every second under the job read lock (`job_list` found
-//! with `dlsym`, never linked) and publishes a `Snapshot`: the
-//! entitlement and the running jobs. Between two snapshots each preemptor's
+//! builds a `Snapshot` every second (the entitlement and the running jobs)
+//! from its copy of the jobs, made under the job read lock (`job_list`
+//! found with `dlsym`, never linked) when slurmctld's `last_job_update`
+//! says a job changed since the last one, and at least every 10 s. Between two snapshots each preemptor's
 //! answer is kept, and assumes the worst of the preemptors asked before it
 //! (every victim they were offered gone, their jobs running), so several
 //! preemptions in one scheduling pass still never take a side below its
@@ -39,7 +40,7 @@
 
 use std::ffi::c_int;
 use std::sync::Mutex;
-use tally_engine::arbiter::{self, NoteBook, Snapshot, REFRESH};
+use tally_engine::arbiter::{self, CopyClock, JobsCopy, NoteBook, Snapshot, REFRESH};
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
 use tally_engine::now;
@@ -60,21 +61,27 @@ static THREAD: Mutex<Option<Worker>> = Mutex::new(None);
 /// The runs Slurm preempted on our answer, written by the thread.
 static NOTES: Mutex<Option<NoteBook>> = Mutex::new(None);
 
-/// One round of the thread: copy the jobs under the read lock, compute with
-/// no lock held, publish. Without a config, no snapshot: nothing is
-/// preempted (fail-closed).
-fn refresh(host: &Host) {
+/// One round of the thread: copy the jobs under the read lock when
+/// slurmctld changed one since the last copy (`arbiter::CopyClock`), build
+/// the snapshot from the copy with no lock held, publish. Without a config,
+/// no snapshot: nothing is preempted (fail-closed).
+fn refresh(host: &Host, copy: &mut JobsCopy, clock: &mut CopyClock) {
     let Some(((config, alloc), runs)) = lock(&FOLLOWER).as_ref().and_then(|f| f.allocated().map(|c| (c, f.runs()))) else {
         *lock(&LIVE) = None;
         return;
     };
-    let copied = host.copy_placed();
     let t = now();
+    let job_update = host.job_update();
+    if clock.due(job_update, t) {
+        let copied = host.copy_placed();
+        *copy = JobsCopy::new(copied.jobs, copied.nodes);
+        clock.copied(job_update, t);
+    }
     // The runs noted here as preempted that the priority plugin has not
     // taken in yet (the notes copied out, merged with no lock held).
     let notes: Vec<Note> = lock(&NOTES).as_ref().map(|b| b.notes().iter().copied().collect()).unwrap_or_default();
     let runs = arbiter::with_notes(runs, &notes);
-    let snap = Snapshot::from_copy(config, &alloc, &runs, copied.jobs, &copied.nodes, conf::preempt_window_s(), t);
+    let snap = Snapshot::from_copy(config, &alloc, &runs, copy, conf::preempt_window_s(), t);
     arbiter::publish(&LIVE, snap, t);
 }
 
@@ -108,7 +115,7 @@ fn may_preempt(preemptee: JobArg<'_>, preemptor: JobArg<'_>) -> bool {
 
 tally_ffi::export! {
     /// Follow the config and the ledger's run records; inside slurmctld,
-    /// start the thread that copies the jobs every second.
+    /// start the thread that builds the snapshot every second.
     fn init() -> c_int;
     fallback || SUCCESS;
     {
@@ -127,9 +134,10 @@ tally_ffi::export! {
         let host = Host::lookup();
         follower::install(&FOLLOWER, state, true, host.is_some());
         if let Some(host) = host {
+            let (mut copy, mut clock) = (JobsCopy::default(), CopyClock::default());
             *lock(&THREAD) = Worker::start("tally-preempt", "the preemption thread", move |wake| {
                 if wake != Wake::Stop {
-                    refresh(&host);
+                    refresh(&host, &mut copy, &mut clock);
                 }
                 // Written whatever the copy found (even with no config).
                 arbiter::save_notes(&NOTES, now());

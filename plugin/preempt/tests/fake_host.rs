@@ -6,7 +6,7 @@ use slurm_sys::{
 };
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
-use tally_fakehost::{assert_exports, assert_identity, job, open_plugin, temp_dir, wait_until, with_lock, zeroed, FakeJob, Host};
+use tally_fakehost::{assert_exports, assert_identity, job, now, open_plugin, temp_dir, wait_until, with_lock, zeroed, FakeJob, Host, LOCKS_TAKEN};
 
 #[test]
 fn the_rule_in_a_fake_slurmctld() {
@@ -120,6 +120,18 @@ fn the_rule_in_a_fake_slurmctld() {
         assert!(order.windows(2).all(|w| w[0] < w[1]), "unallocated < resumable < inside: {order:?}");
         assert_eq!(rank(&mut past) >> 30, 3, "a long job that cannot checkpoint is no victim before the maximum");
         assert_eq!(get_data(unalloc.ptr(), 77, (&mut grace as *mut u32).cast()), -1, "unknown request");
+
+        // No job changed (last_job_update as it was): the thread rebuilds
+        // its snapshot from its last copy and takes no lock; a change is
+        // copied within a second or two.
+        let locks = || LOCKS_TAKEN.load(std::sync::atomic::Ordering::SeqCst);
+        host.touch(now() - 100);
+        std::thread::sleep(Duration::from_millis(2500));
+        let before = locks();
+        std::thread::sleep(Duration::from_millis(3000));
+        assert_eq!(locks(), before, "no job changed: no copy");
+        host.touch(now());
+        wait_until("a copy after the change", Duration::from_secs(5), || locks() > before);
         assert_eq!(fini(), 0);
     }
 }

@@ -34,6 +34,8 @@ fn plugin_in_a_fake_slurmctld() {
     for j in &mut jobs {
         host.add_job(j);
     }
+    // Only the plugin may set it from here on.
+    host.touch(0);
 
     let lib = open_plugin("priority_tally");
     assert_identity(&lib, "priority/tally");
