@@ -108,12 +108,13 @@ log "results: speed [$(elapsed "$t0")s]"
 cores=$(nproc)
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 slurm=$(slurmctld -V 2>/dev/null | head -n1 || echo "slurm ?")
-commit=$(git rev-parse --short=12 HEAD)
+# The version, not the commit (`tally --version` names it; user documents carry no hash).
+version=$("$TALLY" --version | sed 's/ (.*//')
 dirty=$(git status --porcelain --untracked-files=no | head -c1)
-[[ -z $dirty ]] || commit="$commit (with uncommitted changes)"
+[[ -z $dirty ]] || version="$version, built with uncommitted changes"
 target/release/results \
     --work "$WORK" --runs "$RUNS" \
-    --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --commit "$commit" --version "$("$TALLY" --version)" \
+    --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --version "$version" \
     --machine "$cores cores ($cpu), $(. /etc/os-release && echo "$PRETTY_NAME"), $slurm" \
     --traces "$SHOWN_TRACES" --suite-cmd "$SUITE_CMD" --suite-s "$suite_s" \
     --replay-cmd "$REPLAY_CMD" --plan-cmd "$PLAN_CMD" \

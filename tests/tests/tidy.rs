@@ -664,6 +664,45 @@ fn documents_cite_no_issue_numbers() {
     fail_if_any("no issue numbers in README.md, ARCHITECTURE.md and docs/*.md", &offenders);
 }
 
+/// The user documents carry no commit hash either (`039c39cdc7c0`): a run of
+/// 7 to 40 lowercase hex digits with a letter and a digit, standing alone
+/// (not `0x…`, not inside a word or a path). Pinned upstream sources are
+/// named by `scripts/sources.lock`, not in prose.
+#[test]
+fn documents_carry_no_commit_hashes() {
+    let mut offenders = Vec::new();
+    for doc in path_documents() {
+        for (n, line) in read(&doc).lines().enumerate() {
+            if let Some(h) = commit_hashes(line).first() {
+                offenders.push(format!("{}:{}: {h}", rel(&doc), n + 1));
+            }
+        }
+    }
+    fail_if_any("no commit hashes in README.md, ARCHITECTURE.md and docs/*.md", &offenders);
+}
+
+/// The words of `line` that look like commit hashes.
+fn commit_hashes(line: &str) -> Vec<&str> {
+    let joins = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/');
+    line.split(|c: char| !joins(c))
+        .map(|w| w.trim_end_matches('.'))
+        .filter(|w| {
+            (7..=40).contains(&w.len())
+                && w.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+                && w.chars().any(|c| c.is_ascii_digit())
+                && w.chars().any(|c| c.is_ascii_alphabetic())
+        })
+        .collect()
+}
+
+#[test]
+fn commit_hashes_are_seen() {
+    assert_eq!(commit_hashes("Measured at commit 039c39cdc7c0 (with changes)."), vec!["039c39cdc7c0"]);
+    assert_eq!(commit_hashes("at commit 277ed24."), vec!["277ed24"]);
+    assert!(commit_hashes("0x160508, 22.05.8, sha256 of tally.toml, deadbeef, 1234567, e2e_10_a").is_empty());
+    assert!(commit_hashes("see target/release/abc1234def/x and a-1234abcd").is_empty());
+}
+
 /// Slurm versions (`22.05.8`) in `text`, in order of appearance.
 fn slurm_versions(text: &str) -> Vec<String> {
     text.split(|c: char| !(c.is_ascii_digit() || c == '.'))

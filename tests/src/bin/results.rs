@@ -5,7 +5,7 @@
 //! renders them, each figure beside the command that produced it.
 //!
 //! ```text
-//! results --work DIR --runs N --date D --commit C --version V --machine M
+//! results --work DIR --runs N --date D --version V --machine M
 //!         --traces T --suite-cmd S --suite-s SECS --replay-cmd R --plan-cmd P
 //!         --out docs/results.md --readme README.md
 //! ```
@@ -31,7 +31,8 @@ struct Args {
     work: PathBuf,
     runs: usize,
     date: String,
-    commit: String,
+    /// The build measured: `tally 0.2.0`, and whether the tree had
+    /// uncommitted changes (no commit hash: user documents carry none).
     version: String,
     machine: String,
     traces: String,
@@ -56,7 +57,6 @@ fn parse_args() -> Result<Args, String> {
         work: take("work")?.into(),
         runs: take("runs")?.parse().map_err(|_| "--runs: a number of replays".to_string())?,
         date: take("date")?,
-        commit: take("commit")?,
         version: take("version")?,
         machine: take("machine")?,
         traces: take("traces")?,
@@ -261,7 +261,7 @@ fn summary(a: &Args, suite: &Suite, capacity: Option<&Suite>, replays: &[Replay]
         );
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "Measured on {} at commit {} ({}); the commands and every case are in docs/results.md.", a.date, a.commit, a.machine);
+    let _ = writeln!(s, "Measured on {} with {} ({}); the commands and every case are in docs/results.md.", a.date, a.version, a.machine);
     s
 }
 
@@ -298,7 +298,7 @@ fn render(a: &Args) -> Result<(String, String), String> {
         d,
         "Every figure on this page comes from one run of `make results` (scripts/results.sh), which rewrites this page and the summary table of the README; a new run replaces the old figures.\n"
     );
-    let _ = writeln!(d, "- Run: {}, commit {}, {}", a.date, a.commit, a.version);
+    let _ = writeln!(d, "- Run: {}, {}", a.date, a.version);
     let _ = writeln!(d, "- Machine: {}", a.machine);
     let _ = writeln!(d, "- Traces: the ElasticFlow cluster traces in `{}` (MIT)\n", a.traces);
     let _ = writeln!(d, "## Summary\n");
