@@ -68,14 +68,6 @@ impl JobsCopy {
         let (views, places) = jobs.into_iter().map(|Placed { view, nodes }| (view, nodes)).unzip();
         JobsCopy { views, places, nodes }
     }
-
-    pub fn len(&self) -> usize {
-        self.views.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.views.is_empty()
-    }
 }
 
 /// When preempt/tally's thread copies the job list again: slurmctld sets
