@@ -22,6 +22,11 @@
 //!   converted from its record on the call.
 //! - **victim order** ([`Snapshot::victim_order`]): Slurm sorts the
 //!   candidates of the preemptor asked last by it.
+//! - **renew** ([`Snapshot::renew`]): every [`REFRESH`] the claims and
+//!   answers start afresh; the classification and the entitlement are built
+//!   again only when what they are built from changed ([`Basis`]) or the
+//!   time reached a job's next change of standing ([`Snapshot::valid_until`]),
+//!   else kept: the same snapshot as one built anew.
 //!
 //! [`NoteBook`] holds the runs Slurm preempted on an answer (memory on the
 //! call path, written by the thread with [`save_notes`]).
@@ -101,6 +106,45 @@ impl CopyClock {
     }
 }
 
+/// What a [`Snapshot`] is built from besides the time: the config and
+/// allocation in force, the ledger's run records and the notes not yet
+/// taken in, `PreemptParameters`' window, and which copy of the jobs
+/// (the thread numbers its copies). Held, not just compared by address, so
+/// that a freed and reused allocation cannot pass for the same one.
+#[derive(Debug, Clone)]
+pub struct Basis {
+    pub config: Arc<Config>,
+    pub alloc: Arc<Allocation>,
+    pub runs: Arc<RunBook>,
+    pub notes: Vec<Note>,
+    pub preempt_window_s: u64,
+    pub copy: u64,
+}
+
+impl Basis {
+    fn same(&self, other: &Basis) -> bool {
+        Arc::ptr_eq(&self.config, &other.config)
+            && Arc::ptr_eq(&self.alloc, &other.alloc)
+            && Arc::ptr_eq(&self.runs, &other.runs)
+            && self.notes == other.notes
+            && self.preempt_window_s == other.preempt_window_s
+            && self.copy == other.copy
+    }
+}
+
+/// The first second after `t` at which a job of `views` may be counted
+/// otherwise ([`crate::engine::counted`], the only part of a snapshot
+/// that reads the time): a begin time reached, a preemption's window
+/// over. `u64::MAX` when none can.
+pub fn standing_changes_after(views: &[JobView], t: u64, preempt_window_s: u64) -> u64 {
+    views
+        .iter()
+        .flat_map(|v| [v.begin_s, if v.preempt_start_s > 0 { v.preempt_start_s.saturating_add(preempt_window_s) } else { 0 }])
+        .filter(|&at| at > t)
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
 /// What every team ran at the last copy, and the answers given since.
 #[derive(Debug)]
 pub struct Snapshot {
@@ -109,6 +153,15 @@ pub struct Snapshot {
     /// The entitlement at the copy, then moved by the claims of every
     /// preemptor asked since (their victims gone, their jobs running).
     ent: Entitlement,
+    /// The entitlement at the copy, unclaimed (what [`Snapshot::renew`]
+    /// starts from).
+    base_ent: Entitlement,
+    /// What it was built from ([`Snapshot::with_basis`]; `None`: never
+    /// reused).
+    basis: Option<Basis>,
+    /// Until when the time does not change what it was built from
+    /// ([`standing_changes_after`]).
+    valid_until: u64,
     /// Running jobs at the copy, and where each holds its GPUs (node
     /// index, GPUs).
     running: Vec<Job>,
@@ -135,13 +188,14 @@ pub struct Snapshot {
 impl Snapshot {
     /// The snapshot of one copy of the jobs at `t`: the jobs classified
     /// against `runs`, the entitlement, the running jobs and their places.
-    /// A copy is reused while slurmctld changes no job ([`CopyClock`]): the
-    /// snapshot is built anew from it every [`REFRESH`] all the same, so
-    /// what depends on the time (a begin time reached, a preemption's
-    /// window) and the claims of the last second start afresh.
+    /// A copy is reused while slurmctld changes no job ([`CopyClock`]), and
+    /// so is the snapshot built from it while neither what it was built from
+    /// nor the jobs' standing changes ([`Snapshot::reusable`]); its claims
+    /// start afresh every [`REFRESH`] all the same ([`Snapshot::renew`]).
     pub fn from_copy(config: Arc<Config>, alloc: &Allocation, runs: &RunBook, copy: &JobsCopy, preempt_window_s: u64, t: u64) -> Snapshot {
         let classified = classify(&config, &copy.views, runs, t, preempt_window_s);
         let ent = entitlement_of(&config, alloc, &classified);
+        let valid_until = standing_changes_after(&copy.views, t, preempt_window_s);
         let (mut running, mut held, mut pending) = (Vec::new(), Vec::new(), HashMap::new());
         for (((_, job), v), at) in classified.into_iter().zip(&copy.views).zip(&copy.places) {
             match v.state {
@@ -159,7 +213,10 @@ impl Snapshot {
         Snapshot {
             config,
             taken_at: t,
+            base_ent: ent.clone(),
             ent,
+            basis: None,
+            valid_until,
             running,
             held,
             nodes: free,
@@ -169,6 +226,37 @@ impl Snapshot {
             last_preemptor: None,
             offered: HashMap::new(),
         }
+    }
+
+    /// The snapshot, remembering what it was built from (so the thread can
+    /// [`Snapshot::renew`] it while that stays the same).
+    pub fn with_basis(mut self, basis: Basis) -> Snapshot {
+        self.basis = Some(basis);
+        self
+    }
+
+    /// Would [`Snapshot::from_copy`] on `basis` at `t` build this snapshot
+    /// again (before its claims and answers)? Yes while `basis` is the one
+    /// it was built from and `t` is before [`Snapshot::valid_until`].
+    pub fn reusable(&self, basis: &Basis, t: u64) -> bool {
+        self.basis.as_ref().is_some_and(|b| b.same(basis)) && t >= self.taken_at && t < self.valid_until
+    }
+
+    /// The first second at which the time changes what it was built from.
+    pub fn valid_until(&self) -> u64 {
+        self.valid_until
+    }
+
+    /// Start afresh at `t` as a snapshot built anew would (with
+    /// [`Snapshot::reusable`] true): no claims, no answers, no preemptor
+    /// asked, the offers of the last [`OFFERED_KEEP_S`] kept.
+    pub fn renew(&mut self, t: u64) {
+        self.ent = self.base_ent.clone();
+        self.claimed.clear();
+        self.answers.clear();
+        self.last_preemptor = None;
+        self.offered.retain(|_, (_, at)| at.saturating_add(OFFERED_KEEP_S) > t);
+        self.taken_at = t;
     }
 
     /// Take over the offers of the snapshot before this one that are

@@ -300,3 +300,90 @@ fn a_reused_copy_is_judged_at_the_time_of_the_rebuild() {
     assert_eq!(first.ent.team("a").unwrap().demand, 4.0);
     assert_eq!(again.ent.team("a").unwrap().demand, 8.0, "job 2's begin time was reached: a waits for more");
 }
+
+/// The basis of [`copy_at`]'s snapshots with `copy` the copy's number.
+fn basis(config: &Arc<Config>, alloc: &Arc<Allocation>, runs: &Arc<RunBook>, copy: u64) -> Basis {
+    Basis { config: config.clone(), alloc: alloc.clone(), runs: runs.clone(), notes: Vec::new(), preempt_window_s: 0, copy }
+}
+
+#[test]
+fn a_renewed_snapshot_answers_as_one_built_anew() {
+    let config = Arc::new(Config::parse(CONFIG, "test.toml").unwrap());
+    let alloc = Arc::new(allocation_at(&config, &Inventory::default()));
+    let runs = Arc::new(RunBook::new());
+    let copy = JobsCopy::new(jobs(), vec![node(0), node(1)]);
+    let b = basis(&config, &alloc, &runs, 1);
+    let mut kept = Snapshot::from_copy(config.clone(), &alloc, &runs, &copy, 0, T0).with_basis(b.clone());
+    assert_eq!(victims_of(&mut kept, 1, T0), vec![10, 13]);
+    assert!(kept.claimed.contains(&13));
+    // A second later, nothing it was built from changed: renewed, it is the
+    // snapshot a rebuild would give (claims, answers, entitlement).
+    assert!(kept.reusable(&b, T0 + 1));
+    kept.renew(T0 + 1);
+    let mut anew = Snapshot::from_copy(config.clone(), &alloc, &runs, &copy, 0, T0 + 1);
+    anew.carry_offers(None, T0 + 1);
+    assert!(kept.claimed.is_empty() && kept.answers.is_empty() && kept.last_preemptor.is_none());
+    assert_eq!(kept.ent, anew.ent, "the claims of the last second are undone");
+    assert_eq!(kept.taken_at, anew.taken_at);
+    assert_eq!(victims_of(&mut kept, 2, T0 + 1), victims_of(&mut anew, 2, T0 + 1));
+    assert_eq!(kept.ent, anew.ent);
+    // The offer of the first second is still remembered, for a minute.
+    assert_eq!(kept.offered.get(&13).map(|&(r, _)| r), Some(PreemptReason::Restore));
+    kept.renew(T0 + OFFERED_KEEP_S);
+    assert!(!kept.offered.contains_key(&13) || kept.offered[&13].1 > T0, "offers older than a minute are forgotten");
+}
+
+#[test]
+fn a_snapshot_is_reused_only_on_its_basis_and_before_a_standing_changes() {
+    let config = Arc::new(Config::parse(CONFIG, "test.toml").unwrap());
+    let alloc = Arc::new(allocation_at(&config, &Inventory::default()));
+    let runs = Arc::new(RunBook::new());
+    // Job 2 waits from T0 + 5 (its begin time).
+    let mut jobs = jobs();
+    jobs[5].view.begin_s = T0 + 5;
+    let copy = JobsCopy::new(jobs, vec![node(0), node(1)]);
+    let b = basis(&config, &alloc, &runs, 7);
+    let kept = Snapshot::from_copy(config.clone(), &alloc, &runs, &copy, 0, T0).with_basis(b.clone());
+    assert_eq!(kept.valid_until(), T0 + 5);
+    assert!(kept.reusable(&b, T0 + 4));
+    assert!(!kept.reusable(&b, T0 + 5), "job 2's begin time is reached: a waits for more");
+    assert!(!kept.reusable(&b, T0 - 1), "a clock stepped back");
+    assert!(!kept.reusable(&basis(&config, &alloc, &runs, 8), T0 + 1), "another copy");
+    let same_text = Arc::new(Config::parse(CONFIG, "test.toml").unwrap());
+    assert!(!kept.reusable(&basis(&same_text, &alloc, &runs, 7), T0 + 1), "a config reloaded");
+    assert!(!kept.reusable(&basis(&config, &Arc::new(allocation_at(&config, &Inventory::default())), &runs, 7), T0 + 1), "another allocation");
+    assert!(!kept.reusable(&basis(&config, &alloc, &Arc::new(RunBook::new()), 7), T0 + 1), "the ledger read again");
+    let note = Note { job_id: 12, run_start_s: T0 - 3600, at_s: T0, why: None };
+    assert!(!kept.reusable(&Basis { notes: vec![note], ..b.clone() }, T0 + 1), "a run noted as preempted");
+    assert!(!kept.reusable(&Basis { preempt_window_s: 60, ..b.clone() }, T0 + 1), "another preemption window");
+    // A snapshot built without a basis is never reused.
+    assert!(!Snapshot::from_copy(config.clone(), &alloc, &runs, &copy, 0, T0).reusable(&b, T0 + 1));
+}
+
+/// [`standing_changes_after`] against the rule it stands for: until then,
+/// `counted` says of every job what it says at `t`.
+#[test]
+fn standing_changes_after_is_when_counted_changes() {
+    use crate::engine::counted;
+    let window = 30;
+    let mut views = Vec::new();
+    for (i, (begin, preempt)) in [(0, 0), (5, 0), (12, 0), (0, 3), (0, 20), (7, 9)].into_iter().enumerate() {
+        let mut v = job(100 + i as u32, "a", "", 1);
+        v.begin_s = T0 + begin;
+        v.preempt_start_s = if preempt > 0 { T0 - window + preempt } else { 0 };
+        views.push(v);
+    }
+    views.push(running(job(200, "b", "", 1), T0 - 60));
+    for t in T0..T0 + 25 {
+        let until = standing_changes_after(&views, t, window);
+        let at_t: Vec<_> = views.iter().map(|v| counted(v, t, window)).collect();
+        for t2 in t..until.min(T0 + 40) {
+            let at_t2: Vec<_> = views.iter().map(|v| counted(v, t2, window)).collect();
+            assert_eq!(at_t, at_t2, "counted changed at {} before {until} (from {})", t2 - T0, t - T0);
+        }
+    }
+    // Not every second: the next begin time or window end, then never.
+    assert_eq!(standing_changes_after(&views, T0, window), T0 + 3);
+    assert_eq!(standing_changes_after(&views, T0 + 12, window), T0 + 20);
+    assert_eq!(standing_changes_after(&views, T0 + 20, window), u64::MAX);
+}

@@ -22,10 +22,13 @@
 //! functions from inside its own walk of `job_list` (`list_for_each` holds
 //! the list's lock: walking it again here is fatal). So a thread of this
 //! plugin, started in `init` only inside slurmctld and joined in `fini`,
-//! builds a `Snapshot` every second (the entitlement and the running jobs)
-//! from its copy of the jobs, made under the job read lock (`job_list`
-//! found with `dlsym`, never linked) when slurmctld's `last_job_update`
-//! says a job changed since the last one, and at least every 10 s. Between two snapshots each preemptor's
+//! keeps a `Snapshot` (the entitlement and the running jobs) built from its
+//! copy of the jobs, made under the job read lock (`job_list` found with
+//! `dlsym`, never linked) when slurmctld's `last_job_update` says a job
+//! changed since the last one, and at least every 10 s; the snapshot is
+//! built again when the copy, the config, the run records or the notes
+//! changed or a job's standing changes with the time, and its claims start
+//! afresh every second. Between two renewals each preemptor's
 //! answer is kept, and assumes the worst of the preemptors asked before it
 //! (every victim they were offered gone, their jobs running), so several
 //! preemptions in one scheduling pass still never take a side below its
@@ -40,7 +43,7 @@
 
 use std::ffi::c_int;
 use std::sync::Mutex;
-use tally_engine::arbiter::{self, CopyClock, JobsCopy, NoteBook, Snapshot, REFRESH};
+use tally_engine::arbiter::{self, Basis, CopyClock, JobsCopy, NoteBook, Snapshot, REFRESH};
 use tally_engine::follower::{self, Follower};
 use tally_engine::guard::lock;
 use tally_engine::now;
@@ -61,27 +64,45 @@ static THREAD: Mutex<Option<Worker>> = Mutex::new(None);
 /// The runs Slurm preempted on our answer, written by the thread.
 static NOTES: Mutex<Option<NoteBook>> = Mutex::new(None);
 
+/// The thread's copy of the jobs, when to copy again, and how many copies
+/// it made (which copy a snapshot was built from).
+#[derive(Default)]
+struct Kept {
+    copy: JobsCopy,
+    clock: CopyClock,
+    copies: u64,
+}
+
 /// One round of the thread: copy the jobs under the read lock when
-/// slurmctld changed one since the last copy (`arbiter::CopyClock`), build
-/// the snapshot from the copy with no lock held, publish. Without a config,
-/// no snapshot: nothing is preempted (fail-closed).
-fn refresh(host: &Host, copy: &mut JobsCopy, clock: &mut CopyClock) {
+/// slurmctld changed one since the last copy (`arbiter::CopyClock`); build
+/// the snapshot from the copy with no lock held when what it is built from
+/// changed, else renew the one in force (`Snapshot::reusable`, the same
+/// snapshot either way); publish. Without a config, no snapshot: nothing
+/// is preempted (fail-closed).
+fn refresh(host: &Host, kept: &mut Kept) {
     let Some(((config, alloc), runs)) = lock(&FOLLOWER).as_ref().and_then(|f| f.allocated().map(|c| (c, f.runs()))) else {
         *lock(&LIVE) = None;
         return;
     };
     let t = now();
     let job_update = host.job_update();
-    if clock.due(job_update, t) {
+    if kept.clock.due(job_update, t) {
         let copied = host.copy_placed();
-        *copy = JobsCopy::new(copied.jobs, copied.nodes);
-        clock.copied(job_update, t);
+        kept.copy = JobsCopy::new(copied.jobs, copied.nodes);
+        kept.clock.copied(job_update, t);
+        kept.copies += 1;
     }
     // The runs noted here as preempted that the priority plugin has not
     // taken in yet (the notes copied out, merged with no lock held).
     let notes: Vec<Note> = lock(&NOTES).as_ref().map(|b| b.notes().iter().copied().collect()).unwrap_or_default();
-    let runs = arbiter::with_notes(runs, &notes);
-    let snap = Snapshot::from_copy(config, &alloc, &runs, copy, conf::preempt_window_s(), t);
+    let window = conf::preempt_window_s();
+    let basis = Basis { config: config.clone(), alloc: alloc.clone(), runs: runs.clone(), notes, preempt_window_s: window, copy: kept.copies };
+    if let Some(snap) = lock(&LIVE).as_mut().filter(|s| s.reusable(&basis, t)) {
+        snap.renew(t);
+        return;
+    }
+    let runs = arbiter::with_notes(runs, &basis.notes);
+    let snap = Snapshot::from_copy(config, &alloc, &runs, &kept.copy, window, t).with_basis(basis);
     arbiter::publish(&LIVE, snap, t);
 }
 
@@ -134,10 +155,10 @@ tally_ffi::export! {
         let host = Host::lookup();
         follower::install(&FOLLOWER, state, true, host.is_some());
         if let Some(host) = host {
-            let (mut copy, mut clock) = (JobsCopy::default(), CopyClock::default());
+            let mut kept = Kept::default();
             *lock(&THREAD) = Worker::start("tally-preempt", "the preemption thread", move |wake| {
                 if wake != Wake::Stop {
-                    refresh(&host, &mut copy, &mut clock);
+                    refresh(&host, &mut kept);
                 }
                 // Written whatever the copy found (even with no config).
                 arbiter::save_notes(&NOTES, now());
