@@ -5,13 +5,14 @@
  *   cc -O2 -o load-probe testbed/load-probe.c -lslurm
  *
  *   load-probe submit <jobs-file> <work-dir> <deadline-s>
- *       One job per line: "<user> <account> <gpus> <time-limit-min> <comment|-> <name>".
+ *       One job per line: "<user> <account> <gpus> <time-limit-min> <comment|-> <name> [<qos>]".
  *       Submitted in file order, one slurm_submit_batch_job RPC each (no process per job),
  *       as <user> (slurmctld lets its SlurmUser, root here, submit for any uid), script
  *       "exec sleep <time limit>", stdout/stderr /dev/null, -N1 -n1 --gres=gpu:<gpus>, comment
- *       as given ("-": none). Busy answers (see retryable) are retried with a backoff until
- *       <deadline-s> has passed. Prints one line per job "<job id>" on stdout and a summary
- *       on stderr; exit 1 if any job could not be submitted.
+ *       as given ("-": none), --qos=<qos> when given (else the user's default QOS). Busy
+ *       answers (see retryable) are retried with a backoff until <deadline-s> has passed.
+ *       Prints one line per job "<job id>" on stdout and a summary on stderr; exit 1 if any
+ *       job could not be submitted.
  *
  *   load-probe probe <job-id> <interval-ms> <duration-s> <out-file> [<mark-file> [<cpu-file>]]
  *       Every <interval-ms> (start to start; a call slower than that is followed at once by
@@ -75,11 +76,12 @@ static int do_submit(const char *file, const char *work_dir, double deadline_s)
     double slowest = 0;
     while (fgets(line, sizeof line, in)) {
         lineno++;
-        char user[64], account[64], comment[256], name[64];
+        char user[64], account[64], comment[256], name[64], qos[64] = "";
         unsigned gpus, limit;
         if (line[0] == '#' || line[0] == '\n')
             continue;
-        if (sscanf(line, "%63s %63s %u %u %255s %63s", user, account, &gpus, &limit, comment, name) != 6) {
+        int fields = sscanf(line, "%63s %63s %u %u %255s %63s %63s", user, account, &gpus, &limit, comment, name, qos);
+        if (fields != 6 && fields != 7) {
             fprintf(stderr, "load-probe: %s:%ld: bad line\n", file, lineno);
             failed++;
             continue;
@@ -96,6 +98,8 @@ static int do_submit(const char *file, const char *work_dir, double deadline_s)
         d.account = account;
         if (strcmp(comment, "-") != 0)
             d.comment = comment;
+        if (qos[0])
+            d.qos = qos;
         d.time_limit = limit;
         d.min_nodes = 1;
         d.max_nodes = 1;

@@ -1,56 +1,65 @@
 #!/usr/bin/env bash
-# Tally load test (docs/reliability.md, "## Load"): 10,000 pending jobs over 200 accounts in a
-# real slurmctld with 64 emulated nodes x 8 fake GPUs, measured under priority/multifactor and
-# then priority/tally, on the same queue, in one invocation. Run as root:
+# Tally load test (docs/reliability.md, "## Load"): JOBS pending jobs (default 10,000) over 200
+# accounts in a real slurmctld with 64 emulated nodes x 8 fake GPUs, one queue measured under
+# several scheduling set-ups in interleaved rounds. Run as root:
 #
-#   bash testbed/load.sh     # ~17 min (~20 min on a fresh work dir: the first account sync)
+#   bash testbed/load.sh                          # 10,000 jobs, 3 rounds: ~45 min
+#   TALLY_LOAD_JOBS=100000 TALLY_LOAD_RUNS=2 bash testbed/load.sh   # ~45 min
+#
+# The set-ups (TALLY_LOAD_POLICIES, in this order in round 1, rotated by one each round):
+#   multifactor       PriorityType=priority/multifactor, no preemption (PreemptType=preempt/none)
+#   multifactor+qos   priority/multifactor with preempt/qos, PreemptMode=REQUEUE: the set-up a
+#                     site uses today to get preemption (QOS high may preempt QOS normal)
+#   tally             priority/tally with preempt/tally, PreemptMode=REQUEUE
+#   tally-before      the same with the plugins in TALLY_LOAD_BEFORE (an earlier build), so a
+#                     change is measured in the same run as the code before it
+# Every set-up has PriorityCalcPeriod=1 (minute; Tally's calc_period is 60 s) and
+# PreemptExemptTime=04:00:00: nothing is ever preempted (the fill jobs are 4 h jobs, and inside
+# Tally's 4 h contracts), so the queue stays the same and every cell measures the same load.
 #
 #   1. Builds the plugins once (`make plugins`, retried once after 3 minutes: others may be
 #      mid-edit) and the CLI, copies the plugins to $WORK/plugins (later rebuilds do not change
 #      the run), compiles testbed/load-probe.c.
 #   2. Generates (seeded) a tally.toml with 10 programmes x 20 teams (equal shares, gpus = 512,
-#      [log] debug = true, calc_period 1m), the bed's accounts file (from `tally config
-#      accounts`, plus 10 users, one per programme, in its 20 team accounts) and the job list:
-#      64 fill jobs (8 GPUs each, 4 h, they take all 512 GPUs) and JOBS pending jobs, random
-#      account, 1/2/4/8 GPUs, comment contract=30m/1h/2h/4h (10% without), time limit >= the
-#      contract. The SAME list is submitted under both plugins.
-#   3. For priority/multifactor, then priority/tally: testbed/up.sh with 64 nodes (own run dir
-#      $WORK/bed, so the default bed's accounting database is not touched), the fill jobs
-#      (waits until all 64 run), the pending jobs (one RPC each from load-probe, no process
-#      per job, as the accounts' users), a settle pause, then the measurement windows:
-#        multifactor  PriorityCalcPeriod=1 (minute), one window of MF_WINDOW s
-#        tally        calc_period 60s (window 300 s), then 10s, 2s, 1s (tally.toml edited,
-#                     `scontrol reconfigure`; the window starts after the first tick that follows)
+#      [log] debug = true, calc_period 60s), the bed's accounts file (from `tally config
+#      accounts`, plus 10 users, one per programme, in its 20 team accounts, with QOS normal and
+#      high, and QOS high allowed to preempt normal) and the job list: 64 fill jobs (8 GPUs
+#      each, 4 h, QOS normal, they take all 512 GPUs) and JOBS pending jobs, random account,
+#      1/2/4/8 GPUs, comment contract=30m/1h/2h/4h (10% without), time limit >= the contract,
+#      10% in QOS high.
+#   3. Starts one bed (testbed/up.sh, 64 nodes, own run dir $WORK/bed, so the default bed's
+#      accounting database is not touched), submits the fill jobs (waits until all 64 run) and
+#      the pending jobs (one RPC each from load-probe, as the accounts' users).
+#   4. Each round, each set-up: rewrites PriorityType/PreemptType/PreemptMode/PluginDir in
+#      slurm.conf, restarts slurmctld (testbed/restart-ctld.sh: the jobs are kept in its saved
+#      state and keep running on the slurmds), settles SETTLE s, then one window of WINDOW s.
 #      In each window: load-probe calls slurm_load_job (answered under the job READ lock, so it
 #      waits out every job write lock) every PROBE_MS ms and records the latency, the
 #      recalculation thread's CPU time (/proc/<ctld>/task/<decay|tally-recalc>/schedstat) and
 #      multifactor's decay marks (mtime of StateSaveLocation/priority_last_decay_ran);
 #      `sdiag -r` before, `sdiag` after; Tally's own "tick: ... lock waited A us, held B us"
-#      lines from slurmctld's log; the machine's and slurmctld's CPU use over the window.
-#   4. Cancels the jobs (pending first, then running; bounded waits) and runs testbed/down.sh,
+#      lines from slurmctld's log; preempt/tally's thread CPU; the machine's and slurmctld's CPU.
+#   5. Cancels the jobs (pending first, then running; bounded waits) and runs testbed/down.sh,
 #      also on error or interrupt (trap); then removes the bed's configs from /etc/slurm (they
 #      name $WORK/bed, which a later plain up.sh would otherwise reuse).
-#   Prints a side-by-side table (ratio tally / multifactor) and writes it, with every raw file,
-#   to $WORK/results.
-#
-# Both runs: same slurm.conf apart from PriorityType (PriorityCalcPeriod=1, MaxJobCount=20000),
-# no JobSubmitPlugins and no PreemptType (job_submit/tally would only normalise the comments,
-# which are already in its one spelling; preemption is off so that both queues stay identical).
-# With TALLY_LOAD_PREEMPT=1 Tally's run adds PreemptType=preempt/tally (PreemptMode=REQUEUE),
-# whose thread copies the jobs every second: nothing can be preempted (every running job is
-# inside its 4 h contract), so the queue stays the same and the windows measure that copy too.
+#   Prints a table, per set-up the median [min-max] of the rounds, and the ratios of the
+#   medians (tally / multifactor+qos, the targets' baseline); writes it, with every raw file, to
+#   $WORK/results; with TALLY_LOAD_DOCS=1 (the default) also into docs/reliability.md between
+#   the markers for its JOBS (10000 or 100000), which is how that page's tables are made.
 #
 # Environment (all optional):
 #   TALLY_LOAD_DIR      work dir (default /var/tmp/tally-load)
-#   TALLY_LOAD_JOBS     pending jobs (default 10000)
+#   TALLY_LOAD_JOBS     pending jobs (default 10000; 1000-200000)
+#   TALLY_LOAD_RUNS     rounds (default 3; 1-10)
+#   TALLY_LOAD_POLICIES set-ups, from the list above (default "multifactor multifactor+qos
+#                       tally", plus tally-before when TALLY_LOAD_BEFORE is set)
+#   TALLY_LOAD_BEFORE   a directory with priority_tally.so, preempt_tally.so, job_submit_tally.so
+#                       of an earlier build: adds the set-up tally-before
 #   TALLY_LOAD_SEED     seed of the generated queue (default 1)
-#   TALLY_LOAD_MF_WINDOW   multifactor window in s (default 300: five decay runs)
-#   TALLY_LOAD_PERIODS  Tally's periods and windows, "period:window ..." in s
-#                       (default "60:300 10:120 2:60 1:60"; 1 s is the shortest calc_period)
+#   TALLY_LOAD_WINDOW   measurement window per cell, s (default 180: three recalculations)
+#   TALLY_LOAD_SETTLE   pause after each restart, s (default 45; 30 more from 50,000 jobs)
 #   TALLY_LOAD_PROBE_MS probe interval (default 20)
-#   TALLY_LOAD_SETTLE   pause after the submissions, s (default 30)
-#   TALLY_LOAD_ONLY     "multifactor" or "tally": run one policy only (for trying things out)
-#   TALLY_LOAD_PREEMPT  1: Tally's run with PreemptType=preempt/tally (see above)
+#   TALLY_LOAD_DOCS     1 (default): write the table into docs/reliability.md; 0: do not
 #   TALLY_LOAD_PLUGINS  use the plugins already built in this dir (no build; e.g. when the tree
 #                       does not compile mid-edit); the CLI from TALLY_LOAD_CLI (default
 #                       <dir>/tally)
@@ -68,15 +77,35 @@ export TALLY_RUN_DIR=$WORK/bed
 source "$ROOT/testbed/lib.sh"
 [[ $(id -u) == 0 ]] || die "load.sh must run as root"
 
-JOBS=${TALLY_LOAD_JOBS:-10000}
-SEED=${TALLY_LOAD_SEED:-1}
-MF_WINDOW=${TALLY_LOAD_MF_WINDOW:-300}
-PERIODS=${TALLY_LOAD_PERIODS:-"60:300 10:120 2:60 1:60"}
-PROBE_MS=${TALLY_LOAD_PROBE_MS:-20}
-SETTLE=${TALLY_LOAD_SETTLE:-30}
-PREEMPT=${TALLY_LOAD_PREEMPT:-0}
-[[ $PREEMPT == 0 || $PREEMPT == 1 ]] || { echo "TALLY_LOAD_PREEMPT must be 0 or 1, not '$PREEMPT'" >&2; exit 2; }
-ONLY=${TALLY_LOAD_ONLY:-}
+# number <name> <value> <min> <max>: the value, or exit 2 saying what is allowed
+number() {
+    [[ $2 =~ ^[0-9]+$ ]] && (( $2 >= $3 && $2 <= $4 )) \
+        || { echo "load.sh: $1 must be a whole number from $3 to $4, not '$2'" >&2; exit 2; }
+    echo "$2"
+}
+JOBS=$(number TALLY_LOAD_JOBS "${TALLY_LOAD_JOBS:-10000}" 1000 200000)
+RUNS=$(number TALLY_LOAD_RUNS "${TALLY_LOAD_RUNS:-3}" 1 10)
+SEED=$(number TALLY_LOAD_SEED "${TALLY_LOAD_SEED:-1}" 0 4294967295)
+WINDOW=$(number TALLY_LOAD_WINDOW "${TALLY_LOAD_WINDOW:-180}" 60 3600)
+SETTLE=$(number TALLY_LOAD_SETTLE "${TALLY_LOAD_SETTLE:-45}" 0 3600)
+PROBE_MS=$(number TALLY_LOAD_PROBE_MS "${TALLY_LOAD_PROBE_MS:-20}" 1 10000)
+DOCS=$(number TALLY_LOAD_DOCS "${TALLY_LOAD_DOCS:-1}" 0 1)
+BEFORE=${TALLY_LOAD_BEFORE:-}
+if [[ -n $BEFORE ]]; then
+    for f in priority_tally job_submit_tally preempt_tally; do
+        [[ -r $BEFORE/$f.so ]] || { echo "load.sh: TALLY_LOAD_BEFORE=$BEFORE has no $f.so" >&2; exit 2; }
+    done
+fi
+read -r -a POLICIES <<<"${TALLY_LOAD_POLICIES:-multifactor multifactor+qos tally${BEFORE:+ tally-before}}"
+for p in "${POLICIES[@]}"; do
+    case $p in
+        multifactor|multifactor+qos|tally) ;;
+        tally-before) [[ -n $BEFORE ]] || { echo "load.sh: tally-before needs TALLY_LOAD_BEFORE (a plugin dir)" >&2; exit 2; } ;;
+        *) echo "load.sh: unknown set-up '$p' in TALLY_LOAD_POLICIES (allowed: multifactor multifactor+qos tally tally-before)" >&2; exit 2 ;;
+    esac
+done
+(( ${#POLICIES[@]} )) || { echo "load.sh: TALLY_LOAD_POLICIES is empty" >&2; exit 2; }
+(( JOBS >= 50000 )) && SETTLE=$(( SETTLE + 30 ))   # a restart recovers the jobs, then Tally ranks them all
 NODES=64
 FILL=64
 RES=$WORK/results
@@ -87,7 +116,8 @@ T_START=$(now)
 mkdir -p "$WORK"
 rm -rf "$RES" && mkdir -p "$RES"
 exec > >(tee "$RES/load.log") 2>&1
-log "load: work dir $WORK, $JOBS pending jobs, $NODES nodes, periods '$PERIODS', probe every ${PROBE_MS} ms, preempt/tally ${PREEMPT}"
+log "load: work dir $WORK, $JOBS pending jobs, $NODES nodes, set-ups '${POLICIES[*]}', $RUNS rounds," \
+    "window ${WINDOW}s after ${SETTLE}s, probe every ${PROBE_MS} ms"
 
 # ---- 1. build once ---------------------------------------------------------------------------
 build() {
@@ -110,6 +140,11 @@ fi
 grep -qa 'lock waited' "$SRC_PLUGINS/priority_tally.so" || die "priority_tally.so lacks the tick timing line"
 rm -rf "$WORK/plugins" && mkdir -p "$WORK/plugins"
 cp -p "$SRC_PLUGINS"/*.so "$WORK/plugins/"
+rm -rf "$WORK/plugins-before"
+if [[ -n $BEFORE ]]; then
+    mkdir -p "$WORK/plugins-before" && cp -p "$BEFORE"/{priority_tally,job_submit_tally,preempt_tally}.so "$WORK/plugins-before/"
+    (cd "$WORK/plugins-before" && sha256sum ./*.so) >"$RES/plugins-before.sha256"
+fi
 cp -p "$SRC_TALLY" "$WORK/tally.bin" && mv -f "$WORK/tally.bin" "$WORK/tally"
 cc -O2 -Wall -o "$WORK/load-probe" testbed/load-probe.c -lslurm || die "cannot compile testbed/load-probe.c"
 PROBE=$WORK/load-probe
@@ -130,19 +165,23 @@ progs = [f"p{p:02d}" for p in range(1, 11)]
 teams = [f"{p}t{t:02d}" for p in progs for t in range(1, 21)]
 with open(f"{work}/tally.toml", "w") as f:
     f.write("# Written by testbed/load.sh: 10 programmes x 20 teams, equal shares.\n")
-    f.write('[cluster]\ngpus = 512\ngpus_per_node = 8\n\n[priority]\ncalc_period = "1m"\n\n[log]\ndebug = true\n\n')
+    f.write('[cluster]\ngpus = 512\ngpus_per_node = 8\n\n[priority]\ncalc_period = "60s"\n\n[log]\ndebug = true\n\n')
     for p in progs:
         f.write(f"[accounts.{p}]\nshare = 10\n")
     for t in teams:
         f.write(f'[accounts.{t}]\nparent = "{t[:3]}"\nshare = 5\n')
 with open(f"{work}/users", "w") as f:
+    # preempt/qos's set-up: QOS high may preempt QOS normal (PreemptExemptTime keeps it from
+    # happening); every user may use both, normal by default.
+    f.write("qos high preempt=normal\n")
     for i, p in enumerate(progs):
         for t in teams:
             if t.startswith(p):
-                f.write(f"user {users[i]} {t}\n")
-def line(team, gpus, limit, comment, name):
+                f.write(f"user {users[i]} {t} qos=normal,high defaultqos=normal\n")
+def line(team, gpus, limit, comment, name, qos="normal"):
     user = users[progs.index(team[:3])]
-    return f"{user} {team} {gpus} {limit} {comment} {name}\n"
+    return f"{user} {team} {gpus} {limit} {comment} {name} {qos}\n"
+qos_rng = random.Random(seed + 1)   # its own stream: the rest of the queue is as without it
 with open(f"{work}/fill.jobs", "w") as f:
     for i in range(fill):   # every third team: 64 of the 200 run something
         f.write(line(teams[(i * 3) % len(teams)], 8, 240, "contract=4h", f"fill{i}"))
@@ -158,12 +197,12 @@ with open(f"{work}/pending.jobs", "w") as f:
             c, least = rng.choice(contracts)
             comment = f"contract={c}"
         limit = rng.choice([l for l in limits if l >= least])
-        f.write(line(team, gpus, limit, comment, f"load{i}"))
+        f.write(line(team, gpus, limit, comment, f"load{i}", "high" if qos_rng.random() < 0.1 else "normal"))
 EOF
 "$WORK/tally" config check "$WORK/tally.toml" >"$RES/config-check.txt" || die "tally config check failed"
 { "$WORK/tally" config accounts "$WORK/tally.toml"; cat "$WORK/users"; } >"$WORK/accounts"
-log "generated: $(grep -c '^account' "$WORK/accounts") accounts, $(wc -l <"$WORK/users") user associations," \
-    "$FILL fill jobs, $(wc -l <"$WORK/pending.jobs") pending jobs"
+log "generated: $(grep -c '^account' "$WORK/accounts") accounts, $(grep -c '^user' "$WORK/users") user associations," \
+    "$FILL fill jobs, $(wc -l <"$WORK/pending.jobs") pending jobs ($(grep -c ' high$' "$WORK/pending.jobs") in QOS high)"
 
 # ---- helpers ---------------------------------------------------------------------------------
 count_state() { timeout 60 squeue -h -t "$1" -o %i 2>/dev/null | wc -l; }
@@ -230,113 +269,126 @@ trap on_exit EXIT
 trap 'exit 130' INT TERM
 
 # ---- 3. one measurement window ----------------------------------------------------------------
-# measure <policy> <period_s> <window_s> <probe job id>
+# measure <policy> <round> <probe job id>
 measure() {
-    local policy=$1 period=$2 window=$3 probe_id=$4
-    local dir=$RES/$policy-${period}s thread mark stat offset
+    local policy=$1 round=$2 probe_id=$3
+    local dir=$RES/cells/r$round-$policy thread mark stat offset
     mkdir -p "$dir"
     case $policy in
-        multifactor) thread=decay; mark=$TALLY_RUN_DIR/state/priority_last_decay_ran ;;
-        tally)       thread=tally-recalc; mark=$TALLY_RUN_DIR/state/tally/ledger.state ;;
+        multifactor*) thread=decay; mark=$TALLY_RUN_DIR/state/priority_last_decay_ran ;;
+        tally*)       thread=tally-recalc; mark=$TALLY_RUN_DIR/state/tally/ledger.state ;;
     esac
     stat=$(thread_stat "$thread") || { warn "no '$thread' thread in slurmctld"; stat=-; }
     offset=$(stat -c %s "$(ctld_log)")
-    timeout 30 sdiag -r >/dev/null || warn "sdiag -r failed"
-    timeout 30 sdiag >"$dir/sdiag-before.txt" || true
+    timeout 60 sdiag -r >/dev/null || warn "sdiag -r failed"
     local cpu0; cpu0=$(cpu_snapshot)
-    # preempt/tally's thread (TALLY_LOAD_PREEMPT=1): its CPU time over the window.
+    # preempt/tally's thread: its CPU time over the window.
     local pstat pre0=- pre1=-
     if pstat=$(thread_stat tally-preempt); then pre0=$(awk '{ print $1 }' "$pstat"); fi
-    log "measure: $policy, period ${period}s, window ${window}s (probe job $probe_id, thread $thread)"
+    log "measure: round $round, $policy, window ${WINDOW}s (probe job $probe_id, thread $thread)"
     local t0; t0=$(date +%s.%N)
-    timeout $(( window + 60 )) "$PROBE" probe "$probe_id" "$PROBE_MS" "$window" "$dir/probe.txt" "$mark" "$stat" \
+    timeout $(( WINDOW + 60 )) "$PROBE" probe "$probe_id" "$PROBE_MS" "$WINDOW" "$dir/probe.txt" "$mark" "$stat" \
         || warn "probe exited with an error"
     local t1; t1=$(date +%s.%N)
     local cpu1; cpu1=$(cpu_snapshot)
     if [[ $pre0 != - ]]; then pre1=$(awk '{ print $1 }' "$pstat" 2>/dev/null || echo -); fi
-    timeout 30 sdiag >"$dir/sdiag-after.txt" || true
+    timeout 60 sdiag >"$dir/sdiag-after.txt" || true
     tail -c +"$(( offset + 1 ))" "$(ctld_log)" >"$dir/slurmctld.log"
-    printf 'policy=%s\nperiod=%s\nwindow=%s\nstart=%s\nend=%s\npending=%s\nrunning=%s\ncpu0=%s\ncpu1=%s\nhz=%s\npreempt0=%s\npreempt1=%s\n' \
-        "$policy" "$period" "$window" "$t0" "$t1" "$(count_state PENDING)" "$(count_state RUNNING)" \
+    printf 'policy=%s\nround=%s\nperiod=60\nwindow=%s\nstart=%s\nend=%s\npending=%s\nrunning=%s\ncpu0=%s\ncpu1=%s\nhz=%s\npreempt0=%s\npreempt1=%s\n' \
+        "$policy" "$round" "$WINDOW" "$t0" "$t1" "$(count_state PENDING)" "$(count_state RUNNING)" \
         "${cpu0// /,}" "${cpu1// /,}" "$(getconf CLK_TCK)" "$pre0" "$pre1" >"$dir/meta"
-    "$PY" "$WORK/analyse.py" phase "$dir" | tee "$dir/summary.txt"
+    "$PY" "$WORK/analyse.py" phase "$dir" >"$dir/summary.txt"
+    grep -E 'probe_p99_ms|recalc_cpu_mean_ms|bf mean cycle|pending_end' "$dir/summary.txt" | tr -s ' ' | paste -sd ';' \
+        | sed "s/^/[$policy] /"
 }
 
-# run_policy multifactor|tally
-run_policy() {
-    local policy=$1 t cfg=$WORK/run-tally.toml p0=${PERIODS%%:*}
-    # Tally starts with the first period of PERIODS (the later ones come by reconfigure).
-    sed "s/^calc_period = .*/calc_period = \"${p0}s\"/" "$WORK/tally.toml" >"$cfg"
-    export TALLY_NODES=$NODES TALLY_PRIORITY_TYPE=priority/$policy TALLY_PLUGIN_DIR=$WORK/plugins
-    export TALLY_ACCOUNTS=$WORK/accounts TALLY_ENV="TALLY_CONFIG=$cfg"
-    export TALLY_SLURM_EXTRA="PriorityCalcPeriod=1
-MaxJobCount=20000"
-    if [[ $policy == tally && $PREEMPT == 1 ]]; then
-        TALLY_SLURM_EXTRA+="
-PreemptType=preempt/tally
-PreemptMode=REQUEUE"
-    fi
+# The slurm.conf lines that make a set-up (PluginDir: the plugins of this build or the earlier).
+policy_conf() {
+    local dir=$WORK/plugins
+    case $1 in
+        multifactor)     printf '%s\n' PriorityType=priority/multifactor PreemptType=preempt/none PreemptMode=OFF ;;
+        multifactor+qos) printf '%s\n' PriorityType=priority/multifactor PreemptType=preempt/qos PreemptMode=REQUEUE ;;
+        tally)           printf '%s\n' PriorityType=priority/tally PreemptType=preempt/tally PreemptMode=REQUEUE ;;
+        tally-before)    printf '%s\n' PriorityType=priority/tally PreemptType=preempt/tally PreemptMode=REQUEUE
+                         dir=$WORK/plugins-before ;;
+    esac
+    echo "PluginDir=$dir:$TB_SLURM_LIBDIR"
+}
+
+# use_policy <policy>: rewrite its lines in slurm.conf, restart slurmctld (the jobs are kept),
+# settle.
+use_policy() {
+    local policy=$1 t line key lines
     t=$(now)
-    timeout 900 bash "$ROOT/testbed/up.sh" || die "up.sh failed for $policy"
-    log "[$policy] bed up [$(elapsed "$t")s]"
+    while IFS= read -r line; do
+        key=${line%%=*}
+        grep -q "^$key=" "$TB_SLURM_CONF" || die "slurm.conf has no $key= line"
+        sed -i "s|^$key=.*|$line|" "$TB_SLURM_CONF"
+    done < <(policy_conf "$policy")
+    lines=$(wc -l <"$(ctld_log)")
+    timeout 300 bash "$ROOT/testbed/restart-ctld.sh" >/dev/null 2>&1 || die "slurmctld did not restart under $policy"
+    # The loaded plugin must be the one asked for.
+    wait_for 60 "slurmctld to run $policy" bash -c "tail -n +$(( lines + 1 )) '$(ctld_log)' | grep -q 'slurmctld version .* started'" \
+        || warn "no 'started' line in slurmctld's log"
+    local prio; prio=$(timeout 30 scontrol show config | awk -F' = ' '/^PriorityType/ { print $2 }')
+    [[ $prio == "$(policy_conf "$policy" | sed -n 's/^PriorityType=//p')" ]] || die "slurmctld runs PriorityType $prio under $policy"
+    log "[$policy] slurmctld restarted [$(elapsed "$t")s]; settling ${SETTLE}s"
+    sleep "$SETTLE"
+}
+
+# ---- 4. the bed, the queue, the rounds ---------------------------------------------------------
+run_all() {
+    local t
+    export TALLY_NODES=$NODES TALLY_PRIORITY_TYPE=priority/multifactor TALLY_PLUGIN_DIR=$WORK/plugins
+    export TALLY_ACCOUNTS=$WORK/accounts TALLY_ENV="TALLY_CONFIG=$WORK/tally.toml"
+    export TALLY_SLURM_EXTRA="PriorityCalcPeriod=1
+MaxJobCount=$(( JOBS + FILL + 10000 ))
+PreemptType=preempt/none
+PreemptMode=OFF
+PreemptExemptTime=04:00:00
+DebugFlags=NO_CONF_HASH"
+    t=$(now)
+    timeout 900 bash "$ROOT/testbed/up.sh" || die "up.sh failed"
+    log "bed up [$(elapsed "$t")s]"
     local log_from; log_from=$(stat -c %s "$(ctld_log)")   # errors are counted from here on
-    cp /etc/slurm/slurm.conf "$RES/slurm-$policy.conf"
+    cp /etc/slurm/slurm.conf "$RES/slurm.conf"
 
     t=$(now)
-    "$PROBE" submit "$WORK/fill.jobs" "$TALLY_RUN_DIR/jobs" 300 >"$RES/$policy-fill.ids" \
+    "$PROBE" submit "$WORK/fill.jobs" "$TALLY_RUN_DIR/jobs" 300 >"$RES/fill.ids" \
         || die "fill jobs not all submitted"
     wait_for 300 "$FILL fill jobs running" _all_running "$FILL" \
         || die "fill jobs not running: $(count_state RUNNING) of $FILL"
-    log "[$policy] $FILL fill jobs running [$(elapsed "$t")s]"
+    log "$FILL fill jobs running [$(elapsed "$t")s]"
 
     t=$(now)
-    "$PROBE" submit "$WORK/pending.jobs" "$TALLY_RUN_DIR/jobs" 1800 >"$RES/$policy-pending.ids" 2>"$RES/$policy-submit.txt" \
-        || { cat "$RES/$policy-submit.txt"; die "pending jobs not all submitted"; }
+    "$PROBE" submit "$WORK/pending.jobs" "$TALLY_RUN_DIR/jobs" 3600 >"$RES/pending.ids" 2>"$RES/submit.txt" \
+        || { cat "$RES/submit.txt"; die "pending jobs not all submitted"; }
     local submit_s; submit_s=$(elapsed "$t")
-    cat "$RES/$policy-submit.txt"
-    wait_for 300 "$(( JOBS + FILL )) jobs in the queue" _queue_at_least $(( JOBS + FILL )) \
+    cat "$RES/submit.txt"
+    wait_for 600 "$(( JOBS + FILL )) jobs in the queue" _queue_at_least $(( JOBS + FILL )) \
         || die "queue has $(queue_len) jobs, expected $(( JOBS + FILL ))"
     local running pending
     running=$(count_state RUNNING); pending=$(count_state PENDING)
-    log "[$policy] $JOBS jobs submitted in ${submit_s}s; queue: $running running, $pending pending"
+    log "$JOBS jobs submitted in ${submit_s}s; queue: $running running, $pending pending"
     (( running == FILL )) || warn "$running jobs run, expected $FILL"
-    echo "$submit_s" >"$RES/$policy-submit-seconds"
+    echo "$submit_s" >"$RES/submit-seconds"
     # The probe's job: one in the middle of the pending list (it stays pending).
-    local probe_id; probe_id=$(sed -n "$(( JOBS / 2 ))p" "$RES/$policy-pending.ids")
-    log "[$policy] settling ${SETTLE}s"
-    sleep "$SETTLE"
+    local probe_id; probe_id=$(sed -n "$(( JOBS / 2 ))p" "$RES/pending.ids")
 
-    if [[ $policy == multifactor ]]; then
-        measure multifactor 60 "$MF_WINDOW" "$probe_id"
-    else
-        local pw period win first=1 lines
-        for pw in $PERIODS; do
-            period=${pw%%:*}; win=${pw##*:}
-            if (( ! first )); then
-                sed -i "s/^calc_period = .*/calc_period = \"${period}s\"/" "$cfg"
-                lines=$(wc -l <"$(ctld_log)")
-                t=$(now)
-                timeout 120 scontrol reconfigure || die "scontrol reconfigure failed"
-                # Wait for the reload, then for one tick after it (the window starts clean).
-                wait_for 120 "Tally to reload $cfg" \
-                    bash -c "tail -n +$(( lines + 1 )) '$(ctld_log)' | grep -q 'reloaded $cfg'" \
-                    || die "Tally did not reload its config"
-                lines=$(wc -l <"$(ctld_log)")
-                wait_for $(( period * 3 + 60 )) "a tick after the reload" \
-                    bash -c "tail -n +$(( lines + 1 )) '$(ctld_log)' | grep -q 'tick: '" \
-                    || die "no tick after the reload"
-                log "[tally] calc_period now ${period}s [$(elapsed "$t")s]"
-            fi
-            first=0
-            measure tally "$period" "$win" "$probe_id"
+    local round i n=${#POLICIES[@]}
+    for (( round = 1; round <= RUNS; round++ )); do
+        for (( i = 0; i < n; i++ )); do
+            local policy=${POLICIES[$(( (i + round - 1) % n ))]}
+            use_policy "$policy"
+            measure "$policy" "$round" "$probe_id"
         done
-    fi
-    tail -c +"$(( log_from + 1 ))" "$(ctld_log)" | grep -F 'tick: ' >"$RES/$policy-ticks.log" || true
+    done
+    tail -c +"$(( log_from + 1 ))" "$(ctld_log)" | grep -F 'tick: ' >"$RES/tally-ticks.log" || true
     tail -c +"$(( log_from + 1 ))" "$(ctld_log)" | grep -E 'error|fatal' | sed 's/^\[[^]]*\] //' | sort | uniq -c | sort -rn | head -n 20 \
-        >"$RES/$policy-ctld-errors.txt" || true
+        >"$RES/ctld-errors.txt" || true
     t=$(now)
     teardown
-    log "[$policy] done; teardown [$(elapsed "$t")s]"
+    log "done; teardown [$(elapsed "$t")s]"
 }
 
 # ---- analysis (written out, run per window and at the end) ------------------------------------
@@ -391,7 +443,7 @@ def phase(d):
             ticks.append((log_time(l), *map(int, m.groups()), int(rl.group(2)) if rl else None))
     # Recalculation events: Tally's tick lines (logged just before the lock is released);
     # multifactor's decay marks (the file is written after its two lock holds).
-    events = [t[0] for t in ticks] if meta["policy"] == "tally" else marks
+    events = [t[0] for t in ticks] if meta["policy"].startswith("tally") else marks
     # CPU bursts of the recalculation thread: changes less than 1 s apart are one recalculation.
     bursts, prev, cur = [], None, None
     for t, ns in cpu:
@@ -420,7 +472,7 @@ def phase(d):
     secs = float(meta["end"]) - float(meta["start"])
     waited = [t[4] / 1e3 for t in ticks]
     r = {
-        "policy": meta["policy"], "period_s": int(meta["period"]), "window_s": int(meta["window"]),
+        "policy": meta["policy"], "round": int(meta.get("round", 1)), "period_s": int(meta["period"]), "window_s": int(meta["window"]),
         "pending_end": int(meta["pending"]), "running_end": int(meta["running"]),
         "probes": len(samples), "probe_errors": sum(1 for s in samples if s[2]),
         "probe_p50_ms": pct(lat, 50), "probe_p99_ms": pct(lat, 99), "probe_max_ms": max(lat) if lat else None,
@@ -452,74 +504,110 @@ def phase(d):
     for k, v in r.items():
         print(f"  {k}: {round(v, 2) if isinstance(v, float) else v}")
 
-def f(v, nd=1):
-    return "–" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+ORDER = ["multifactor", "multifactor+qos", "tally", "tally-before"]
+NAMES = {"multifactor": "multifactor", "multifactor+qos": "multifactor + preempt/qos",
+         "tally": "Tally + preempt/tally", "tally-before": "Tally + preempt/tally, earlier build"}
+# (label, value of one cell's summary, digits, target ratio against multifactor+qos or None)
+ROWS = [
+    ("client probe (`slurm_load_job`) p50, ms", lambda r: r["probe_p50_ms"], 2, None),
+    ("client probe p99, ms", lambda r: r["probe_p99_ms"], 1, 1.10),
+    ("client probe max, ms", lambda r: r["probe_max_ms"], 0, None),
+    ("probes over 50 ms", lambda r: r["probes_over_50ms"], 0, None),
+    ("recalculation thread CPU per recalculation, ms", lambda r: r["recalc_cpu_mean_ms"], 2, 1.00),
+    ("backfill cycle mean, ms (sdiag)", lambda r: r["sdiag"].get("bf mean cycle", 0) / 1e3 or None, 0, 1.10),
+    ("backfill cycle max, ms (sdiag)", lambda r: r["sdiag"].get("bf max cycle", 0) / 1e3 or None, 0, None),
+    ("main scheduler cycle mean, ms (sdiag)", lambda r: r["sdiag"].get("main mean cycle", 0) / 1e3 or None, 1, None),
+    ("job write lock held per tick, median, ms (Tally's log)", lambda r: r["tick_held_median_ms"], 2, None),
+    ("job read lock held per tick (the copy), median, ms (Tally's log)", lambda r: r["tick_read_held_median_ms"], 2, None),
+    ("preempt/tally's thread CPU, ms per second", lambda r: r["preempt_thread_cpu_ms_per_s"], 2, None),
+    ("slurmctld CPU, % of one core", lambda r: r["ctld_cpu_pct"], 0, None),
+    ("machine CPU busy, % of all cores", lambda r: r["machine_busy_pct"], 0, None),
+]
 
-def ratio(a, b):
-    return "–" if a is None or b in (None, 0) else f"{a / b:.2f}"
+def fmt(v, nd):
+    return "–" if v is None else f"{v:,.{nd}f}"
 
-def report(res):
-    rs = []
-    for name in sorted(os.listdir(res)):
-        p = f"{res}/{name}/summary.json"
+def spread(vals, nd):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None, "–"
+    m = statistics.median(vals)
+    if len(vals) == 1:
+        return m, fmt(m, nd)
+    return m, f"{fmt(m, nd)} [{fmt(min(vals), nd)}–{fmt(max(vals), nd)}]"
+
+def report(res, jobs, runs, window):
+    cells = {}
+    for name in sorted(os.listdir(f"{res}/cells")):
+        p = f"{res}/cells/{name}/summary.json"
         if os.path.exists(p):
-            rs.append(json.load(open(p)))
-    mf = next((r for r in rs if r["policy"] == "multifactor"), None)
-    ta = sorted((r for r in rs if r["policy"] == "tally"), key=lambda r: -r["period_s"])
-    cols = ([("multifactor 1 min", mf)] if mf else []) + [(f"tally {r['period_s']} s" + (" + preempt/tally" if r.get("preempt_thread_cpu_ms_per_s") is not None else ""), r) for r in ta]
-    t60 = next((r for r in ta if r["period_s"] == 60), None)
-    rows = [
-        ("window (s) / probes", lambda r: f"{r['window_s']} / {r['probes']}", None),
-        ("probe latency p50 (ms)", lambda r: f(r["probe_p50_ms"], 2), "probe_p50_ms"),
-        ("probe latency p99 (ms)", lambda r: f(r["probe_p99_ms"]), "probe_p99_ms"),
-        ("probe latency max (ms)", lambda r: f(r["probe_max_ms"]), "probe_max_ms"),
-        ("probes over 50 ms", lambda r: str(r["probes_over_50ms"]), None),
-        ("recalculations with a probe in flight at the lock release", lambda r: f"{r['recalcs_caught']} of {r['recalcs']}", None),
-        ("latency of that probe, median (ms)", lambda r: f(r["stall_at_recalc_median_ms"]), "stall_at_recalc_median_ms"),
-        ("latency of that probe, max (ms)", lambda r: f(r["stall_at_recalc_max_ms"]), "stall_at_recalc_max_ms"),
-        ("recalc thread CPU per recalculation, mean (ms)", lambda r: f(r["recalc_cpu_mean_ms"], 2), "recalc_cpu_mean_ms"),
-        ("recalc thread CPU per recalculation, max (ms)", lambda r: f(r["recalc_cpu_max_ms"], 2), "recalc_cpu_max_ms"),
-        ("job write lock held per tick, median / max (ms, Tally's log)", lambda r: "–" if r["policy"] != "tally" else f"{f(r['tick_held_median_ms'], 2)} / {f(r['tick_held_max_ms'], 2)}", None),
-        ("job read lock held per tick (the copy), median / max (ms, Tally's log)", lambda r: "–" if r["policy"] != "tally" or r.get("tick_read_held_median_ms") is None else f"{f(r['tick_read_held_median_ms'], 2)} / {f(r['tick_read_held_max_ms'], 2)}", None),
-        ("ticks that waited > 1 ms for the lock; longest wait (ms, Tally's log)", lambda r: "–" if r["policy"] != "tally" else f"{r['ticks_waited']} of {r['ticks']}; {f(r['tick_waited_max_ms'], 1)}", None),
-        ("jobs seen / priorities changed per tick (median)", lambda r: "–" if r["policy"] != "tally" else f"{r['tick_jobs']} / {f(r['tick_changed_median'], 0)}", None),
-        ("sdiag main scheduler max / mean cycle (ms)", lambda r: f"{f(r['sdiag'].get('main max cycle', 0) / 1e3)} / {f(r['sdiag'].get('main mean cycle', 0) / 1e3)}", None),
-        ("sdiag backfill max / mean cycle (ms)", lambda r: f"{f(r['sdiag'].get('bf max cycle', 0) / 1e3)} / {f(r['sdiag'].get('bf mean cycle', 0) / 1e3)}", None),
-        ("preempt/tally's thread CPU (ms per second)", lambda r: f(r.get("preempt_thread_cpu_ms_per_s"), 2), None),
-        ("CPU busy: machine (% of 2 cores) / slurmctld (% of one core)", lambda r: f"{f(r.get('machine_busy_pct'), 0)} / {f(r.get('ctld_cpu_pct'), 0)}", None),
-        ("queue at the end: pending / running", lambda r: f"{r['pending_end']} / {r['running_end']}", None),
-    ]
-    head = "| | " + " | ".join(c for c, _ in cols) + (" | ratio tally 60 s / multifactor |" if mf and t60 else " |")
-    out = [head, "|" + "---|" * (len(cols) + 1 + (1 if mf and t60 else 0))]
-    for label, fn, key in rows:
-        cells = [fn(r) for _, r in cols]
-        line = f"| {label} | " + " | ".join(cells)
-        if mf and t60:
-            line += " | " + (ratio(t60[key], mf[key]) if key else "")
-        out.append(line + " |")
-    print("\n".join(out))
-    ticks = []
-    if os.path.exists(f"{res}/tally-ticks.log"):
-        for l in open(f"{res}/tally-ticks.log", errors="replace"):
-            m = re.search(r"tick: (\d+) jobs, .* (\d+) priorities changed; lock waited (\d+) us, held (\d+) us", l)
-            if m:
-                ticks.append(tuple(map(int, m.groups())))
-    if ticks:
-        big = max(ticks, key=lambda t: (t[1], t[3]))
-        held = sorted(t[3] for t in ticks if t[0] == big[0])
-        print(f"\nTally, every tick of the run with {big[0]} jobs ({len(held)} ticks, all periods): job write lock held "
-              f"median {held[len(held) // 2] / 1e3:.1f} ms, max {held[-1] / 1e3:.1f} ms; the tick that changed the most "
-              f"priorities ({big[1]}) held it {big[3] / 1e3:.1f} ms.")
+            r = json.load(open(p))
+            cells.setdefault(r["policy"], []).append(r)
+    pols = [p for p in ORDER if p in cells]
+    base = "multifactor+qos" if "multifactor+qos" in cells else None
+    ratios = [(a, b) for a, b in (("tally", "multifactor+qos"), ("tally", "multifactor"), ("tally", "tally-before")) if a in cells and b in cells]
+    head = "| | " + " | ".join(NAMES[p] for p in pols) + "".join(f" | {NAMES[a].split(' +')[0]} / {NAMES[b]}" for a, b in ratios) + " |"
+    out = [head, "|---" * (1 + len(pols) + len(ratios)) + "|"]
+    verdicts = []
+    for label, get, nd, target in ROWS:
+        meds, cellsout = {}, []
+        for p in pols:
+            m, txt = spread([get(r) for r in cells[p]], nd)
+            meds[p] = m
+            cellsout.append(txt)
+        if all(m is None for m in meds.values()):
+            continue
+        rs = []
+        for a, b in ratios:
+            if meds.get(a) is None or not meds.get(b):
+                rs.append("–")
+                continue
+            q = meds[a] / meds[b]
+            mark = ""
+            if target is not None and b == base:
+                mark = " ✓" if q <= target else " ✗"
+                verdicts.append(f"{label.split(',')[0]}: {q:.2f}× (target ≤ {target:.2f}×){' met' if q <= target else ', missed by ' + format((q / target - 1) * 100, '.0f') + '%'}")
+            rs.append(f"{q:.2f}{mark}")
+        out.append(f"| {label} | " + " | ".join(cellsout + rs) + " |")
+    n = {p: len(cells[p]) for p in pols}
+    q = [f"{statistics.median([r['pending_end'] for r in cells[p]]):.0f} pending / {statistics.median([r['running_end'] for r in cells[p]]):.0f} running" for p in pols]
+    out.append("| queue at the end of the window | " + " | ".join(q) + " |" * (1 + len(ratios)))
+    out.append("")
+    count = f"{min(n.values())}" if min(n.values()) == max(n.values()) else f"{min(n.values())}–{max(n.values())}"
+    out.append(f"Each cell: the median of {count} windows of {window} s [the smallest–the largest]; "
+               "the ratios are of the medians; ✓/✗ against the targets, which are ratios to multifactor + preempt/qos.")
+    if verdicts:
+        out.append("")
+        out.append("Against multifactor + preempt/qos (medians): " + "; ".join(verdicts) + ".")
+    return "\n".join(out)
+
+def write_docs(path, jobs, block):
+    begin = f"<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: begin -->"
+    end = f"<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: end -->"
+    text = open(path).read()
+    if begin not in text or end not in text:
+        print(f"load.sh: {path} has no markers for TALLY_LOAD_JOBS={jobs}; not written (the table is in results/table.md)")
+        return
+    a = text.index(begin) + len(begin)
+    b = text.index(end)
+    tmp = path + ".tmp"
+    open(tmp, "w").write(text[:a] + "\n" + block + "\n" + text[b:])
+    os.replace(tmp, path)
+    print(f"load.sh: wrote the table into {path}")
 
 if sys.argv[1] == "phase":
     phase(sys.argv[2])
-else:
-    report(sys.argv[2])
+else:   # report <results> <jobs> <runs> <window> <provenance> [<docs file>]
+    res, jobs, runs, window, prov = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+    table = report(res, jobs, runs, window)
+    open(f"{res}/table.md", "w").write(prov + "\n\n" + table + "\n")
+    print(prov + "\n\n" + table)
+    if len(sys.argv) > 7:
+        write_docs(sys.argv[7], jobs, prov + "\n\n" + table)
 EOF
 
-# ---- 4. the two policies -----------------------------------------------------------------------
-[[ -z $ONLY || $ONLY == multifactor ]] && run_policy multifactor
-[[ -z $ONLY || $ONLY == tally ]] && run_policy tally
+# ---- 5. run, report -----------------------------------------------------------------------------
+run_all
 trap - EXIT
 
 if pids_tagged slurmctld | grep -q . || pids_tagged slurmd | grep -q .; then
@@ -527,8 +615,24 @@ if pids_tagged slurmctld | grep -q . || pids_tagged slurmd | grep -q .; then
 fi
 echo
 log "results (raw files in $RES):"
-"$PY" "$WORK/analyse.py" report "$RES" | tee "$RES/table.md"
-for p in multifactor tally; do
-    [[ -s $RES/$p-ctld-errors.txt ]] && { echo "slurmctld error lines under $p (count, message):"; cat "$RES/$p-ctld-errors.txt"; }
-done
+version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml")
+if [[ -n ${TALLY_LOAD_PLUGINS:-} ]]; then
+    built=", plugins built beforehand"
+elif [[ -n $(git -C "$ROOT" status --short 2>/dev/null) ]]; then
+    built=", built with uncommitted changes"
+else
+    built=""
+fi
+cmd="bash testbed/load.sh"   # as it was run (the knobs that differ from the defaults)
+[[ $WINDOW == 180 ]] || cmd="TALLY_LOAD_WINDOW=$WINDOW $cmd"
+[[ -z ${TALLY_LOAD_POLICIES:-} ]] || cmd="TALLY_LOAD_POLICIES=\"${POLICIES[*]}\" $cmd"
+[[ -z $BEFORE ]] || cmd="TALLY_LOAD_BEFORE=<plugins of the earlier build> $cmd"
+[[ $RUNS == 3 ]] || cmd="TALLY_LOAD_RUNS=$RUNS $cmd"
+[[ $JOBS == 10000 ]] || cmd="TALLY_LOAD_JOBS=$JOBS $cmd"
+prov="\`$cmd\`: $(date -u '+%F %H:%M') UTC, tally $version$built, $(slurmctld -V), $(nproc) cores;"
+prov+=" $JOBS pending jobs submitted in $(cat "$RES/submit-seconds") s, $RUNS rounds of ${WINDOW}-s windows."
+docs=()
+(( DOCS )) && docs=("$ROOT/docs/reliability.md")
+"$PY" "$WORK/analyse.py" report "$RES" "$JOBS" "$RUNS" "$WINDOW" "$prov" "${docs[@]}"
+[[ -s $RES/ctld-errors.txt ]] && { echo "slurmctld error lines (count, message):"; cat "$RES/ctld-errors.txt"; }
 log "load: done in $(elapsed "$T_START")s"
