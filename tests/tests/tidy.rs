@@ -1159,3 +1159,32 @@ fn crate_graph_parsing() {
     assert_eq!(inline_value(r#"{ path = "../package", package = "tally-x" }"#, "package"), Some("tally-x"));
     assert_eq!(inline_value(r#"{ path = "../package" }"#, "package"), None);
 }
+
+/// docs/reliability.md's load tables are written by `testbed/load.sh`
+/// between its markers (one pair per queue size), each starting with the
+/// line that names the command which made it: a hand-made table there, or
+/// markers the script no longer writes, fail here.
+#[test]
+fn load_tables_are_written_by_load_sh() {
+    let doc = read(&repo().join("docs/reliability.md"));
+    let script = read(&repo().join("testbed/load.sh"));
+    assert!(
+        script.contains("<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: begin -->"),
+        "tidy: testbed/load.sh no longer writes the markers this test looks for"
+    );
+    let mut offenders = Vec::new();
+    for jobs in ["10000", "100000"] {
+        let (open, close) = (format!("<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: begin -->"), format!("<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: end -->"));
+        let (Some(a), Some(b)) = (doc.find(&open), doc.find(&close)) else {
+            offenders.push(format!("docs/reliability.md: no `{open}` … `{close}` block"));
+            continue;
+        };
+        let block = doc[a + open.len()..b.max(a + open.len())].trim();
+        let first = block.lines().next().unwrap_or("");
+        let command = if jobs == "10000" { "bash testbed/load.sh`".to_string() } else { format!("TALLY_LOAD_JOBS={jobs} ") };
+        if !first.starts_with('`') || !first.contains(&command) || !block.contains("| client probe p99, ms |") {
+            offenders.push(format!("docs/reliability.md: the TALLY_LOAD_JOBS={jobs} block is not load.sh's (first line: {first:?})"));
+        }
+    }
+    fail_if_any("the load tables of docs/reliability.md come from testbed/load.sh", &offenders);
+}
