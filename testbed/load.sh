@@ -39,9 +39,10 @@
 #      multifactor's decay marks (mtime of StateSaveLocation/priority_last_decay_ran);
 #      `sdiag -r` before, `sdiag` after; Tally's own "tick: ... lock waited A us, held B us"
 #      lines from slurmctld's log; preempt/tally's thread CPU; the machine's and slurmctld's CPU.
-#   5. Cancels the jobs (pending first, then running; bounded waits) and runs testbed/down.sh,
-#      also on error or interrupt (trap); then removes the bed's configs from /etc/slurm (they
-#      name $WORK/bed, which a later plain up.sh would otherwise reuse).
+#   5. Sets the partition DOWN, cancels the running jobs, stops slurmctld with the pending jobs
+#      in it (its next start wipes them) and runs testbed/down.sh, also on error or interrupt
+#      (trap); then removes the bed's configs from /etc/slurm (they name $WORK/bed, which a
+#      later plain up.sh would otherwise reuse).
 #   Prints a table, per set-up the median [min-max] of the rounds, and the ratios of the
 #   medians (tally / multifactor+qos, the targets' baseline); writes it, with every raw file, to
 #   $WORK/results; with TALLY_LOAD_DOCS=1 (the default) also into docs/reliability.md between
@@ -209,7 +210,6 @@ count_state() { timeout 60 squeue -h -t "$1" -o %i 2>/dev/null | wc -l; }
 _all_running() { [[ $(count_state RUNNING) -ge $1 ]]; }
 _none_running() { [[ $(timeout 60 squeue -h -t RUNNING,COMPLETING -o %i 2>/dev/null | wc -l) == 0 ]]; }
 _queue_at_least() { [[ $(queue_len) -ge $1 ]]; }
-_quiet_queue_empty() { local out; out=$(timeout 60 squeue -h -o %i) && [[ -z $out ]]; }
 ctld_pid() { tr -dc '0-9' <"$TALLY_RUN_DIR/pid/slurmctld.pid"; }
 # cpu_snapshot: "<machine busy ticks> <machine total ticks> <slurmctld utime+stime ticks>"
 cpu_snapshot() {
@@ -228,22 +228,23 @@ thread_stat() {
     return 1
 }
 
-# Cancel pending jobs first (else they start on the GPUs the running ones free), then the
-# running ones, and wait for them to end while slurmd still runs (no orphaned slurmstepd).
+# The bed is the load test's own and up.sh wipes its saved state on the next start, so only
+# the running jobs are cancelled (the partition set DOWN first: nothing starts on the GPUs they
+# free), and waited for while slurmd still runs (no orphaned slurmstepd); then slurmctld is
+# stopped with the pending jobs in it (cancelling 100,000 of them one RPC each takes longer than
+# the whole measurement, and times out on a busy slurmctld).
 cancel_all() {
     ctld_up || return 0
-    local n u t0=$SECONDS
-    n=$(queue_len)
-    (( n > 0 )) || return 0
-    log "cancelling $n jobs: pending first"
-    for u in "${USERS[@]}"; do timeout 300 scancel --quiet --state=PENDING -u "$u" || true; done
-    for u in "${USERS[@]}"; do timeout 300 scancel --quiet -u "$u" || true; done
-    wait_for 300 "running jobs to end" _none_running || warn "running jobs still there"
-    if wait_for 600 "the queue to drain" _quiet_queue_empty; then
-        log "queue drained in $(( SECONDS - t0 ))s"
+    local u t0=$SECONDS
+    log "teardown: partition gpu DOWN, the running jobs cancelled; the pending ones are left to the saved state the next up.sh wipes"
+    timeout 60 scontrol update partitionname=gpu state=down || warn "cannot set the partition DOWN"
+    for u in "${USERS[@]}"; do timeout 120 scancel --quiet --state=RUNNING -u "$u" || true; done
+    if wait_for 300 "running jobs to end" _none_running; then
+        log "running jobs ended in $(( SECONDS - t0 ))s"
     else
-        warn "queue still has $(queue_len) jobs; down.sh goes on"
+        warn "running jobs still there; down.sh goes on"
     fi
+    stop_pids slurmctld 60 $(pids_tagged slurmctld)
 }
 teardown() {
     local t0=$SECONDS
@@ -574,7 +575,7 @@ def report(res, jobs, runs, window):
     out.append("| queue at the end of the window | " + " | ".join(q) + " |" * (1 + len(ratios)))
     out.append("")
     count = f"{min(n.values())}" if min(n.values()) == max(n.values()) else f"{min(n.values())}–{max(n.values())}"
-    out.append(f"Each cell: the median of {count} windows of {window} s [the smallest–the largest]; "
+    out.append(f"Each cell: the median of {count} window{'' if count == '1' else 's'} of {window} s [the smallest–the largest]; "
                "the ratios are of the medians; ✓/✗ against the targets, which are ratios to multifactor + preempt/qos.")
     if verdicts:
         out.append("")
