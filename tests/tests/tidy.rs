@@ -1174,7 +1174,8 @@ fn load_tables_are_written_by_load_sh() {
     );
     let mut offenders = Vec::new();
     for jobs in ["10000", "100000"] {
-        let (open, close) = (format!("<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: begin -->"), format!("<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: end -->"));
+        let (open, close) =
+            (format!("<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: begin -->"), format!("<!-- testbed/load.sh TALLY_LOAD_JOBS={jobs}: end -->"));
         let (Some(a), Some(b)) = (doc.find(&open), doc.find(&close)) else {
             offenders.push(format!("docs/reliability.md: no `{open}` … `{close}` block"));
             continue;
