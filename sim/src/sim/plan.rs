@@ -6,7 +6,7 @@ use super::{PlanDurations, Policy, Sim, Status};
 use std::collections::BTreeSet;
 use tally_allocator::{charge_from_mark, order_queue, Funded, Job, Load, HOUR_S};
 use tally_planner::predict::Outcome;
-use tally_planner::queue::{plan_queue, QueueRules, RunningJob, WaitingJob};
+use tally_planner::queue::{plan_queue, plan_starts_now, QueueRules, RunningJob, WaitingJob};
 
 /// The planner policy's horizon: 24 steps of 1 h, for at most this many of
 /// the oldest waiting jobs.
@@ -140,7 +140,9 @@ impl<'a> Sim<'a> {
 
     /// tally+planner, as the plugin's planner thread: the waiting jobs in
     /// Tally's order without the plan bit, planned by `plan::queue` with its
-    /// default values; the jobs the plan starts now get the plan bit.
+    /// default values; the jobs the plan starts now get the plan bit
+    /// (`plan_starts_now`: no search when no waiting job could start now
+    /// beside the running ones, as the plan would start none).
     pub(super) fn plan_tally(&mut self, now: u64) {
         self.refresh_entitlement();
         let running = self.running_for_plan(now);
@@ -154,8 +156,8 @@ impl<'a> Sim<'a> {
             .iter()
             .map(|&(_, i)| WaitingJob { id: i as u64, gpus: self.jobs[i].job.gpus, duration_s: Some(self.believed_left(i, now)), value: None })
             .collect();
-        let plan = plan_queue(self.cluster.total(), self.cluster.gpus_per_node, &planner, &running, &queue);
-        let starts: BTreeSet<usize> = plan.starts_now().map(|i| i as usize).collect();
+        let starts: BTreeSet<usize> =
+            plan_starts_now(self.cluster.total(), self.cluster.gpus_per_node, &planner, &running, &queue).into_iter().map(|i| i as usize).collect();
         for &i in &waiting {
             let planned = starts.contains(&i);
             if self.jobs[i].planned != planned {
