@@ -75,18 +75,14 @@ impl Load {
     /// record of pending tasks counts all of them: `tasks ×` its units and
     /// GPUs ([`crate::Job::tasks`]; 1 for every other job).
     pub fn count(&mut self, id: NodeId, job: &crate::Job, running: bool, rules: &crate::PriorityRules) {
-        self.count_share(id, LoadShare::of(job, rules), running);
-    }
-    /// [`Load::count`] of a job whose [`LoadShare`] was computed before
-    /// (a caller that keeps its jobs from one count to the next).
-    pub fn count_share(&mut self, id: NodeId, share: LoadShare, running: bool) {
+        let tasks = f64::from(job.tasks.max(1));
         if running {
-            self.run_units(id, share.units);
+            self.run_units(id, job.units() * tasks);
         } else {
-            self.wait_units(id, share.units);
+            self.wait_units(id, job.units() * tasks);
         }
-        if let Some(gpus) = share.debug_gpus {
-            self.debug_gpus(id, gpus, running);
+        if rules.is_debug(job) {
+            self.debug_gpus(id, f64::from(job.gpus) * tasks, running);
         }
     }
     /// Count GPUs of an allocated debug job, running or waiting (besides
@@ -116,21 +112,6 @@ impl Load {
         if let Some(w) = self.waiting.get_mut(id) {
             *w += units;
         }
-    }
-}
-
-/// What one job adds to its team's [`Load`] ([`Load::count`]): its budget
-/// units and, for a debug job, its GPUs, each times its tasks.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LoadShare {
-    units: f64,
-    debug_gpus: Option<f64>,
-}
-
-impl LoadShare {
-    pub fn of(job: &crate::Job, rules: &crate::PriorityRules) -> LoadShare {
-        let tasks = f64::from(job.tasks.max(1));
-        LoadShare { units: job.units() * tasks, debug_gpus: rules.is_debug(job).then(|| f64::from(job.gpus) * tasks) }
     }
 }
 

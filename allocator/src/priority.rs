@@ -284,12 +284,8 @@ pub fn settled_priority(job: &Job, standing: Option<&Standing>, ent: &Entitlemen
 /// because Slurm starts tasks off the record between two recalculations
 /// with the priority the record has: giving it the lane for part of them
 /// gives it to all.
-///
-/// A caller that keeps a queue from one walk to the next (the priority
-/// plugin's engine) keeps each job's traits with it ([`Traits::of`]) and
-/// walks them with [`QueueWalk::step`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Traits {
+#[derive(Debug, Clone, Copy, Default)]
+struct Traits {
     contract_allocated: bool,
     quick: bool,
     /// A debug job (the debug lane): one task of it is
@@ -301,13 +297,6 @@ pub struct Traits {
     /// GPUs (`tasks × gpus`): what it adds to its team's debug allowance.
     gpus: f64,
     within_team: i32,
-}
-
-impl Traits {
-    /// What the walk reads of `job` under `rules`.
-    pub fn of(job: &Job, rules: &PriorityRules) -> Traits {
-        traits(job, rules)
-    }
 }
 
 fn traits(job: &Job, rules: &PriorityRules) -> Traits {
@@ -539,10 +528,8 @@ impl<'a> QueueWalk<'a> {
         })
     }
 
-    /// The next job of the team entered last ([`QueueWalk::enter`]), by its
-    /// [`Traits`]: its priority and the GPUs ahead of it (what
-    /// [`QueueWalk::next_with_ahead`] gives for the job).
-    pub fn step(&mut self, job: Traits) -> (Priority, f64) {
+    /// The next job of the team entered last.
+    fn step(&mut self, job: Traits) -> (Priority, f64) {
         let c = self.current.as_mut().expect("a team is entered before its jobs");
         let ahead = c.ahead;
         let p = job_priority_at(job, c.standing, c.node, TeamLoad { ent: self.ent, ahead_gpus: ahead, lane_gpus: c.lane }, self.rules);

@@ -5,12 +5,6 @@
 //! Prints min and median of 15 ticks (no assertions: speed is measured
 //! here, not in tests). The real plugin adds copying the jobs out of
 //! `job_list` under the lock (docs/reliability.md, "Load").
-//!
-//! `$TALLY_BENCH_CHURN=P` (percent, default 0) changes P% of the jobs
-//! before each tick, half of them a new nice value, half replaced by a new
-//! job in the same place of the list: the engine keeps what it converted of
-//! unchanged jobs between ticks, so a list that does not change is its
-//! best case.
 
 mod common;
 
@@ -53,30 +47,13 @@ fn jobs(n: u32) -> Vec<JobView> {
         .collect()
 }
 
-/// Change `percent`% of `views` (see the top of the file).
-fn churn(views: &mut [JobView], percent: u64, next_id: &mut u32, rnd: &mut impl FnMut(u64) -> u64) {
-    let n = views.len() as u64;
-    for _ in 0..n * percent / 100 {
-        let i = rnd(n) as usize;
-        if rnd(2) == 0 {
-            views[i].nice = rnd(11) as i64 - 5;
-        } else {
-            *next_id += 1;
-            views[i] = JobView { job_id: *next_id, state: RunState::Pending, start_s: 0, ..views[i].clone() };
-        }
-    }
-}
-
 fn main() {
     let n: u32 = std::env::var("TALLY_BENCH_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
-    let percent: u64 = std::env::var("TALLY_BENCH_CHURN").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-    let mut views = jobs(n);
-    let (mut next_id, mut rnd) = (n, common::draws());
+    let views = jobs(n);
     let mut engine = Engine::new(config(), None, T0);
     engine.tick(T0, views.as_slice(), None); // the first tick opens every run
     let mut ms: Vec<f64> = (1..=15u64)
         .map(|k| {
-            churn(&mut views, percent, &mut next_id, &mut rnd);
             // The plugin hands its copy over; the copy is not timed.
             let copy = views.clone();
             let t = Instant::now();
@@ -87,6 +64,5 @@ fn main() {
         })
         .collect();
     ms.sort_by(f64::total_cmp);
-    let churned = if percent > 0 { format!(", {percent}% changed per tick") } else { String::new() };
-    println!("tick over {n} jobs ({} running), 200 accounts{churned}: min {:.1} ms, median {:.1} ms", n / 10, ms[0], ms[ms.len() / 2]);
+    println!("tick over {n} jobs ({} running), 200 accounts: min {:.1} ms, median {:.1} ms", n / 10, ms[0], ms[ms.len() / 2]);
 }

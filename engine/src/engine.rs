@@ -19,7 +19,6 @@
 //! `priority_p_set` reads the last [`Ranking`] and [`PlanBoard`] only: no
 //! IO, no waiting on the engine.
 
-mod kept;
 pub mod queue;
 
 use crate::view::{JobView, RunState};
@@ -29,7 +28,7 @@ use std::sync::Arc;
 use tally_allocator::names::ByName;
 use tally_allocator::{
     drain_plan, job_priority, order_queue, Allocation, Contract, DrainPlan, Entitlement, FairShare, Funded, Held, Inventory, Job, Load, OnDraining,
-    Priority, QueueOrder, QueueWalk, RunBook, RunRecord, Seen, Snapshot, TeamLoad, DAY_S, HOUR, HOUR_S, MINUTE_S,
+    Priority, QueueOrder, RunBook, RunRecord, Seen, Snapshot, TeamLoad, DAY_S, HOUR, HOUR_S, MINUTE_S,
 };
 use tally_config::Config;
 
@@ -54,17 +53,11 @@ pub struct Ranking {
     pub computed_at: u64,
 }
 
-/// What the queue walk gave each waiting job, by job id: the ids in
-/// ascending order, each with the index of its place among the places in
-/// the walk's order (the walk sees the jobs in slurmctld's order, which is
-/// nearly id order, so it is built with little sorting and read by binary
-/// search).
-#[derive(Debug, Clone, Default)]
-pub struct Walked {
-    ids: Vec<u32>,
-    at: Vec<u32>,
-    places: Vec<Place>,
-}
+/// What the queue walk gave each waiting job, by job id: a list in id
+/// order (the walk sees the jobs in slurmctld's order, which is nearly id
+/// order, so it is built with little sorting and read by binary search).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Walked(Vec<(u32, Place)>);
 
 /// One walked job: its priority and the GPUs of its team's allocated jobs
 /// walked before it.
@@ -74,33 +67,17 @@ pub struct Place {
     pub ahead_gpus: f64,
 }
 
-/// The same jobs at the same places, however the places are stored.
-impl PartialEq for Walked {
-    fn eq(&self, other: &Walked) -> bool {
-        self.ids == other.ids && self.at.iter().zip(&other.at).all(|(&a, &b)| self.places[a as usize] == other.places[b as usize])
-    }
-}
-
 impl Walked {
-    fn new(places: Vec<(u32, Place)>) -> Walked {
-        let (ids, places): (Vec<u32>, Vec<Place>) = places.into_iter().unzip();
-        let at = (0..u32::try_from(ids.len()).expect("fewer than 2^32 jobs")).collect();
-        Walked::from_parts(ids, at, places)
-    }
-
-    /// `places` in any order; `ids[k]`'s place is `places[at[k]]`.
-    fn from_parts(mut ids: Vec<u32>, mut at: Vec<u32>, places: Vec<Place>) -> Walked {
-        if !ids.is_sorted() {
-            let mut pairs: Vec<(u32, u32)> = ids.iter().copied().zip(at.iter().copied()).collect();
-            pairs.sort_by_key(|&(id, _)| id);
-            (ids, at) = pairs.into_iter().unzip();
+    fn new(mut places: Vec<(u32, Place)>) -> Walked {
+        if !places.is_sorted_by_key(|&(id, _)| id) {
+            places.sort_by_key(|&(id, _)| id);
         }
-        Walked { ids, at, places }
+        Walked(places)
     }
 
     /// Job `id`'s place at the walk (`None`: not walked).
     pub fn get(&self, id: u32) -> Option<Place> {
-        self.ids.binary_search(&id).ok().map(|k| self.places[self.at[k] as usize])
+        self.0.binary_search_by_key(&id, |&(i, _)| i).ok().map(|k| self.0[k].1)
     }
 
     /// GPUs ahead of job `id` at the walk (`None`: not walked).
@@ -112,33 +89,23 @@ impl Walked {
     /// slurmctld's list): each lookup tries the place after the last one
     /// found before it searches.
     fn cursor(&self) -> WalkedCursor<'_> {
-        WalkedCursor { walked: self, next: 0 }
-    }
-
-    /// The buffers of a walk nobody reads any more, emptied, for the next.
-    fn into_buffers(self) -> (Vec<u32>, Vec<u32>, Vec<Place>) {
-        let (mut ids, mut at, mut places) = (self.ids, self.at, self.places);
-        ids.clear();
-        at.clear();
-        places.clear();
-        (ids, at, places)
+        WalkedCursor { walked: &self.0, next: 0 }
     }
 }
 
 struct WalkedCursor<'a> {
-    walked: &'a Walked,
+    walked: &'a [(u32, Place)],
     next: usize,
 }
 
 impl WalkedCursor<'_> {
     fn get(&mut self, id: u32) -> Option<Place> {
-        let ids = &self.walked.ids;
-        let k = match ids.get(self.next) {
-            Some(&i) if i == id => self.next,
-            _ => ids.binary_search(&id).ok()?,
+        let k = match self.walked.get(self.next) {
+            Some(&(i, _)) if i == id => self.next,
+            _ => self.walked.binary_search_by_key(&id, |&(i, _)| i).ok()?,
         };
         self.next = k + 1;
-        Some(self.walked.places[self.walked.at[k] as usize])
+        Some(self.walked[k].1)
     }
 }
 
@@ -389,13 +356,6 @@ pub struct Engine {
     /// A walk has seen slurmctld's jobs since this engine loaded its
     /// ledger: until then an empty walk forgets no run (see `tick`).
     seen_jobs: bool,
-    /// What the last tick made of each job, for the next
-    /// ([`kept`]: the incremental view; always of `last_jobs`).
-    kept: kept::Kept,
-    /// Tests only: every job of the last tick as it was converted, in the
-    /// views' order (the tick and its oracle must agree on each).
-    #[cfg(test)]
-    converted: Vec<(Counted, Job)>,
 }
 
 /// Since when each account has held its state (rate, demand, unallocated).
@@ -587,9 +547,6 @@ impl Engine {
             held: None,
             holds: FxHashMap::default(),
             seen_jobs: false,
-            kept: kept::Kept::default(),
-            #[cfg(test)]
-            converted: Vec::new(),
         }
     }
 
@@ -682,7 +639,7 @@ impl Engine {
         let jobs = classify(&self.config, &self.last_jobs, &self.snapshot.runs, now, self.preempt_window_s);
         self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now));
         // What was held so far was under the old rates; from now on, the new.
-        self.record_owed(now, jobs.iter().filter(|(c, _)| *c == Counted::Running).map(|(_, j)| j));
+        self.record_owed(now, &jobs);
     }
 
     /// The GPUs per type on Slurm's nodes (`None`: untyped GPUs), as the
@@ -726,7 +683,7 @@ impl Engine {
         // What was held since the last tick was under the old rates (before
         // the first tick there is nothing to record).
         if self.held.is_some() {
-            self.record_owed(now, jobs.iter().filter(|(c, _)| *c == Counted::Running).map(|(_, j)| j));
+            self.record_owed(now, &jobs);
         }
         before != after
     }
@@ -751,48 +708,10 @@ impl Engine {
     /// One recalculation over every job slurmctld knows, under the
     /// planner's last committed step (`None`: no planner). Each job is
     /// converted once ([`classify`]): that conversion is charged, ranked
-    /// and given its priority. A job whose view did not change since the
-    /// last tick keeps its conversion and its place in its team's order
-    /// ([`kept`]); everything that depends on the moment is redone.
+    /// and given its priority.
     pub fn tick(&mut self, now: u64, views: impl Into<Vec<JobView>>, plan: Option<&PlanBoard>) -> TickReport {
         let mut views: Vec<JobView> = views.into();
         self.see_holds(&mut views);
-        let recorded = self.snapshot.runs.len();
-        let config = self.config.clone();
-        let mut kept = std::mem::take(&mut self.kept);
-        let Some(counts) = kept.first_pass(&config, &mut self.snapshot, &views, &self.last_jobs, now, self.preempt_window_s) else {
-            // A job id twice: not one job per id to keep.
-            return self.tick_from_scratch(now, views, plan);
-        };
-        #[cfg(test)]
-        {
-            self.converted = kept.converted();
-        }
-        let report = TickReport { jobs_seen: views.len(), charged_gpu_s: counts.charged_gpu_s, ..TickReport::default() };
-        self.forget_gone(&views, counts.with_run, recorded);
-        self.snapshot.ledger.prune(now);
-        // The last walk's buffers, if no reader holds its ranking any more.
-        let spent = Arc::get_mut(&mut self.ranking).map(|r| std::mem::take(&mut r.walked));
-        self.ranking = Arc::new(kept.rank(&config, &self.snapshot, &counts.load, now, spent));
-        let outcome = kept.outcome(&self.ranking, plan);
-        self.record_owed(now, outcome.running.into_iter());
-        for (i, job) in outcome.firsts {
-            if !self.warned.contains(&*job.account) {
-                self.warn_once(&views[i], job);
-            }
-        }
-        let begins = self.long_holds(&views, outcome.long.into_iter(), now);
-        let priorities = outcome.priorities;
-        self.kept = kept;
-        // The last moment's views are dropped by the caller, after it
-        // released slurmctld's lock.
-        TickReport { priorities, begins, retired: std::mem::replace(&mut self.last_jobs, views), ..report }
-    }
-
-    /// [`Engine::tick`] without anything kept from the last tick: every job
-    /// converted, charged and ranked afresh (`views` with the holds seen).
-    fn tick_from_scratch(&mut self, now: u64, views: Vec<JobView>, plan: Option<&PlanBoard>) -> TickReport {
-        self.kept.clear();
         let mut report = TickReport { jobs_seen: views.len(), ..TickReport::default() };
         let alloc = allocation_at(&self.config, &self.snapshot.inventory);
         let recorded = self.snapshot.runs.len();
@@ -808,31 +727,13 @@ impl Engine {
             jobs.push((counted, job));
         }
         drop(classifier);
-        #[cfg(test)]
-        {
-            self.converted = jobs.clone();
-        }
-        self.forget_gone(&views, with_run, recorded);
-        self.snapshot.ledger.prune(now);
-        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now));
-        self.record_owed(now, jobs.iter().filter(|(c, _)| *c == Counted::Running).map(|(_, j)| j));
-        self.warn_unknown(&views, &jobs);
-        report.priorities = changed_priorities(&self.ranking, &views, &jobs, plan);
-        let long = jobs.iter().enumerate().filter(|(_, (c, j))| *c == Counted::Waiting && config.contracts.is_long(j.contract, j.time_limit_s));
-        report.begins = self.long_holds(&views, long.map(|(i, (_, j))| (i, j)), now);
-        report.retired = std::mem::replace(&mut self.last_jobs, views);
-        report
-    }
-
-    /// Forget the runs of jobs slurmctld no longer has: there are some
-    /// when fewer of its jobs had a record (`with_run`) than the book held
-    /// before the tick (`recorded`; job ids are unique in slurmctld; runs
-    /// opened since belong to its jobs). Not on an empty walk before any
-    /// walk saw jobs: that is the list of a slurmctld that has not
-    /// recovered its jobs yet (from 24.11 a backup taking over loads this
-    /// plugin first), and forgetting would charge every run again from its
-    /// start once they are back.
-    fn forget_gone(&mut self, views: &[JobView], with_run: usize, recorded: usize) {
+        // Forget the runs of jobs slurmctld no longer has: there are some
+        // when fewer of its jobs had a record than the book held (job ids
+        // are unique in slurmctld; runs opened since belong to its jobs).
+        // Not on an empty walk before any walk saw jobs: that is the list
+        // of a slurmctld that has not recovered its jobs yet (from 24.11 a
+        // backup taking over loads this plugin first), and forgetting would
+        // charge every run again from its start once they are back.
         let recovering = views.is_empty() && !self.seen_jobs;
         self.seen_jobs |= !views.is_empty();
         if !recovering && (with_run < recorded || !self.snapshot.runs.legacy_is_empty()) {
@@ -840,6 +741,16 @@ impl Engine {
             live.extend(views.iter().map(|v| u64::from(v.job_id)));
             self.snapshot.runs.retain(|id| live.contains(&id));
         }
+        self.snapshot.ledger.prune(now);
+        self.ranking = Arc::new(rank(&self.config, &self.snapshot, &jobs, now));
+        self.record_owed(now, &jobs);
+        self.warn_unknown(&views, &jobs);
+        report.priorities = changed_priorities(&self.ranking, &views, &jobs, plan);
+        report.begins = self.long_holds(&views, &jobs, now);
+        // The last moment's views are dropped by the caller, after it
+        // released slurmctld's lock.
+        report.retired = std::mem::replace(&mut self.last_jobs, views);
+        report
     }
 
     /// The jobs Tally holds, as the engine counts them: waiting from the
@@ -870,19 +781,22 @@ impl Engine {
     /// GPUs, and its team's turn does not end another team's claim).
     /// Returns the begin times to write: a hold's (moved on each tick), or a
     /// release's (the begin time the job had).
-    /// `long`: those jobs (index into the views, job), in the views' order.
-    fn long_holds<'j>(&mut self, views: &[JobView], long: impl Iterator<Item = (usize, &'j Job)>, now: u64) -> Vec<(usize, u64)> {
-        let config = self.config.clone();
-        let r = self.ranking.clone();
-        let mut long: Vec<(queue::SlurmKey, usize, &Job)> =
-            long.map(|(i, job)| (queue::slurm_order_at(&views[i], walked_priority(&r, &views[i], None).value, None), i, job)).collect();
-        long.sort_unstable_by_key(|&(key, i, _)| (key, i));
+    fn long_holds(&mut self, views: &[JobView], jobs: &[(Counted, Job)], now: u64) -> Vec<(usize, u64)> {
+        let config = &self.config;
+        let r = &self.ranking;
+        let mut long: Vec<(queue::SlurmKey, usize)> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, (c, j))| *c == Counted::Waiting && config.contracts.is_long(j.contract, j.time_limit_s))
+            .map(|(i, _)| (queue::slurm_order_at(&views[i], walked_priority(r, &views[i], None).value, None), i))
+            .collect();
+        long.sort_unstable();
         let mut old = std::mem::take(&mut self.holds);
         let mut out = Vec::new();
         let mut ahead: FxHashMap<Arc<str>, f64> = FxHashMap::default();
         let until = now + (HOLD_PERIODS * config.calc_period_s).max(MIN_HOLD_S);
-        for (_, i, job) in long {
-            let v = &views[i];
+        for (_, i) in long {
+            let (v, job) = (&views[i], &jobs[i].1);
             let had = old.remove(&v.job_id);
             let before = ahead.get(&job.account).copied().unwrap_or(0.0);
             match tally_allocator::long_start(job, &r.ent, before, &config.priority, &config.contracts) {
@@ -912,9 +826,8 @@ impl Engine {
     /// and start the next stretch from this tick's ranking. A stretch
     /// longer than three calc periods (the thread stopped, the clock
     /// jumped) is not recorded: nobody saw it. Only accounts of the tree
-    /// are recorded. `running`: the jobs counted as running, in the views'
-    /// order.
-    fn record_owed<'j>(&mut self, now: u64, running: impl Iterator<Item = &'j Job>) {
+    /// are recorded.
+    fn record_owed(&mut self, now: u64, jobs: &[(Counted, Job)]) {
         if let Some(Stretch { since, accounts }) = self.held.take() {
             let longest = self.config.calc_period_s.max(1).saturating_mul(3).max(60);
             if now > since && now - since <= longest {
@@ -932,7 +845,10 @@ impl Engine {
         let ent = &self.ranking.ent;
         let mut unallocated = vec![0.0; tree.len()];
         let mut node_of = ByName::new();
-        for job in running {
+        for (c, job) in jobs {
+            if *c != Counted::Running {
+                continue;
+            }
             let Some(id) = node_of.get(&job.account, |name| tree.id(name)) else { continue };
             if !job.contract.is_allocated() || !ent.funded_at(id) {
                 unallocated[id] += job.units();
@@ -1032,9 +948,5 @@ pub fn drain_lines(plan: &DrainPlan, now: u64) -> Vec<String> {
     }
     out
 }
-#[cfg(test)]
-mod equivalence;
-#[cfg(test)]
-mod reference;
 #[cfg(test)]
 mod tests;
