@@ -188,7 +188,7 @@ pub fn plan_starts_now(gpus: u32, gpus_per_node: u32, rules: &QueueRules, runnin
 }
 
 /// Whether some job of `s` to place could start at step 0: a legal block
-/// of its size ([`firsts`]) free at step 0 of the pinned jobs' grid. When
+/// of its size (`firsts`) free at step 0 of the pinned jobs' grid. When
 /// none is, no legal plan of `s` starts a job at step 0.
 pub fn room_now(s: &Scenario) -> bool {
     if s.steps == 0 {
