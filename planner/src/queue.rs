@@ -162,7 +162,13 @@ pub fn scenario(gpus: u32, gpus_per_node: u32, rules: &QueueRules, running: &[Ru
 /// Plan the queue (fast mode) and return each waiting job's planned start.
 pub fn plan_queue(gpus: u32, gpus_per_node: u32, rules: &QueueRules, running: &[RunningJob], waiting: &[WaitingJob]) -> QueuePlan {
     let (s, skipped) = scenario(gpus, gpus_per_node, rules, running, waiting);
-    let plan = fast::plan(&s);
+    planned(&s, skipped, rules, waiting)
+}
+
+/// The fast plan of `s` (built from `waiting` by [`scenario`]) as a
+/// [`QueuePlan`].
+fn planned(s: &Scenario, skipped: usize, rules: &QueueRules, waiting: &[WaitingJob]) -> QueuePlan {
+    let plan = fast::plan(s);
     let mut start_step = BTreeMap::new();
     for p in plan.batch.iter().filter(|p| p.job_id < 1 << 62) {
         start_step.insert(waiting[p.job_id as usize].id, p.start_step);
@@ -177,14 +183,11 @@ pub fn plan_queue(gpus: u32, gpus_per_node: u32, rules: &QueueRules, running: &[
 /// validator's invariant), so such a plan starts nothing now, whatever the
 /// search finds later in the horizon.
 pub fn plan_starts_now(gpus: u32, gpus_per_node: u32, rules: &QueueRules, running: &[RunningJob], waiting: &[WaitingJob]) -> Vec<u64> {
-    let (s, _) = scenario(gpus, gpus_per_node, rules, running, waiting);
+    let (s, skipped) = scenario(gpus, gpus_per_node, rules, running, waiting);
     if !room_now(&s) {
         return Vec::new();
     }
-    let plan = fast::plan(&s);
-    let mut starts: Vec<u64> = plan.batch.iter().filter(|p| p.job_id < 1 << 62 && p.start_step == 0).map(|p| waiting[p.job_id as usize].id).collect();
-    starts.sort_unstable();
-    starts
+    planned(&s, skipped, rules, waiting).starts_now().collect()
 }
 
 /// Whether some job of `s` to place could start at step 0: a legal block
