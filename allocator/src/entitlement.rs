@@ -334,6 +334,31 @@ impl Entitlement {
         }
     }
 
+    /// The fair share of `id`'s own part ([`TeamNow::fair`]) were its
+    /// demand `extra` GPUs more (work submitted since these figures): the
+    /// water-fill of [`Entitlement::compute`] redone along its path only,
+    /// from the root down.
+    pub fn fair_with_more(&self, id: NodeId, extra: f64) -> f64 {
+        if extra <= 0.0 {
+            return self.fair[own(id)];
+        }
+        let mut chain = vec![id];
+        while let Some(p) = self.parents[*chain.last().unwrap_or(&id)] {
+            chain.push(p);
+        }
+        chain.reverse();
+        let mut fair = self.capacity_gpus.min(self.demand[sub(chain[0])] + extra);
+        for (k, &node) in chain.iter().enumerate() {
+            let next = chain.get(k + 1).map_or(own(id), |&c| sub(c));
+            let mut items = vec![own(node)];
+            items.extend((0..self.parents.len()).filter(|&c| self.parents[c] == Some(node)).map(sub));
+            let asks: Vec<(f64, f64)> = items.iter().map(|&i| (self.rate[i], self.demand[i] + if i == next { extra } else { 0.0 })).collect();
+            let shares = water_fill(fair, &asks);
+            fair = items.iter().zip(shares).find(|&(&i, _)| i == next).map_or(0.0, |(_, s)| s);
+        }
+        fair
+    }
+
     /// The account other than `id` furthest below what it is owed now, and
     /// by how many GPUs ([`TeamNow::short`]); `None` when no other is short.
     pub fn most_short_besides(&self, id: NodeId) -> Option<(NodeId, f64)> {
@@ -643,6 +668,27 @@ mod tests {
             l.wait(id, wait);
         }
         Entitlement::compute(t, &alloc, &l)
+    }
+
+    #[test]
+    fn fair_with_more_is_the_fill_with_that_demand() {
+        // Nested and flat teams, idle and busy, on 40 GPUs: each team's fair
+        // share with x GPUs more asked is what a whole computation gives.
+        let t = tree(&[("p", None, 50.0), ("a", Some("p"), 50.0), ("b", Some("p"), 50.0), ("q", None, 30.0), ("r", None, 20.0)]);
+        let loads = [("a", 4, 0), ("b", 12, 8), ("q", 20, 10), ("r", 0, 0)];
+        let e = ent(&t, 40, &loads);
+        for team in ["a", "b", "q", "r", "p"] {
+            for x in [0, 1, 4, 8, 30] {
+                let more: Vec<(&str, u32, u32)> = loads
+                    .iter()
+                    .map(|&(n, run, wait)| (n, run, if n == team { wait + x } else { wait }))
+                    .chain((team == "p").then_some(("p", 0, x)))
+                    .collect();
+                let want = ent(&t, 40, &more).team(team).unwrap().fair;
+                let got = e.fair_with_more(t.id(team).unwrap(), f64::from(x));
+                assert!((got - want).abs() < 1e-9, "{team} +{x}: {got} vs {want}");
+            }
+        }
     }
 
     #[test]

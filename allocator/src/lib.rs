@@ -65,8 +65,8 @@ pub use gpu_types::{check_gpu_type_name, GpuType, GpuTypeError, GpuWeights, Inve
 pub use job::{charge_from_mark, Funded, Job, KnownAccounts};
 pub use ledger::{Ledger, LedgerError, UsageKey, WindowUsage};
 pub use preempt::{
-    eligible_victims, long_start, lost_gpu_seconds, may_preempt, never_requeued, victim_rank, Decision, LongStart, Moment, Nodes, PreemptReason,
-    Refusal, VictimClass, VictimPool,
+    eligible_victims, long_start, long_start_asking, lost_gpu_seconds, may_preempt, never_requeued, victim_rank, Decision, LongStart, Moment, Nodes,
+    PreemptReason, Refusal, VictimClass, VictimPool,
 };
 pub use priority::{
     inside_key, inside_order, job_priority, order_queue, settled_priority, slurm_key, Priority, PriorityRules, QueueOrder, QueueWalk, SlurmKey,

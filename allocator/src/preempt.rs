@@ -298,17 +298,32 @@ pub enum LongStart {
 /// several at once; the simulator starts each it lets go, so `ent` counts
 /// it and `ahead_gpus` is 0).
 pub fn long_start(job: &Job, ent: &Entitlement, ahead_gpus: f64, rules: &PriorityRules, contracts: &ContractRules) -> LongStart {
+    long_start_asking(job, ent, ahead_gpus, 0.0, rules, contracts)
+}
+
+/// [`long_start`] with the team asking `more_gpus` beyond what `ent`
+/// counts (a job submitted since `ent` was computed, and its team's others
+/// since): its fair share is [`Entitlement::fair_with_more`].
+pub fn long_start_asking(
+    job: &Job,
+    ent: &Entitlement,
+    ahead_gpus: f64,
+    more_gpus: f64,
+    rules: &PriorityRules,
+    contracts: &ContractRules,
+) -> LongStart {
     let Some(id) = ent.id(&job.account) else { return LongStart::Free };
     if !job.is_allocated_at(Some(id), ent) || !contracts.is_long(job.contract, job.time_limit_s) || rules.is_debug(job) {
         return LongStart::Free;
     }
     let t = ent.team_at(id);
+    let fair = ent.fair_with_more(id, more_gpus);
     let running = t.running + ahead_gpus.max(0.0);
-    if running + 1e-9 < t.fair {
+    if running + 1e-9 < fair {
         return LongStart::Free;
     }
     match ent.most_short_besides(id) {
-        Some((short_team, short)) => LongStart::Held { running, fair: t.fair, short_team, short },
+        Some((short_team, short)) => LongStart::Held { running, fair, short_team, short },
         None => LongStart::Free,
     }
 }

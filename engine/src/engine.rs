@@ -327,6 +327,64 @@ pub struct TickReport {
 pub const HOLD_PERIODS: u64 = 3;
 pub const MIN_HOLD_S: u64 = 60;
 
+/// The begin time a hold written at `now` sets ([`HOLD_PERIODS`]).
+pub fn hold_until(config: &Config, now: u64) -> u64 {
+    now + (HOLD_PERIODS * config.calc_period_s).max(MIN_HOLD_S)
+}
+
+/// A long job `priority_p_set` held from its submission (or an update)
+/// until the next tick decides ([`long_at_submit`]): handed to
+/// [`Engine::adopt_holds`] before that tick's walk, so the tick counts the
+/// job as waiting from the begin time it had, and holds or releases it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmitHold {
+    pub job_id: u32,
+    /// The begin time it had (given back on release).
+    pub begin_s: u64,
+    /// The begin time written ([`hold_until`]).
+    pub written_s: u64,
+}
+
+/// What [`long_at_submit`] decided for a long job that cannot checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AtSubmit {
+    /// Held: write this begin time.
+    Held(SubmitHold),
+    /// Let go: its budget units count ahead of its team's next long jobs
+    /// until the next tick.
+    LetGo { account: Arc<str>, units: f64 },
+}
+
+/// The tick's rule for a long job that cannot checkpoint
+/// ([`tally_allocator::long_start`]), applied when `priority_p_set` sees a
+/// job waiting now (at its submission, or an update that made it eligible)
+/// the last tick did not walk, on its ranking: held from that moment rather than left to
+/// Slurm's scheduler (backfill starts such a job within seconds, before the
+/// next tick could hold it, and it cannot be taken back without loss).
+/// `job`: `v` converted ([`job_seen_alone`]). `ahead`: the budget units
+/// of its team's long jobs let go and still waiting (by the last tick and
+/// by this rule since); `asked`: those of its team's long jobs this rule
+/// saw since the last tick. The ranking's fair shares do not count them nor
+/// the job itself: its team's is taken with them asked too
+/// ([`tally_allocator::long_start_asking`]). `None`: not a long job that
+/// waits now.
+///
+/// What the ranking does not know (other teams' work submitted since) the
+/// next tick does: it releases a job held here, or holds one let go that
+/// has not started, as its own rule says.
+pub fn long_at_submit(r: &Ranking, v: &JobView, job: &Job, ahead: f64, asked: f64, now: u64) -> Option<AtSubmit> {
+    // A job the last tick walked is that tick's to hold or let go.
+    if !queue::waiting(v, now) || r.walked.get(v.job_id).is_some() || !r.config.contracts.is_long(job.contract, job.time_limit_s) {
+        return None;
+    }
+    Some(match tally_allocator::long_start_asking(job, &r.ent, ahead, asked + job.units(), &r.config.priority, &r.config.contracts) {
+        tally_allocator::LongStart::Held { .. } => {
+            AtSubmit::Held(SubmitHold { job_id: v.job_id, begin_s: v.begin_s, written_s: hold_until(&r.config, now) })
+        }
+        tally_allocator::LongStart::Free => AtSubmit::LetGo { units: job.units(), account: job.account.clone() },
+    })
+}
+
 /// A pending job Tally holds back by its begin time: the begin time it had
 /// before (given back on release) and the one written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,6 +411,9 @@ pub struct Engine {
     /// job id (in memory: a restarted slurmctld releases them within
     /// [`HOLD_PERIODS`], and the next tick holds again what must wait).
     holds: FxHashMap<u32, Hold>,
+    /// The budget units of each team's long jobs the last tick let go
+    /// (still waiting): [`long_at_submit`]'s `ahead` until the next tick.
+    let_go: Vec<(Arc<str>, f64)>,
     /// A walk has seen slurmctld's jobs since this engine loaded its
     /// ledger: until then an empty walk forgets no run (see `tick`).
     seen_jobs: bool,
@@ -458,14 +519,20 @@ pub fn seen(v: &JobView, now: u64) -> Seen {
 /// its team had waiting before it at the last walk (all of them for a job
 /// submitted since).
 pub fn priority_of(r: &Ranking, v: &JobView, plan: Option<&PlanBoard>) -> Priority {
-    let mut job = to_job(&r.config, v).0;
+    priority_of_job(r, &job_seen_alone(&r.config, v), plan)
+}
+
+/// A job converted from its one record, as `priority_p_set` sees it (the
+/// recalculation classes it with the others: [`classify`]).
+pub fn job_seen_alone(config: &Config, v: &JobView) -> Job {
+    let mut job = to_job(config, v).0;
     if v.het_job_id != 0 {
         // A component of a heterogeneous job: its other components are not
         // in this one view, so it is no debug job until the recalculation
         // classes it by all of them ([`classify`]); never the lane before.
         job.holds_gpus = Some(u32::MAX);
     }
-    priority_of_job(r, &job, plan)
+    job
 }
 
 /// [`priority_of`] for a job already converted.
@@ -546,6 +613,7 @@ impl Engine {
             last_jobs: Vec::new(),
             held: None,
             holds: FxHashMap::default(),
+            let_go: Vec::new(),
             seen_jobs: false,
         }
     }
@@ -753,6 +821,22 @@ impl Engine {
         report
     }
 
+    /// Holds written by `priority_p_set` since the last tick
+    /// ([`long_at_submit`]): this engine's to count, move on or release,
+    /// as if its own tick had written them.
+    pub fn adopt_holds(&mut self, holds: impl IntoIterator<Item = SubmitHold>) {
+        for h in holds {
+            self.holds.entry(h.job_id).or_insert(Hold { begin_s: h.begin_s, written_s: h.written_s });
+        }
+    }
+
+    /// The budget units of each team's long jobs the last tick let go,
+    /// still waiting: what [`long_at_submit`] counts ahead until the next
+    /// tick.
+    pub fn let_go(&self) -> &[(Arc<str>, f64)] {
+        &self.let_go
+    }
+
     /// The jobs Tally holds, as the engine counts them: waiting from the
     /// begin time they had (they are in their team's demand and the walk,
     /// and get their priority). A job no longer pending, or whose begin time
@@ -794,7 +878,7 @@ impl Engine {
         let mut old = std::mem::take(&mut self.holds);
         let mut out = Vec::new();
         let mut ahead: FxHashMap<Arc<str>, f64> = FxHashMap::default();
-        let until = now + (HOLD_PERIODS * config.calc_period_s).max(MIN_HOLD_S);
+        let until = hold_until(config, now);
         for (_, i) in long {
             let (v, job) = (&views[i], &jobs[i].1);
             let had = old.remove(&v.job_id);
@@ -818,6 +902,7 @@ impl Engine {
         if !old.is_empty() {
             out.extend(views.iter().enumerate().filter_map(|(i, v)| old.get(&v.job_id).map(|h| (i, h.begin_s))));
         }
+        self.let_go = ahead.into_iter().collect();
         out
     }
 

@@ -14,7 +14,7 @@
 //! under the *write* lock; a host drain's requeues; the ledger saved
 //! atomically with no lock held.
 
-use crate::engine::{changed_priorities, classify, drain_lines, Engine, PlanBoard, Ranking};
+use crate::engine::{changed_priorities, classify, drain_lines, long_at_submit, AtSubmit, Engine, PlanBoard, Ranking, SubmitHold};
 use crate::follower::{self, initial_config, load_config, Start};
 use crate::guard::lock;
 use crate::planner::{replan, Placed};
@@ -22,11 +22,12 @@ use crate::preempted::{self, Notes};
 use crate::statefile::{self, Loaded};
 use crate::view::{gpu_inventory, JobView, NodeView};
 use crate::worker::Wake;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tally_allocator::{format_duration, DrainPlan, RunBook, Snapshot};
+use tally_allocator::{format_duration, DrainPlan, Job, RunBook, Snapshot};
 use tally_config::Config;
 
 /// What the threads ask of slurmctld.
@@ -82,11 +83,84 @@ pub struct Boards {
     pub ranking: Mutex<Option<Arc<Ranking>>>,
     /// The planner's last committed step (`None`: no planner).
     pub plan: Mutex<Option<Arc<PlanBoard>>>,
+    /// Long jobs `priority_p_set` held or let go since the last tick
+    /// ([`Boards::long_at_submit`]; `None` until the first).
+    submits: Mutex<Option<Submits>>,
+}
+
+/// What [`Boards::long_at_submit`] keeps between two ticks (hashed: at a
+/// slurmctld's recovery `priority_p_set` sees every job in turn).
+#[derive(Debug, Default)]
+struct Submits {
+    /// Budget units of each team's long jobs let go and still waiting: the
+    /// last tick's ([`Engine::let_go`]) and, once a tick took them,
+    /// `priority_p_set`'s before that tick.
+    let_go: FxHashMap<Arc<str>, f64>,
+    /// The same, by `priority_p_set` since the last tick took the lists.
+    let_go_since: FxHashMap<Arc<str>, f64>,
+    /// Budget units of each team's long jobs `priority_p_set` held or let
+    /// go since the last tick took the lists (not in the ranking's demand).
+    asked_since: FxHashMap<Arc<str>, f64>,
+    /// The jobs `priority_p_set` decided since (a job updated again is not
+    /// counted twice).
+    seen_since: FxHashSet<u32>,
+    /// Held by `priority_p_set` since.
+    held_since: Vec<SubmitHold>,
+}
+
+impl Submits {
+    fn ahead(&self, account: &str) -> f64 {
+        self.let_go.get(account).copied().unwrap_or(0.0) + self.let_go_since.get(account).copied().unwrap_or(0.0)
+    }
 }
 
 impl Boards {
     pub const fn new() -> Boards {
-        Boards { ranking: Mutex::new(None), plan: Mutex::new(None) }
+        Boards { ranking: Mutex::new(None), plan: Mutex::new(None), submits: Mutex::new(None) }
+    }
+
+    /// `priority_p_set`'s part of the long-job rule ([`long_at_submit`] on
+    /// the last ranking; `job` is `v` converted): the begin time to write
+    /// when `v`, a long job that cannot checkpoint waiting now, is held
+    /// from now until the next tick decides; a job let go counts ahead of
+    /// its team's next ones until then (a burst of submissions is held as
+    /// the tick would hold it). Memory only, under this board's mutex:
+    /// never waits on the engine.
+    pub fn long_at_submit(&self, v: &JobView, job: &Job, now: u64) -> Option<u64> {
+        let r = self.ranking()?;
+        let mut guard = lock(&self.submits);
+        let s = guard.get_or_insert_with(Submits::default);
+        if s.seen_since.contains(&v.job_id) {
+            return None;
+        }
+        let asked = s.asked_since.get(&job.account).copied().unwrap_or(0.0);
+        let decided = long_at_submit(&r, v, job, s.ahead(&job.account), asked, now)?;
+        s.seen_since.insert(v.job_id);
+        *s.asked_since.entry(job.account.clone()).or_insert(0.0) += job.units();
+        match decided {
+            AtSubmit::Held(h) => {
+                s.held_since.push(h);
+                Some(h.written_s)
+            }
+            AtSubmit::LetGo { account, units } => {
+                *s.let_go_since.entry(account).or_insert(0.0) += units;
+                None
+            }
+        }
+    }
+
+    /// The holds `priority_p_set` wrote since the last call, for the tick
+    /// about to copy the jobs; what it let go joins the last tick's until
+    /// [`Boards::publish`] replaces both with this tick's.
+    fn take_submits(&self) -> Vec<SubmitHold> {
+        let mut guard = lock(&self.submits);
+        let Some(s) = guard.as_mut() else { return Vec::new() };
+        for (a, u) in std::mem::take(&mut s.let_go_since) {
+            *s.let_go.entry(a).or_insert(0.0) += u;
+        }
+        s.seen_since.clear();
+        s.asked_since.clear();
+        std::mem::take(&mut s.held_since)
     }
 
     pub fn ranking(&self) -> Option<Arc<Ranking>> {
@@ -99,6 +173,8 @@ impl Boards {
 
     fn publish(&self, engine: &Engine) {
         *lock(&self.ranking) = Some(engine.ranking());
+        let mut guard = lock(&self.submits);
+        guard.get_or_insert_with(Submits::default).let_go = engine.let_go().iter().cloned().collect();
     }
 }
 
@@ -190,8 +266,12 @@ impl Recalc {
             return;
         }
         self.retry_held_ledger(t);
-        // 0. The runs preempt/tally preempted since (read with no lock held).
+        // 0. The runs preempt/tally preempted since (read with no lock held),
+        //    and the long jobs priority_p_set held since: taken before the
+        //    copy, so each is in it (a hold written after waits for the
+        //    next tick, which counts the job as waiting only then).
         let notes = self.read_notes();
+        let submit_holds = self.boards.take_submits();
         // 1. Copy the jobs (and the node table) under the job READ lock:
         //    slurmctld's readers (RPCs, sprio) go on meanwhile.
         let mut copied = host.copy_jobs_and_nodes();
@@ -215,6 +295,7 @@ impl Recalc {
             if fresh > 0 {
                 log::debug!("{fresh} runs preempted by preempt/tally: their jobs' next runs get their whole contracts");
             }
+            engine.adopt_holds(submit_holds);
             let report = engine.tick(t, views, plan.as_deref());
             self.boards.publish(engine);
             let changes: HashMap<u32, u32> = report.priorities.iter().map(|&(i, p)| (ids[i], p)).collect();

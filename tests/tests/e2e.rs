@@ -1468,14 +1468,20 @@ fn e2e_21_a_long_job_that_cannot_checkpoint_waits_while_another_team_is_owed() {
     // contract_idle is owed: its two-node job waits for GPUs. With both
     // teams asking for 16 GPUs, each one's fair share is 8.
     let owed = submit_raw("ci", &["-N2", "--gres=gpu:8", "--comment", "contract=1h", "--wrap", "sleep 300"]);
+    // A recalculation sees it: contract_idle is owed.
+    ledger_saved_after(now_s());
     // contract_busy's 4-GPU job that cannot checkpoint and has no time
     // limit (a long job), and the same job resumable.
     let long = submit("cb", 4, "contract=1h", 900);
     let resumable = submit("cb", 4, "contract=1h,resumable", 900);
-    // Within a recalculation (2 s) Tally holds the long one back by its
-    // begin time (Slurm: Reason=BeginTime); the resumable one is not held:
+    // Tally holds the long one back by its begin time from its submission
+    // (backfill would start it before the next recalculation; Slurm shows
+    // Reason=BeginTime at its next pass); the resumable one is not held:
     // whatever it takes, a restoration can take back without loss.
-    wait_until(30, "Tally to hold the long job", || field(long, "%r").as_deref() == Some("BeginTime"));
+    let eligible = sh("scontrol", &["-o", "show", "job", &long.to_string()]);
+    let eligible = eligible.split_whitespace().find_map(|f| f.strip_prefix("EligibleTime=")).and_then(unix);
+    assert!(eligible.is_some_and(|t| t > now_s() + 30), "the long job was not held at submission: EligibleTime {eligible:?}");
+    wait_until(30, "Slurm to show the hold", || field(long, "%r").as_deref() == Some("BeginTime"));
     for _ in 0..8 {
         assert_eq!(state(long), "PENDING", "the long job started while contract_idle is owed");
         assert_ne!(field(resumable, "%r").as_deref(), Some("BeginTime"), "the resumable job was held");

@@ -258,3 +258,75 @@ fn the_planner_round_publishes_a_board_or_clears_it() {
     assert!(boards.plan().is_none());
     assert_eq!(plan_round(&slurm, boards, Wake::Stop, T0 + 240), PLANNER_IDLE);
 }
+
+/// `v` as `priority_p_set` decides it at `now`, and the begin time written
+/// into the fake job list as the plugin writes it.
+fn submit(boards: &Boards, slurm: &FakeSlurm, v: JobView, now: u64) -> Option<u64> {
+    let r = boards.ranking().unwrap();
+    let until = boards.long_at_submit(&v, &crate::engine::job_seen_alone(&r.config, &v), now);
+    let mut v = v;
+    v.begin_s = until.unwrap_or(v.begin_s);
+    lock(&slurm.jobs).push(v);
+    until
+}
+
+/// A job of `account` with `comment` submitted at `t` (eligible then; no time limit).
+fn submitted(id: u32, account: &str, comment: &str, gpus: u32, t: u64) -> JobView {
+    JobView { submit_s: t, begin_s: t, ..job(id, account, comment, gpus) }
+}
+
+#[test]
+fn a_long_job_is_held_from_its_submission_and_the_tick_takes_the_hold_over() {
+    let site = Site::new("submit-hold", Some(CONFIG));
+    let (recalc, boards) = site.recalc();
+    recalc.begin(T0);
+    // a runs 8 GPUs (its fair share); b waits for 8: b is owed.
+    let slurm = FakeSlurm::with(vec![running(job(1, "a", "contract=1h", 8), T0), job(2, "b", "contract=1h", 8)]);
+    recalc.tick(&slurm, T0 + 60);
+    let at = T0 + 70;
+    // a's long job is held from its submission; the same job resumable is not.
+    let until = submit(boards, &slurm, submitted(3, "a", "contract=1h", 4, at), at);
+    assert_eq!(until, Some(crate::engine::hold_until(&boards.ranking().unwrap().config, at)));
+    assert_eq!(submit(boards, &slurm, submitted(4, "a", "contract=1h,resumable", 4, at), at), None);
+    // An update of the held job: decided once.
+    let again = lock(&slurm.jobs).iter().find(|v| v.job_id == 3).cloned().unwrap();
+    assert_eq!(submit(boards, &slurm, JobView { begin_s: at, ..again }, at), None);
+    lock(&slurm.jobs).retain(|v| !(v.job_id == 3 && v.begin_s == at));
+    // The tick takes it over: counted as waiting (in a's demand), held on.
+    recalc.tick(&slurm, T0 + 120);
+    let begins = lock(&slurm.written).last().unwrap().1.clone();
+    assert_eq!(begins.get(&3), Some(&crate::engine::hold_until(&boards.ranking().unwrap().config, T0 + 120)), "{begins:?}");
+    assert_eq!(boards.ranking().unwrap().ent.team("a").unwrap().demand, 16.0, "the held job is in its team's demand");
+    // b's job leaves: the hold goes, back to the begin time the job had.
+    lock(&slurm.jobs).retain(|v| v.job_id != 2);
+    recalc.tick(&slurm, T0 + 180);
+    let begins = lock(&slurm.written).last().unwrap().1.clone();
+    assert_eq!(begins.get(&3), Some(&at), "{begins:?}");
+}
+
+#[test]
+fn a_burst_of_long_jobs_is_let_go_as_the_tick_would() {
+    let site = Site::new("submit-burst", Some(CONFIG));
+    let (recalc, boards) = site.recalc();
+    recalc.begin(T0);
+    // a runs 4 of its 8 GPUs; b waits for 8.
+    let slurm = FakeSlurm::with(vec![running(job(1, "a", "contract=1h", 4), T0), job(2, "b", "contract=1h", 8)]);
+    recalc.tick(&slurm, T0 + 60);
+    // Three long 4-GPU jobs in one second: the first fits a's share, the
+    // next two would take b's.
+    let at = T0 + 70;
+    let held: Vec<bool> = (3..6).map(|id| submit(boards, &slurm, submitted(id, "a", "contract=1h", 4, at), at).is_some()).collect();
+    assert_eq!(held, [false, true, true]);
+    // The tick agrees: nothing to release, the two held moved on.
+    recalc.tick(&slurm, T0 + 120);
+    let begins = lock(&slurm.written).last().unwrap().1.clone();
+    let mut ids: Vec<u32> = begins.keys().copied().collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [4, 5], "{begins:?}");
+    // The job the tick walked (let go) is the tick's: an update does not hold it.
+    let first = lock(&slurm.jobs).iter().find(|v| v.job_id == 3).cloned().unwrap();
+    let r = boards.ranking().unwrap();
+    assert_eq!(boards.long_at_submit(&first, &crate::engine::job_seen_alone(&r.config, &first), T0 + 130), None);
+    // Let go by the last tick and still waiting, it counts ahead of a's next one.
+    assert!(submit(boards, &slurm, submitted(6, "a", "contract=1h", 4, T0 + 130), T0 + 130).is_some());
+}

@@ -9,7 +9,7 @@
 //! preempt hooks with the job lock, job_submit's with the request owned by
 //! the RPC). Nothing here walks `job_list`; see [`crate::host`] for that.
 
-use slurm_sys::{job_desc_msg_t, job_queue_rec_t, job_record_t, JOB_RUNNING, JOB_STATE_BASE, NO_VAL};
+use slurm_sys::{job_desc_msg_t, job_queue_rec_t, job_record_t, JOB_PENDING, JOB_RUNNING, JOB_STATE_BASE, NO_VAL};
 use std::ffi::{c_char, c_int, c_void};
 use std::marker::PhantomData;
 use tally_allocator::priority::SprioColumns;
@@ -52,6 +52,26 @@ impl<'a> JobArg<'a> {
 
     pub fn is_running(self) -> bool {
         self.get().is_some_and(|j| j.job_state & JOB_STATE_BASE == JOB_RUNNING)
+    }
+
+    /// Set a pending job's begin time (`details->begin_time`, Unix
+    /// seconds): how priority/tally holds a long job that cannot checkpoint
+    /// from its submission (`priority_p_set`, called with the job *write*
+    /// lock held). Slurm then leaves it pending (Reason=BeginTime) until
+    /// the begin time or the next recalculation's release. Returns whether
+    /// it was written (a pending job with details).
+    pub fn hold_until(self, begin_s: u64) -> bool {
+        // SAFETY: NULL or a live job for the call, under the job write lock
+        // `priority_p_set`'s caller holds; `details` is NULL or owned by
+        // the job (same lock).
+        let Some(j) = (unsafe { self.0.as_mut() }) else { return false };
+        if j.job_state & JOB_STATE_BASE != JOB_PENDING {
+            return false;
+        }
+        // SAFETY: as above.
+        let Some(d) = (unsafe { j.details.as_mut() }) else { return false };
+        d.begin_time = begin_s as _;
+        true
     }
 
     /// The nodes the job excludes (`details->exc_nodes`; `None`: none).

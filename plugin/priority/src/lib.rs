@@ -10,8 +10,10 @@
 //!
 //! Threading: slurmctld calls `priority_p_set` and `priority_p_job_end` with
 //! its job write lock held; they touch only in-memory state (the last
-//! `Ranking` behind a mutex held for a clone) and never do IO or wait on
-//! the engine. The recalculation thread, started only inside slurmctld once
+//! `Ranking` behind a mutex held for a clone, the long jobs held or let go
+//! since the last tick behind another) and never do IO or wait on the
+//! engine. `priority_p_set` also holds a long job that cannot checkpoint
+//! by its begin time when the tick's rule would (`Boards::long_at_submit`). The recalculation thread, started only inside slurmctld once
 //! its jobs are recovered (in `init` on 22.05, in `priority_p_thread_start`
 //! from 24.11: a backup slurmctld taking over calls `init` before it
 //! recovers them) and joined in `fini`, copies the jobs under slurmctld's job
@@ -45,7 +47,7 @@
 use slurm_sys::slurmdb_assoc_rec_t;
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
-use tally_engine::engine::{priority_of, walked_priority, Engine};
+use tally_engine::engine::{job_seen_alone, priority_of_job, walked_priority, Engine};
 use tally_engine::follower::{initial_config, Start};
 use tally_engine::guard::lock;
 use tally_engine::now;
@@ -168,7 +170,15 @@ tally_ffi::export! {
             return v.priority;
         }
         let Some(r) = BOARDS.ranking() else { return 1 };
-        let p = priority_of(&r, &v, BOARDS.plan().as_deref());
+        let j = job_seen_alone(&r.config, &v);
+        let p = priority_of_job(&r, &j, BOARDS.plan().as_deref());
+        // A long job that cannot checkpoint, waiting now: held from now
+        // if the tick's rule holds it (backfill would start it first).
+        if let Some(until) = BOARDS.long_at_submit(&v, &j, now()) {
+            if job.hold_until(until) && r.config.debug {
+                log::debug!("job {} held until {until} (a long job while another team is owed)", v.job_id);
+            }
+        }
         if p.need == tally_allocator::priority::NEED_LANE {
             // A new debug job's lane is judged by this one record; Slurm
             // sets a heterogeneous job's id and an array's tasks only after
