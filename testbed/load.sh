@@ -619,7 +619,8 @@ log "results (raw files in $RES):"
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml")
 if [[ -n ${TALLY_LOAD_PLUGINS:-} ]]; then
     built=", plugins built beforehand"
-elif [[ -n $(git -C "$ROOT" status --short 2>/dev/null) ]]; then
+elif ! grep -q '^0 files with uncommitted changes' "$RES/commit"; then
+    # As the tree was when the plugins were built (it may have changed since).
     built=", built with uncommitted changes"
 else
     built=""
