@@ -357,8 +357,9 @@ pub enum AtSubmit {
 
 /// The tick's rule for a long job that cannot checkpoint
 /// ([`tally_allocator::long_start`]), applied when `priority_p_set` sees a
-/// job waiting now (at its submission, or an update that made it eligible)
-/// the last tick did not walk, on its ranking: held from that moment rather than left to
+/// job waiting now (at its submission, or an update that made it eligible:
+/// a held job's begin time set back by its owner is held again) on the last
+/// tick's ranking: held from that moment rather than left to
 /// Slurm's scheduler (backfill starts such a job within seconds, before the
 /// next tick could hold it, and it cannot be taken back without loss).
 /// `job`: `v` converted ([`job_seen_alone`]). `ahead`: the budget units
@@ -367,14 +368,14 @@ pub enum AtSubmit {
 /// saw since the last tick. The ranking's fair shares do not count them nor
 /// the job itself: its team's is taken with them asked too
 /// ([`tally_allocator::long_start_asking`]). `None`: not a long job that
-/// waits now.
+/// waits now. A job the last tick let go is not asked (the caller counts it
+/// in `ahead`: [`Engine::let_go`]).
 ///
 /// What the ranking does not know (other teams' work submitted since) the
 /// next tick does: it releases a job held here, or holds one let go that
 /// has not started, as its own rule says.
 pub fn long_at_submit(r: &Ranking, v: &JobView, job: &Job, ahead: f64, asked: f64, now: u64) -> Option<AtSubmit> {
-    // A job the last tick walked is that tick's to hold or let go.
-    if !queue::waiting(v, now) || r.walked.get(v.job_id).is_some() || !r.config.contracts.is_long(job.contract, job.time_limit_s) {
+    if !queue::waiting(v, now) || !r.config.contracts.is_long(job.contract, job.time_limit_s) {
         return None;
     }
     Some(match tally_allocator::long_start_asking(job, &r.ent, ahead, asked + job.units(), &r.config.priority, &r.config.contracts) {
@@ -414,6 +415,8 @@ pub struct Engine {
     /// The budget units of each team's long jobs the last tick let go
     /// (still waiting): [`long_at_submit`]'s `ahead` until the next tick.
     let_go: Vec<(Arc<str>, f64)>,
+    /// The long jobs the last tick let go (job ids).
+    let_go_ids: FxHashSet<u32>,
     /// A walk has seen slurmctld's jobs since this engine loaded its
     /// ledger: until then an empty walk forgets no run (see `tick`).
     seen_jobs: bool,
@@ -614,6 +617,7 @@ impl Engine {
             held: None,
             holds: FxHashMap::default(),
             let_go: Vec::new(),
+            let_go_ids: FxHashSet::default(),
             seen_jobs: false,
         }
     }
@@ -825,8 +829,10 @@ impl Engine {
     /// ([`long_at_submit`]): this engine's to count, move on or release,
     /// as if its own tick had written them.
     pub fn adopt_holds(&mut self, holds: impl IntoIterator<Item = SubmitHold>) {
+        // The latest write wins: a hold of this engine's whose begin time
+        // the job's owner set back was held again by priority_p_set.
         for h in holds {
-            self.holds.entry(h.job_id).or_insert(Hold { begin_s: h.begin_s, written_s: h.written_s });
+            self.holds.insert(h.job_id, Hold { begin_s: h.begin_s, written_s: h.written_s });
         }
     }
 
@@ -837,10 +843,15 @@ impl Engine {
         &self.let_go
     }
 
+    /// The long jobs the last tick let go (job ids).
+    pub fn let_go_ids(&self) -> &FxHashSet<u32> {
+        &self.let_go_ids
+    }
+
     /// The jobs Tally holds, as the engine counts them: waiting from the
     /// begin time they had (they are in their team's demand and the walk,
     /// and get their priority). A job no longer pending, or whose begin time
-    /// someone else changed since (`scontrol update BeginTime=`), is no
+    /// someone else changed since (`scontrol update StartTime=`), is no
     /// longer Tally's to hold.
     fn see_holds(&mut self, views: &mut [JobView]) {
         if self.holds.is_empty() {
@@ -878,6 +889,7 @@ impl Engine {
         let mut old = std::mem::take(&mut self.holds);
         let mut out = Vec::new();
         let mut ahead: FxHashMap<Arc<str>, f64> = FxHashMap::default();
+        self.let_go_ids.clear();
         let until = hold_until(config, now);
         for (_, i) in long {
             let (v, job) = (&views[i], &jobs[i].1);
@@ -890,6 +902,7 @@ impl Engine {
                     out.push((i, until));
                 }
                 tally_allocator::LongStart::Free => {
+                    self.let_go_ids.insert(v.job_id);
                     *ahead.entry(job.account.clone()).or_insert(0.0) += job.units();
                     if let Some(h) = had {
                         out.push((i, h.begin_s));

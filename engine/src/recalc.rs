@@ -96,6 +96,8 @@ struct Submits {
     /// last tick's ([`Engine::let_go`]) and, once a tick took them,
     /// `priority_p_set`'s before that tick.
     let_go: FxHashMap<Arc<str>, f64>,
+    /// The long jobs the last tick let go: its to decide again.
+    let_go_ids: FxHashSet<u32>,
     /// The same, by `priority_p_set` since the last tick took the lists.
     let_go_since: FxHashMap<Arc<str>, f64>,
     /// Budget units of each team's long jobs `priority_p_set` held or let
@@ -130,7 +132,7 @@ impl Boards {
         let r = self.ranking()?;
         let mut guard = lock(&self.submits);
         let s = guard.get_or_insert_with(Submits::default);
-        if s.seen_since.contains(&v.job_id) {
+        if s.seen_since.contains(&v.job_id) || s.let_go_ids.contains(&v.job_id) {
             return None;
         }
         let asked = s.asked_since.get(&job.account).copied().unwrap_or(0.0);
@@ -174,7 +176,9 @@ impl Boards {
     fn publish(&self, engine: &Engine) {
         *lock(&self.ranking) = Some(engine.ranking());
         let mut guard = lock(&self.submits);
-        guard.get_or_insert_with(Submits::default).let_go = engine.let_go().iter().cloned().collect();
+        let s = guard.get_or_insert_with(Submits::default);
+        s.let_go = engine.let_go().iter().cloned().collect();
+        s.let_go_ids.clone_from(engine.let_go_ids());
     }
 }
 

@@ -1478,15 +1478,25 @@ fn e2e_21_a_long_job_that_cannot_checkpoint_waits_while_another_team_is_owed() {
     // (backfill would start it before the next recalculation; Slurm shows
     // Reason=BeginTime at its next pass); the resumable one is not held:
     // whatever it takes, a restoration can take back without loss.
-    let eligible = sh("scontrol", &["-o", "show", "job", &long.to_string()]);
-    let eligible = eligible.split_whitespace().find_map(|f| f.strip_prefix("EligibleTime=")).and_then(unix);
-    assert!(eligible.is_some_and(|t| t > now_s() + 30), "the long job was not held at submission: EligibleTime {eligible:?}");
+    let held = |when: &str| {
+        let job = sh("scontrol", &["-o", "show", "job", &long.to_string()]);
+        let eligible = job.split_whitespace().find_map(|f| f.strip_prefix("EligibleTime=")).and_then(unix);
+        assert!(eligible.is_some_and(|t| t > now_s() + 30), "the long job was not held {when}: EligibleTime {eligible:?}");
+    };
+    held("at submission");
     wait_until(30, "Slurm to show the hold", || field(long, "%r").as_deref() == Some("BeginTime"));
     for _ in 0..8 {
         assert_eq!(state(long), "PENDING", "the long job started while contract_idle is owed");
         assert_ne!(field(resumable, "%r").as_deref(), Some("BeginTime"), "the resumable job was held");
         std::thread::sleep(Duration::from_secs(1));
     }
+    // Its begin time set back (Slurm recalculates the priority after an
+    // update): held again at once, not left to backfill until the next
+    // recalculation.
+    sh("scontrol", &["update", &format!("JobId={long}"), "StartTime=now"]);
+    held("after StartTime=now");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(state(long), "PENDING", "the long job started after StartTime=now while contract_idle is owed");
     let text = sh(&tally, &["explain", &long.to_string(), "-c", &config()]);
     assert!(text.contains("held by Tally") && text.contains("contract_idle is"), "{text}");
     // contract_idle no longer waits: the hold goes within a recalculation and the

@@ -472,7 +472,7 @@ fn a_begin_time_someone_else_set_is_theirs() {
     let mut jobs = contended(8, &["contract=1h"]);
     let r = e.tick(now, jobs.clone(), None);
     assert_eq!(r.begins.len(), 1);
-    // An admin moved it (`scontrol update BeginTime=`) a day ahead: not a
+    // An admin moved it (`scontrol update StartTime=`) a day ahead: not a
     // job that waits now, and never given back Tally's idea of its begin.
     jobs[2].begin_s = now + DAY_S;
     let r = e.tick(now + 60, jobs.clone(), None);

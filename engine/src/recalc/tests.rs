@@ -275,14 +275,26 @@ fn submitted(id: u32, account: &str, comment: &str, gpus: u32, t: u64) -> JobVie
     JobView { submit_s: t, begin_s: t, ..job(id, account, comment, gpus) }
 }
 
-#[test]
-fn a_long_job_is_held_from_its_submission_and_the_tick_takes_the_hold_over() {
-    let site = Site::new("submit-hold", Some(CONFIG));
+/// a runs `a_gpus` (rate 8), b waits for 8 (owed), seen by a tick at
+/// `T0 + 60`.
+fn b_owed(name: &str, a_gpus: u32) -> (Site, Recalc, &'static Boards, FakeSlurm) {
+    let site = Site::new(name, Some(CONFIG));
     let (recalc, boards) = site.recalc();
     recalc.begin(T0);
-    // a runs 8 GPUs (its fair share); b waits for 8: b is owed.
-    let slurm = FakeSlurm::with(vec![running(job(1, "a", "contract=1h", 8), T0), job(2, "b", "contract=1h", 8)]);
+    let slurm = FakeSlurm::with(vec![running(job(1, "a", "contract=1h", a_gpus), T0), job(2, "b", "contract=1h", 8)]);
     recalc.tick(&slurm, T0 + 60);
+    (site, recalc, boards, slurm)
+}
+
+/// The begin times of the last write.
+fn last_begins(slurm: &FakeSlurm) -> HashMap<u32, u64> {
+    lock(&slurm.written).last().map(|w| w.1.clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_long_job_is_held_from_its_submission_and_the_tick_takes_the_hold_over() {
+    // a runs 8 GPUs (its fair share).
+    let (_site, recalc, boards, slurm) = b_owed("submit-hold", 8);
     let at = T0 + 70;
     // a's long job is held from its submission; the same job resumable is not.
     let until = submit(boards, &slurm, submitted(3, "a", "contract=1h", 4, at), at);
@@ -294,24 +306,32 @@ fn a_long_job_is_held_from_its_submission_and_the_tick_takes_the_hold_over() {
     lock(&slurm.jobs).retain(|v| !(v.job_id == 3 && v.begin_s == at));
     // The tick takes it over: counted as waiting (in a's demand), held on.
     recalc.tick(&slurm, T0 + 120);
-    let begins = lock(&slurm.written).last().unwrap().1.clone();
+    let begins = last_begins(&slurm);
     assert_eq!(begins.get(&3), Some(&crate::engine::hold_until(&boards.ranking().unwrap().config, T0 + 120)), "{begins:?}");
     assert_eq!(boards.ranking().unwrap().ent.team("a").unwrap().demand, 16.0, "the held job is in its team's demand");
-    // b's job leaves: the hold goes, back to the begin time the job had.
+    // Its owner sets its begin time back (`scontrol update StartTime=now`:
+    // Slurm calls priority_p_set after an update): held again at once.
+    let now = T0 + 130;
+    let mut released = lock(&slurm.jobs).iter().find(|v| v.job_id == 3).cloned().unwrap();
+    released.begin_s = now;
+    lock(&slurm.jobs).retain(|v| v.job_id != 3);
+    let again = submit(boards, &slurm, released, now);
+    assert_eq!(again, Some(crate::engine::hold_until(&boards.ranking().unwrap().config, now)));
+    recalc.tick(&slurm, T0 + 150);
+    let begins = last_begins(&slurm);
+    assert_eq!(begins.get(&3), Some(&crate::engine::hold_until(&boards.ranking().unwrap().config, T0 + 150)), "{begins:?}");
+    // b's job leaves: the hold goes, back to the begin time the job had
+    // (the one its owner set).
     lock(&slurm.jobs).retain(|v| v.job_id != 2);
     recalc.tick(&slurm, T0 + 180);
-    let begins = lock(&slurm.written).last().unwrap().1.clone();
-    assert_eq!(begins.get(&3), Some(&at), "{begins:?}");
+    let begins = last_begins(&slurm);
+    assert_eq!(begins.get(&3), Some(&now), "{begins:?}");
 }
 
 #[test]
 fn a_burst_of_long_jobs_is_let_go_as_the_tick_would() {
-    let site = Site::new("submit-burst", Some(CONFIG));
-    let (recalc, boards) = site.recalc();
-    recalc.begin(T0);
-    // a runs 4 of its 8 GPUs; b waits for 8.
-    let slurm = FakeSlurm::with(vec![running(job(1, "a", "contract=1h", 4), T0), job(2, "b", "contract=1h", 8)]);
-    recalc.tick(&slurm, T0 + 60);
+    // a runs 4 of its 8 GPUs.
+    let (_site, recalc, boards, slurm) = b_owed("submit-burst", 4);
     // Three long 4-GPU jobs in one second: the first fits a's share, the
     // next two would take b's.
     let at = T0 + 70;
@@ -319,7 +339,7 @@ fn a_burst_of_long_jobs_is_let_go_as_the_tick_would() {
     assert_eq!(held, [false, true, true]);
     // The tick agrees: nothing to release, the two held moved on.
     recalc.tick(&slurm, T0 + 120);
-    let begins = lock(&slurm.written).last().unwrap().1.clone();
+    let begins = last_begins(&slurm);
     let mut ids: Vec<u32> = begins.keys().copied().collect();
     ids.sort_unstable();
     assert_eq!(ids, [4, 5], "{begins:?}");
