@@ -414,7 +414,7 @@ pub struct Engine {
     holds: FxHashMap<u32, Hold>,
     /// The budget units of each team's long jobs the last tick let go
     /// (still waiting): [`long_at_submit`]'s `ahead` until the next tick.
-    let_go: Vec<(Arc<str>, f64)>,
+    let_go: FxHashMap<Arc<str>, f64>,
     /// The long jobs the last tick let go (job ids).
     let_go_ids: FxHashSet<u32>,
     /// A walk has seen slurmctld's jobs since this engine loaded its
@@ -616,7 +616,7 @@ impl Engine {
             last_jobs: Vec::new(),
             held: None,
             holds: FxHashMap::default(),
-            let_go: Vec::new(),
+            let_go: FxHashMap::default(),
             let_go_ids: FxHashSet::default(),
             seen_jobs: false,
         }
@@ -839,7 +839,7 @@ impl Engine {
     /// The budget units of each team's long jobs the last tick let go,
     /// still waiting: what [`long_at_submit`] counts ahead until the next
     /// tick.
-    pub fn let_go(&self) -> &[(Arc<str>, f64)] {
+    pub fn let_go(&self) -> &FxHashMap<Arc<str>, f64> {
         &self.let_go
     }
 
@@ -915,7 +915,7 @@ impl Engine {
         if !old.is_empty() {
             out.extend(views.iter().enumerate().filter_map(|(i, v)| old.get(&v.job_id).map(|h| (i, h.begin_s))));
         }
-        self.let_go = ahead.into_iter().collect();
+        self.let_go = ahead;
         out
     }
 

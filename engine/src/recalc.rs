@@ -126,17 +126,17 @@ impl Boards {
     /// when `v`, a long job that cannot checkpoint waiting now, is held
     /// from now until the next tick decides; a job let go counts ahead of
     /// its team's next ones until then (a burst of submissions is held as
-    /// the tick would hold it). Memory only, under this board's mutex:
-    /// never waits on the engine.
-    pub fn long_at_submit(&self, v: &JobView, job: &Job, now: u64) -> Option<u64> {
-        let r = self.ranking()?;
+    /// the tick would hold it). `r`: the ranking the caller read from this
+    /// board. Memory only, under this board's mutex: never waits on the
+    /// engine.
+    pub fn long_at_submit(&self, r: &Ranking, v: &JobView, job: &Job, now: u64) -> Option<u64> {
         let mut guard = lock(&self.submits);
         let s = guard.get_or_insert_with(Submits::default);
         if s.seen_since.contains(&v.job_id) || s.let_go_ids.contains(&v.job_id) {
             return None;
         }
         let asked = s.asked_since.get(&job.account).copied().unwrap_or(0.0);
-        let decided = long_at_submit(&r, v, job, s.ahead(&job.account), asked, now)?;
+        let decided = long_at_submit(r, v, job, s.ahead(&job.account), asked, now)?;
         s.seen_since.insert(v.job_id);
         *s.asked_since.entry(job.account.clone()).or_insert(0.0) += job.units();
         match decided {
@@ -175,10 +175,12 @@ impl Boards {
 
     fn publish(&self, engine: &Engine) {
         *lock(&self.ranking) = Some(engine.ranking());
+        // Copied before the lock: priority_p_set waits only for the swap.
+        let (let_go, ids) = (engine.let_go().clone(), engine.let_go_ids().clone());
         let mut guard = lock(&self.submits);
         let s = guard.get_or_insert_with(Submits::default);
-        s.let_go = engine.let_go().iter().cloned().collect();
-        s.let_go_ids.clone_from(engine.let_go_ids());
+        s.let_go = let_go;
+        s.let_go_ids = ids;
     }
 }
 

@@ -263,7 +263,7 @@ fn the_planner_round_publishes_a_board_or_clears_it() {
 /// into the fake job list as the plugin writes it.
 fn submit(boards: &Boards, slurm: &FakeSlurm, v: JobView, now: u64) -> Option<u64> {
     let r = boards.ranking().unwrap();
-    let until = boards.long_at_submit(&v, &crate::engine::job_seen_alone(&r.config, &v), now);
+    let until = boards.long_at_submit(&r, &v, &crate::engine::job_seen_alone(&r.config, &v), now);
     let mut v = v;
     v.begin_s = until.unwrap_or(v.begin_s);
     lock(&slurm.jobs).push(v);
@@ -346,7 +346,7 @@ fn a_burst_of_long_jobs_is_let_go_as_the_tick_would() {
     // The job the tick walked (let go) is the tick's: an update does not hold it.
     let first = lock(&slurm.jobs).iter().find(|v| v.job_id == 3).cloned().unwrap();
     let r = boards.ranking().unwrap();
-    assert_eq!(boards.long_at_submit(&first, &crate::engine::job_seen_alone(&r.config, &first), T0 + 130), None);
+    assert_eq!(boards.long_at_submit(&r, &first, &crate::engine::job_seen_alone(&r.config, &first), T0 + 130), None);
     // Let go by the last tick and still waiting, it counts ahead of a's next one.
     assert!(submit(boards, &slurm, submitted(6, "a", "contract=1h", 4, T0 + 130), T0 + 130).is_some());
 }

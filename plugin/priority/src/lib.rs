@@ -174,7 +174,7 @@ tally_ffi::export! {
         let p = priority_of_job(&r, &j, BOARDS.plan().as_deref());
         // A long job that cannot checkpoint, waiting now: held from now
         // if the tick's rule holds it (backfill would start it first).
-        if let Some(until) = BOARDS.long_at_submit(&v, &j, now()) {
+        if let Some(until) = BOARDS.long_at_submit(&r, &v, &j, now()) {
             if job.hold_until(until) && r.config.debug {
                 log::debug!("job {} held until {until} (a long job while another team is owed)", v.job_id);
             }
